@@ -1,0 +1,65 @@
+"""Atomic file writes: a crash mid-write never leaves a truncated file behind.
+
+Each writer writes into a temporary file in the destination folder, flushes it to disk, then
+renames it over the target (`os.replace` is atomic on POSIX within one filesystem).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success rename it onto `path`.
+
+    The temporary name keeps the target's suffix so libraries that infer the format from it
+    (pyarrow, matplotlib) still do.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".tmp{target.suffix}")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_json_default) + "\n")
+
+
+def atomic_write_with(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
+    """Call `write(tmp_path)` (e.g. `fig.savefig`, `df.to_parquet`) and publish atomically."""
+    with atomic_path(path) as tmp:
+        write(tmp)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):  # numpy / torch scalars
+        return obj.item()
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    raise TypeError(f"cannot serialise {type(obj).__name__} to JSON")

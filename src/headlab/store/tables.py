@@ -1,0 +1,104 @@
+"""The per-run tidy tables: `head_metrics.parquet` and `head_pairs.parquet`.
+
+Each table is a parquet *dataset folder*: every measurement point appends one part file,
+written atomically, so a long run never rewrites the table and a crash never truncates it.
+pandas, pyarrow, polars and duckdb read the folder as one table; `read_table` also sorts it
+and drops parts past a given step (used when a run resumes from a checkpoint).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from headlab.store.atomic import atomic_write_with
+
+HEAD_METRICS = "head_metrics.parquet"
+HEAD_PAIRS = "head_pairs.parquet"
+
+HEAD_METRIC_COLUMNS = ("run_id", "step", "epoch", "layer", "head", "metric", "value")
+HEAD_PAIR_COLUMNS = ("run_id", "step", "epoch", "layer", "head_a", "head_b", "metric", "value")
+
+_PART = re.compile(r"^part-(\d{9})-(\d{4})\.parquet$")
+
+
+def head_metric_rows(
+    run_id: str, step: int, epoch: int, per_layer: list[Mapping[str, np.ndarray]]
+) -> pd.DataFrame:
+    """Long-format rows from `per_layer[layer][metric] -> values [head]`."""
+    frames = []
+    for layer, metrics in enumerate(per_layer):
+        for metric, values in metrics.items():
+            values = np.asarray(values, dtype=np.float64).reshape(-1)
+            frames.append(
+                pd.DataFrame(
+                    {"layer": layer, "head": np.arange(values.size), "metric": metric, "value": values}
+                )
+            )
+    return _finish(frames, run_id, step, epoch, HEAD_METRIC_COLUMNS)
+
+
+def head_pair_rows(
+    run_id: str, step: int, epoch: int, per_layer: list[Mapping[str, np.ndarray]]
+) -> pd.DataFrame:
+    """Long-format rows from `per_layer[layer][metric] -> matrix [head, head]`."""
+    frames = []
+    for layer, metrics in enumerate(per_layer):
+        for metric, matrix in metrics.items():
+            matrix = np.asarray(matrix, dtype=np.float64)
+            a, b = np.meshgrid(np.arange(matrix.shape[0]), np.arange(matrix.shape[1]), indexing="ij")
+            frames.append(
+                pd.DataFrame(
+                    {"layer": layer, "head_a": a.ravel(), "head_b": b.ravel(), "metric": metric, "value": matrix.ravel()}
+                )
+            )
+    return _finish(frames, run_id, step, epoch, HEAD_PAIR_COLUMNS)
+
+
+def _finish(frames: list[pd.DataFrame], run_id: str, step: int, epoch: int, columns: tuple[str, ...]) -> pd.DataFrame:
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[c for c in columns if c not in ("run_id", "step", "epoch")])
+    df.insert(0, "epoch", int(epoch))
+    df.insert(0, "step", int(step))
+    df.insert(0, "run_id", str(run_id))
+    df = df[list(columns)]
+    return df.astype({"step": "int64", "epoch": "int64", "layer": "int64", "value": "float64"})
+
+
+def append_part(table_dir: str | os.PathLike, step: int, rows: pd.DataFrame) -> Path:
+    """Write `rows` as the next part file of the dataset folder, atomically."""
+    table_dir = Path(table_dir)
+    table_dir.mkdir(parents=True, exist_ok=True)
+    seq = sum(1 for p in table_dir.iterdir() if (m := _PART.match(p.name)) and int(m.group(1)) == step)
+    path = table_dir / f"part-{step:09d}-{seq:04d}.parquet"
+    atomic_write_with(path, lambda tmp: rows.to_parquet(tmp, index=False))
+    return path
+
+
+def drop_parts_after(table_dir: str | os.PathLike, step: int) -> int:
+    """Remove the parts measured after `step` (a resumed run re-measures them). Returns the count."""
+    table_dir = Path(table_dir)
+    if not table_dir.is_dir():
+        return 0
+    removed = 0
+    for p in table_dir.iterdir():
+        m = _PART.match(p.name)
+        if m and int(m.group(1)) > step:
+            p.unlink()
+            removed += 1
+    return removed
+
+
+def read_table(table_dir: str | os.PathLike) -> pd.DataFrame:
+    """Read a dataset folder written by `append_part`, in a stable order."""
+    table_dir = Path(table_dir)
+    parts = sorted(p for p in table_dir.iterdir() if _PART.match(p.name)) if table_dir.is_dir() else []
+    if not parts:
+        raise FileNotFoundError(f"{table_dir}: no measurement parts found")
+    df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    keys = [c for c in ("step", "layer", "head", "head_a", "head_b", "metric") if c in df.columns]
+    return df.sort_values(keys, kind="stable").reset_index(drop=True)

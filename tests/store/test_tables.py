@@ -1,0 +1,58 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from headlab.store import append_part, drop_parts_after, head_metric_rows, head_pair_rows, read_table
+from headlab.store.tables import HEAD_METRIC_COLUMNS, HEAD_PAIR_COLUMNS
+
+
+def _layers(step):
+    return [{"entropy": np.array([0.1, 0.2]) + step, "prev_score": np.array([0.9, 0.0])},
+            {"entropy": np.array([1.0, 2.0]) + step, "prev_score": np.array([0.5, 0.5])}]
+
+
+def test_head_metric_rows_long_format():
+    df = head_metric_rows("r1", 30, 2, _layers(0))
+    assert tuple(df.columns) == HEAD_METRIC_COLUMNS
+    assert len(df) == 2 * 2 * 2
+    row = df[(df.layer == 1) & (df["head"] == 1) & (df.metric == "entropy")]
+    assert row.value.item() == 2.0 and row.step.item() == 30 and row.epoch.item() == 2
+
+
+def test_head_pair_rows_index_matrix_entries():
+    m = np.arange(9, dtype=float).reshape(3, 3)
+    df = head_pair_rows("r", 0, 0, [{"js": m}])
+    assert tuple(df.columns) == HEAD_PAIR_COLUMNS
+    got = df.pivot(index="head_a", columns="head_b", values="value").to_numpy()
+    np.testing.assert_array_equal(got, m)
+
+
+def test_parts_read_back_as_one_table_and_pandas_reads_the_folder(tmp_path):
+    table = tmp_path / "head_metrics.parquet"
+    for step in (0, 10, 20):
+        append_part(table, step, head_metric_rows("r", step, 0, _layers(step)))
+    df = read_table(table)
+    assert sorted(df.step.unique()) == [0, 10, 20]
+    assert len(df) == 3 * 8
+    direct = pd.read_parquet(table)  # any parquet reader sees one dataset
+    assert len(direct) == len(df)
+
+
+def test_drop_parts_after_step_for_resume(tmp_path):
+    table = tmp_path / "t"
+    for step in (0, 10, 20, 30):
+        append_part(table, step, head_metric_rows("r", step, 0, _layers(step)))
+    assert drop_parts_after(table, 10) == 2
+    assert sorted(read_table(table).step.unique()) == [0, 10]
+    assert drop_parts_after(tmp_path / "missing", 0) == 0
+
+
+def test_same_step_twice_gets_a_second_part_not_an_overwrite(tmp_path):
+    append_part(tmp_path, 5, head_metric_rows("r", 5, 0, _layers(0)))
+    append_part(tmp_path, 5, head_metric_rows("r", 5, 1, _layers(1)))
+    assert len(read_table(tmp_path)) == 16
+
+
+def test_read_table_on_empty_folder_says_so(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no measurement parts"):
+        read_table(tmp_path)

@@ -1,0 +1,175 @@
+"""Multi-head self-attention with one forward and two paths.
+
+The fast path (`need_weights=False`, used in training) calls
+`torch.nn.functional.scaled_dot_product_attention` and returns no pattern. The weight path
+(`need_weights=True`, used by the probe measurements) computes scores and softmax explicitly
+and returns the pattern `[batch, head, q, k]`. Both see the same additive bias (padding,
+causal, ALiBi), so they agree to float precision; a test holds them to it.
+
+Heads are an index, not surgery: `head_gate[h]` scales head h's output before `out_proj`
+(0 removes exactly its contribution, and the gate stays differentiable for importance scores),
+`head_weights()` gives per-head views in TransformerLens layout, and `prune_heads` removes heads
+physically so compute really drops.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from headlab.model.posenc import ATTENTION_ENCODINGS, RotaryEmbedding, alibi_bias, alibi_slopes
+
+
+@dataclass
+class AttentionOutput:
+    output: Tensor  # [batch, seq, d_model]
+    pattern: Tensor | None  # [batch, head, q, k], pre-dropout; None on the fast path
+
+
+@dataclass
+class HeadWeights:
+    """Per-head views (they share storage with the projections) in TransformerLens layout."""
+
+    W_Q: Tensor  # [head, d_model, d_head]
+    W_K: Tensor  # [head, d_model, d_head]
+    W_V: Tensor  # [head, d_model, d_head]
+    W_O: Tensor  # [head, d_head, d_model]
+    b_Q: Tensor  # [head, d_head]
+    b_K: Tensor  # [head, d_head]
+    b_V: Tensor  # [head, d_head]
+    b_O: Tensor  # [d_model]
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Self-attention over `[batch, seq, d_model]`; `position` is `none`, `rope` or `alibi`.
+
+    Additive position encodings (sinusoidal, learned) live at the embedding, not here.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_head: int | None = None, *, attn_dropout: float = 0.0,
+                 causal: bool = False, position: str = "none") -> None:
+        super().__init__()
+        if position not in ("none",) + ATTENTION_ENCODINGS:
+            raise ValueError(f"attention-level position must be one of none, rope, alibi; got {position!r}")
+        self.d_model, self.n_heads = d_model, n_heads
+        self.d_head = d_model // n_heads if d_head is None else d_head
+        self.attn_dropout, self.causal = attn_dropout, causal
+        d_attn = n_heads * self.d_head
+        self.q_proj = nn.Linear(d_model, d_attn)
+        self.k_proj = nn.Linear(d_model, d_attn)
+        self.v_proj = nn.Linear(d_model, d_attn)
+        self.out_proj = nn.Linear(d_attn, d_model)
+        self.rotary = RotaryEmbedding(self.d_head) if position == "rope" else None
+        slopes = alibi_slopes(n_heads) if position == "alibi" else None
+        self.register_buffer("alibi_slopes", slopes, persistent=False)  # [head] or None
+        self.hook_pattern = nn.Identity()  # [batch, head, q, k]; weight path only
+        self.hook_z = nn.Identity()  # [batch, head, seq, d_head]; per-head output after the gate
+
+    def forward(self, x: Tensor, attention_mask: Tensor, *, need_weights: bool = False,
+                head_gate: Tensor | None = None) -> AttentionOutput:
+        """x: [batch, seq, d_model]; attention_mask: [batch, seq] (True = real); head_gate: [head]."""
+        self._check_inputs(x, attention_mask, head_gate)
+        q, k, v = (self._split_heads(proj(x)) for proj in (self.q_proj, self.k_proj, self.v_proj))
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        bias = self._score_bias(attention_mask.bool(), x.size(1), x.dtype)  # [batch, 1|head, 1|q, k]
+        dropout_p = self.attn_dropout if self.training else 0.0
+        scale = 1.0 / math.sqrt(self.d_head)
+        pattern = None
+        if need_weights:
+            pattern = self.hook_pattern((q @ k.transpose(-2, -1) * scale + bias).softmax(dim=-1))
+            z = F.dropout(pattern, dropout_p) @ v
+        else:
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
+        if head_gate is not None:
+            z = z * head_gate.to(z.dtype)[:, None, None]
+        z = self.hook_z(z)  # [batch, head, seq, d_head]
+        return AttentionOutput(self.out_proj(z.transpose(1, 2).flatten(2)), pattern)
+
+    def _split_heads(self, t: Tensor) -> Tensor:
+        """[batch, seq, head * d_head] -> [batch, head, seq, d_head]."""
+        return t.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
+
+    def _score_bias(self, mask: Tensor, seq_len: int, dtype: torch.dtype) -> Tensor:
+        """Additive bias `[batch, 1|head, 1|q, k]`: ALiBi, and finfo.min where a key is not allowed.
+
+        finfo.min rather than -inf: a padded key still gets exactly 0 (exp underflows), and a
+        row with no allowed key (an all-padding sequence) stays uniform instead of NaN.
+        """
+        allowed = mask[:, None, None, :]  # [batch, 1, 1, k]
+        if self.causal:
+            allowed = allowed & torch.ones(seq_len, seq_len, dtype=torch.bool, device=mask.device).tril()
+        bias = torch.zeros((), dtype=dtype, device=mask.device)
+        if self.alibi_slopes is not None:
+            bias = alibi_bias(self.alibi_slopes, seq_len).to(dtype)  # [head, q, k]
+        return torch.where(allowed, bias, torch.finfo(dtype).min)
+
+    def _check_inputs(self, x: Tensor, attention_mask: Tensor, head_gate: Tensor | None) -> None:
+        if x.dim() != 3 or x.size(-1) != self.d_model:
+            raise ValueError(f"expected x of shape [batch, seq, {self.d_model}]; got {tuple(x.shape)}")
+        if attention_mask.shape != x.shape[:2]:
+            raise ValueError(f"expected attention_mask of shape {tuple(x.shape[:2])}; "
+                             f"got {tuple(attention_mask.shape)}")
+        if head_gate is not None and head_gate.shape != (self.n_heads,):
+            raise ValueError(f"expected head_gate of shape ({self.n_heads},); got {tuple(head_gate.shape)}")
+
+    def head_weights(self) -> HeadWeights:
+        """Per-head views of the projections; W_Q[h] maps d_model -> d_head for head h."""
+        h, dh, dm = self.n_heads, self.d_head, self.d_model
+
+        def per_head_in(proj: nn.Linear) -> Tensor:  # weight [h*dh, dm] -> [h, dm, dh]
+            return proj.weight.view(h, dh, dm).transpose(1, 2)
+
+        return HeadWeights(
+            W_Q=per_head_in(self.q_proj), W_K=per_head_in(self.k_proj), W_V=per_head_in(self.v_proj),
+            W_O=self.out_proj.weight.view(dm, h, dh).permute(1, 2, 0),
+            b_Q=self.q_proj.bias.view(h, dh), b_K=self.k_proj.bias.view(h, dh), b_V=self.v_proj.bias.view(h, dh),
+            b_O=self.out_proj.bias,
+        )
+
+    def prune_heads(self, heads: Iterable[int]) -> list[int]:
+        """Remove `heads` (current indices) physically; returns the kept current indices.
+
+        The output equals gating those heads to 0. Projections are replaced by new nn.Linear
+        modules, so build the optimizer after pruning.
+        """
+        keep = heads_to_keep(self.n_heads, heads)
+        index = torch.tensor(keep, device=self.q_proj.weight.device)
+        columns = (index[:, None] * self.d_head + torch.arange(self.d_head, device=index.device)).flatten()
+        self.q_proj = _select_linear(self.q_proj, columns, dim=0)
+        self.k_proj = _select_linear(self.k_proj, columns, dim=0)
+        self.v_proj = _select_linear(self.v_proj, columns, dim=0)
+        self.out_proj = _select_linear(self.out_proj, columns, dim=1)
+        if self.alibi_slopes is not None:
+            self.alibi_slopes = self.alibi_slopes[index]
+        self.n_heads = len(keep)
+        return keep
+
+
+def heads_to_keep(n_heads: int, heads: Iterable[int]) -> list[int]:
+    """Validate a set of heads to prune and return the sorted heads that remain."""
+    drop = {operator.index(h) for h in heads}  # ints, numpy ints and 0-d integer tensors
+    bad = sorted(h for h in drop if not 0 <= h < n_heads)
+    if bad:
+        raise ValueError(f"heads to prune must be in [0, {n_heads}); got {bad}")
+    if len(drop) == n_heads:
+        raise ValueError(f"cannot prune all {n_heads} heads of a layer; keep at least one")
+    return [h for h in range(n_heads) if h not in drop]
+
+
+def _select_linear(linear: nn.Linear, index: Tensor, dim: int) -> nn.Linear:
+    """A new Linear keeping `index` along weight dim 0 (outputs) or 1 (inputs)."""
+    weight = linear.weight.detach().index_select(dim, index)
+    new = nn.Linear(weight.size(1), weight.size(0), bias=linear.bias is not None,
+                    device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        new.weight.copy_(weight)
+        if linear.bias is not None:
+            new.bias.copy_(linear.bias[index] if dim == 0 else linear.bias)
+    return new

@@ -1,0 +1,156 @@
+"""The encoder classifier: embeddings, pre-norm blocks, pooling, a linear head.
+
+Every measured tensor has a named place: `model.blocks[i].attn` (with `hook_pattern`, `hook_z`),
+`model.head_gates` `[layer, head]`. `ModelConfig` describes the model as built; after
+`prune_heads` the live head count of layer i is `model.blocks[i].attn.n_heads`.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import torch
+from torch import Tensor, nn
+
+from headlab.errors import ConfigError
+from headlab.model.attention import MultiHeadSelfAttention, heads_to_keep
+from headlab.model.config import ModelConfig
+from headlab.model.init import init_weights
+from headlab.model.posenc import ATTENTION_ENCODINGS, build_additive_encoding
+
+
+@dataclass
+class ClassifierOutput:
+    logits: Tensor  # [batch, n_classes]
+    patterns: list[Tensor] | None  # one [batch, head, q, k] per layer when return_patterns
+
+
+class MLP(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        self.fc = nn.Linear(d_model, d_ff)
+        self.act = nn.GELU()
+        self.proj = nn.Linear(d_ff, d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x: [batch, seq, d_model] -> [batch, seq, d_model]."""
+        return self.drop(self.proj(self.act(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-norm block: x + attn(LN(x)), then x + MLP(LN(x))."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        position = config.pos_encoding if config.pos_encoding in ATTENTION_ENCODINGS else "none"
+        self.ln_1 = nn.LayerNorm(config.d_model)
+        self.attn = MultiHeadSelfAttention(config.d_model, config.n_heads, config.d_head,
+                                           attn_dropout=config.attn_dropout, causal=config.causal, position=position)
+        self.drop = nn.Dropout(config.dropout)
+        self.ln_2 = nn.LayerNorm(config.d_model)
+        self.mlp = MLP(config.d_model, config.ff_dim, config.dropout)
+
+    def forward(self, x: Tensor, attention_mask: Tensor, *, need_weights: bool = False,
+                head_gate: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """x: [batch, seq, d_model] -> (x, pattern [batch, head, q, k] or None)."""
+        attn = self.attn(self.ln_1(x), attention_mask, need_weights=need_weights, head_gate=head_gate)
+        x = x + self.drop(attn.output)
+        x = x + self.mlp(self.ln_2(x))
+        return x, attn.pattern
+
+
+class HeadlabClassifier(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        self.pos_enc = build_additive_encoding(config.pos_encoding, config.max_len, config.d_model)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.ln_f = nn.LayerNorm(config.d_model)
+        self.classifier = nn.Linear(config.d_model, config.n_classes)
+        # [layer, head]; after ragged pruning the row of layer i is padded with 0 beyond its live heads
+        self.register_buffer("head_gates", torch.ones(config.n_layers, config.n_heads))
+        init_weights(self, config.init_scale)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, return_patterns: bool = False,
+                head_gates: Tensor | None = None) -> ClassifierOutput:
+        """input_ids, attention_mask: [batch, seq]; head_gates: [layer, head] (default: the buffer)."""
+        self._check_inputs(input_ids, attention_mask, head_gates)
+        mask = attention_mask.bool()
+        gates = self.head_gates if head_gates is None else head_gates
+        x = self.drop(self.pos_enc(self.tok_emb(input_ids)))  # [batch, seq, d_model]
+        patterns = [] if return_patterns else None
+        for layer, block in enumerate(self.blocks):
+            x, pattern = block(x, mask, need_weights=return_patterns, head_gate=gates[layer, : block.attn.n_heads])
+            if patterns is not None:
+                patterns.append(pattern)
+        pooled = self._pool(self.ln_f(x), mask)  # [batch, d_model]
+        return ClassifierOutput(self.classifier(self.drop(pooled)), patterns)
+
+    def _pool(self, x: Tensor, mask: Tensor) -> Tensor:
+        """x: [batch, seq, d_model] -> [batch, d_model]: position 0 ([CLS]) or mean over real tokens."""
+        if self.config.pooling == "cls":
+            return x[:, 0]
+        weight = mask.unsqueeze(-1).to(x.dtype)  # [batch, seq, 1]
+        return (x * weight).sum(dim=1) / weight.sum(dim=1).clamp(min=1.0)
+
+    def _check_inputs(self, input_ids: Tensor, attention_mask: Tensor, head_gates: Tensor | None) -> None:
+        if input_ids.dim() != 2 or attention_mask.shape != input_ids.shape:
+            raise ValueError("expected input_ids and attention_mask of one shape [batch, seq]; got "
+                             f"{tuple(input_ids.shape)} and {tuple(attention_mask.shape)}")
+        if input_ids.size(1) > self.config.max_len:
+            raise ConfigError("model.max_len", self.config.max_len,
+                              f"at least the batch's sequence length {input_ids.size(1)} (or truncate the data)")
+        if head_gates is not None and head_gates.shape != self.head_gates.shape:
+            raise ValueError(f"expected head_gates of shape {tuple(self.head_gates.shape)}; "
+                             f"got {tuple(head_gates.shape)}")
+
+    @property
+    def heads_per_layer(self) -> list[int]:
+        """Live head count of each layer (differs from config.n_heads after pruning)."""
+        return [block.attn.n_heads for block in self.blocks]
+
+    def set_head_gate(self, layer: int, head: int, value: float) -> None:
+        if not 0 <= layer < len(self.blocks) or not 0 <= head < self.blocks[layer].attn.n_heads:
+            raise ValueError(f"no head ({layer}, {head}); heads per layer: {self.heads_per_layer}")
+        self.head_gates[layer, head] = value
+
+    def reset_head_gates(self) -> None:
+        """All live heads back to 1 (padding slots of pruned layers stay 0)."""
+        self.head_gates.zero_()
+        for layer, n_heads in enumerate(self.heads_per_layer):
+            self.head_gates[layer, :n_heads] = 1.0
+
+    def prune_heads(self, heads: Mapping[int, Iterable[int]]) -> None:
+        """Remove heads physically, `{layer: [current head indices]}`; same logits as gating them to 0.
+
+        `head_gates` keeps the gate values of surviving heads. If layers end with different head
+        counts it becomes `[layer, max heads]`, each row padded with 0 beyond its live heads
+        (those slots are ignored by forward). Build the optimizer after pruning.
+        """
+        heads = {operator.index(layer): list(hs) for layer, hs in heads.items()}
+        bad = sorted(layer for layer in heads if not 0 <= layer < len(self.blocks))
+        if bad:
+            raise ValueError(f"layers to prune must be in [0, {len(self.blocks)}); got {bad}")
+        keep = [heads_to_keep(n, heads.get(layer, [])) for layer, n in enumerate(self.heads_per_layer)]
+        for layer, hs in heads.items():  # all validated above: no layer is left half-pruned
+            self.blocks[layer].attn.prune_heads(hs)
+        gates = self.head_gates.new_zeros(len(self.blocks), max(len(k) for k in keep))
+        for layer, kept in enumerate(keep):
+            gates[layer, : len(kept)] = self.head_gates[layer, kept]
+        self.head_gates = gates
+
+
+def count_parameters(model: nn.Module, non_embedding: bool = True) -> int:
+    """Number of parameters; without token/position embedding tables when `non_embedding`.
+
+    Embedding lookups cost no FLOPs, so the non-embedding count is the one FLOP estimates use.
+    """
+    total = sum(p.numel() for p in model.parameters())
+    if non_embedding:
+        total -= sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Embedding))
+    return total

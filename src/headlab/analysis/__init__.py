@@ -1,0 +1,58 @@
+"""Pure functions on attention patterns and per-head weights (torch/numpy/scipy only).
+
+Works on attention from any model: headlab's own or a Hugging Face one. Metrics reduce each
+probe chunk to per-head sums (the `*_sums` functions), so accumulators never hold all maps.
+"""
+
+from headlab.analysis.attention_metrics import (
+    METRIC_NAMES,
+    AttentionMetricAccumulator,
+    MetricSums,
+    attention_metric_sums,
+    attention_metrics,
+)
+from headlab.analysis.head_similarity import (
+    JS_SMOOTHING,
+    HeadSimilarityAccumulator,
+    SimilaritySums,
+    head_similarity,
+    head_similarity_sums,
+)
+from headlab.analysis.mean_pattern import MeanPatternAccumulator, PatternSums, mean_pattern, mean_pattern_sums
+from headlab.analysis.roles import REQUIRED_METRICS, ROLES, RoleThresholds, classify_roles, role_ids
+from headlab.analysis.weight_similarity import (
+    head_cosine,
+    per_head_grad_norm,
+    qk_cosine,
+    random_cosine_std,
+    relative_distance_from_init,
+    subspace_similarity,
+)
+
+__all__ = [
+    "METRIC_NAMES",
+    "AttentionMetricAccumulator",
+    "MetricSums",
+    "attention_metric_sums",
+    "attention_metrics",
+    "JS_SMOOTHING",
+    "HeadSimilarityAccumulator",
+    "SimilaritySums",
+    "head_similarity",
+    "head_similarity_sums",
+    "MeanPatternAccumulator",
+    "PatternSums",
+    "mean_pattern",
+    "mean_pattern_sums",
+    "REQUIRED_METRICS",
+    "ROLES",
+    "RoleThresholds",
+    "classify_roles",
+    "role_ids",
+    "head_cosine",
+    "per_head_grad_norm",
+    "qk_cosine",
+    "random_cosine_std",
+    "relative_distance_from_init",
+    "subspace_similarity",
+]

@@ -1,0 +1,91 @@
+"""All figures of one run directory, from whatever measurements the run left behind."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from headlab.errors import DataError
+from headlab.plots.attention_grid import plot_attention_grid
+from headlab.plots.similarity import DEFAULT_METRICS as PAIR_METRICS
+from headlab.plots.similarity import plot_head_similarity
+from headlab.plots.trajectories import DEFAULT_METRICS as HEAD_METRICS_PLOTTED
+from headlab.plots.trajectories import ROLE_METRIC, plot_metric_trajectories, plot_role_timeline
+from headlab.store import HEAD_METRICS, HEAD_PAIRS, read_table
+
+ATTENTION_MAPS = "attention_maps.npz"
+FIGURES_DIR = "figures"
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AttentionMaps:
+    """The contents of `attention_maps.npz`: `mean_pattern [layer, head, q, k]`, `roles [layer, head]`."""
+
+    mean_pattern: np.ndarray
+    step: int | None
+    roles: list[list[str]] | None
+
+
+def write_run_figures(run_dir: str | os.PathLike) -> list[Path]:
+    """Write `run_dir/figures/*.png` and return the paths written.
+
+    A run that stopped early, or measured only some things, still gets the figures its files
+    allow: a missing input skips its figure, never raises. Malformed inputs do raise DataError.
+    """
+    run_dir = Path(run_dir)
+    out = run_dir / FIGURES_DIR
+    written: list[Path] = []
+    maps = load_attention_maps(run_dir / ATTENTION_MAPS)
+    if maps is not None:
+        title = "mean attention" + (f" at step {maps.step}" if maps.step is not None else "")
+        written.append(plot_attention_grid(maps.mean_pattern, out / "attention_grid.png", roles=maps.roles, title=title))
+    metrics = _read_optional(run_dir / HEAD_METRICS)
+    if metrics is not None and _has_any(metrics, HEAD_METRICS_PLOTTED, run_dir / HEAD_METRICS):
+        written.append(plot_metric_trajectories(metrics, out / "metric_trajectories.png"))
+    if metrics is not None and _has_any(metrics, (ROLE_METRIC,), run_dir / HEAD_METRICS):
+        written.append(plot_role_timeline(metrics, out / "role_timeline.png"))
+    pairs = _read_optional(run_dir / HEAD_PAIRS)
+    if pairs is not None and _has_any(pairs, PAIR_METRICS, run_dir / HEAD_PAIRS):
+        written.append(plot_head_similarity(pairs, out / "head_similarity.png"))
+    return written
+
+
+def load_attention_maps(path: str | os.PathLike) -> AttentionMaps | None:
+    """Read `attention_maps.npz` without pickle; None if the file does not exist."""
+    path = Path(path)
+    if not path.is_file():
+        log.info("no %s: skipping the attention grid", path)
+        return None
+    with np.load(path, allow_pickle=False) as npz:
+        if "mean_pattern" not in npz.files:
+            raise DataError(path, f"no 'mean_pattern' array; has {sorted(npz.files)}")
+        try:
+            roles = npz["roles"].astype(str).tolist() if "roles" in npz.files else None
+        except ValueError as exc:  # object arrays need pickle, which a data file must not require
+            raise DataError(path, f"'roles' must be a string array [layer, head] ({exc})") from None
+        step = int(npz["step"]) if "step" in npz.files else None
+        return AttentionMaps(mean_pattern=np.asarray(npz["mean_pattern"], dtype=np.float64), step=step, roles=roles)
+
+
+def _read_optional(table_dir: Path) -> pd.DataFrame | None:
+    try:
+        return read_table(table_dir)
+    except FileNotFoundError:
+        log.info("no measurements in %s: skipping its figures", table_dir)
+        return None
+
+
+def _has_any(df: pd.DataFrame, metrics: tuple[str, ...], source: Path) -> bool:
+    if "metric" not in df.columns:
+        return True  # let the plot function report the malformed table
+    found = bool(set(metrics) & set(df["metric"].unique()))
+    if not found:
+        log.info("%s has none of %s: skipping that figure", source, list(metrics))
+    return found

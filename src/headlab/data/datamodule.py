@@ -1,0 +1,251 @@
+"""`TextDataModule`: one LightningDataModule for every source, so training code never branches.
+
+Everything data-dependent (the synthetic texts, the split, the vocabulary, the probe set) is a
+function of the DATA seed `seed` only, never of the training seed, so runs that differ only in
+their training seed see identical data and identical probe sequences. The vocabulary is fit on
+the training split alone: characters seen only in val/test become [UNK], as they would for
+truly new text. Batches are padded on the right to their own longest sequence.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from headlab.data.collate import collate_batch
+from headlab.data.files import load_file_splits
+from headlab.data.labeled import LabeledTexts
+from headlab.data.probe import ProbeSet, select_probe
+from headlab.data.sampler import BucketBatchSampler
+from headlab.data.split import check_fractions, stratified_split
+from headlab.data.synthetic import generate_synthetic
+from headlab.data.tokenizer import CharTokenizer
+from headlab.data.zh_reviews import load_zh_reviews
+from headlab.errors import ConfigError, DataError
+
+SOURCES = ("zh_reviews", "synthetic", "files")
+SPLITS = ("train", "val", "test")
+_SYNTHETIC_KEYS = tuple(p for p in inspect.signature(generate_synthetic).parameters if p != "seed")
+_FILES_KEYS = SPLITS
+
+
+@dataclass
+class EncodedSplit:
+    """Token ids of one split (each starts with [CLS], at most max_len long) and their labels."""
+
+    input_ids: list[list[int]]
+    labels: list[int]
+    n_truncated: int
+
+
+@dataclass
+class _Prepared:
+    tokenizer: CharTokenizer
+    splits: dict[str, EncodedSplit]
+    label_names: list[str]
+    source_stats: dict[str, int]
+    probe: ProbeSet
+
+
+class _EncodedDataset(Dataset):
+    def __init__(self, split: EncodedSplit) -> None:
+        self.split = split
+
+    def __len__(self) -> int:
+        return len(self.split.labels)
+
+    def __getitem__(self, index: int) -> tuple[list[int], int]:
+        return self.split.input_ids[index], self.split.labels[index]
+
+
+class TextDataModule(L.LightningDataModule):
+    """Loads a source, splits it, fits the tokenizer on train, serves batches and the probe set.
+
+    `bucket_by_length` groups training examples of similar length into batches (still shuffled
+    across the data; see `BucketBatchSampler`), which cuts padding several-fold on char-level
+    reviews. The training batch order follows `shuffle_seed`, or when None the training seed
+    (`torch.initial_seed()`, set by `seed_everything`). Properties set the data up on first use.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        max_len: int = 128,
+        batch_size: int = 64,
+        eval_batch_size: int | None = None,
+        val_fraction: float = 0.1,
+        test_fraction: float = 0.1,
+        seed: int = 0,
+        probe_size: int = 256,
+        num_workers: int = 0,
+        synthetic: Mapping[str, Any] | None = None,
+        files: Mapping[str, Any] | None = None,
+        min_freq: int = 1,
+        bucket_by_length: bool = True,
+        shuffle_seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        if source not in SOURCES:
+            raise ConfigError("data.source", source, f"one of {list(SOURCES)}")
+        _check_int("data.max_len", max_len, 2)
+        _check_int("data.batch_size", batch_size, 1)
+        if eval_batch_size is not None:
+            _check_int("data.eval_batch_size", eval_batch_size, 1)
+        check_fractions(val_fraction, test_fraction)
+        _check_int("data.seed", seed, None)
+        _check_int("data.probe_size", probe_size, 1)
+        _check_int("data.num_workers", num_workers, 0)
+        _check_int("data.min_freq", min_freq, 1)
+        if shuffle_seed is not None:
+            _check_int("data.shuffle_seed", shuffle_seed, None)
+        self.source, self.max_len, self.seed, self.probe_size = source, max_len, seed, probe_size
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
+        self.val_fraction, self.test_fraction = val_fraction, test_fraction
+        self.num_workers, self.min_freq = num_workers, min_freq
+        self.bucket_by_length, self.shuffle_seed = bool(bucket_by_length), shuffle_seed
+        self.synthetic_kwargs = _check_mapping("data.synthetic", synthetic, _SYNTHETIC_KEYS)
+        self.files = _check_mapping("data.files", files, _FILES_KEYS)
+        if source == "files" and not self.files.get("train"):
+            raise ConfigError("data.files.train", self.files.get("train"), "the path of a CSV or JSONL file")
+        self._prepared: _Prepared | None = None
+
+    # ---- Lightning hooks -------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        """Nothing to download: every source is local."""
+
+    def setup(self, stage: str | None = None) -> None:
+        """Load, split, fit the tokenizer on train, encode; later calls do nothing."""
+        if self._prepared is not None:
+            return
+        parts, source_stats = self._load_parts()
+        tokenizer = CharTokenizer.fit(parts["train"].texts, min_freq=self.min_freq)
+        splits = {name: self._encode(tokenizer, parts[name]) for name in SPLITS}
+        if not splits["train"].labels:
+            raise DataError(self.source, "the train split is empty")
+        val = splits["val"]  # select_probe checks probe_size <= len(val) and names data.probe_size
+        probe = select_probe(val.input_ids, val.labels, self.probe_size, self.seed, tokenizer.punctuation_ids)
+        self._prepared = _Prepared(tokenizer, splits, parts["train"].label_names, source_stats, probe)
+
+    def train_dataloader(self) -> DataLoader:
+        dataset = _EncodedDataset(self._data().splits["train"])
+        seed = self.shuffle_seed if self.shuffle_seed is not None else torch.initial_seed()
+        if self.bucket_by_length:
+            lengths = [len(ids) for ids in dataset.split.input_ids]
+            sampler = BucketBatchSampler(lengths, self.batch_size, seed=seed)
+            return DataLoader(dataset, batch_sampler=sampler, **self._loader_kwargs())
+        generator = torch.Generator().manual_seed(seed)
+        return DataLoader(dataset, self.batch_size, shuffle=True, generator=generator, **self._loader_kwargs())
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Saved in checkpoints so a resumed run can check it sees the same vocabulary and probe."""
+        data = self._data()
+        return {"tokens": list(data.tokenizer.tokens), "probe_digest": data.probe.digest()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        data = self._data()
+        if state_dict.get("tokens") not in (None, list(data.tokenizer.tokens)):
+            raise DataError(
+                "checkpoint", "its vocabulary differs from this data's: the data, data.seed or data.min_freq changed"
+            )
+
+    # ---- what the run records ---------------------------------------------------------------
+    @property
+    def tokenizer(self) -> CharTokenizer:
+        return self._data().tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self._data().tokenizer.vocab_size
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self._data().label_names)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self._data().label_names)
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Sizes and truncation per split, max_len, the source's own counts: for summary.json."""
+        data = self._data()
+        out: dict[str, Any] = {"source": self.source, "max_len": self.max_len, "seed": self.seed}
+        out.update({f"n_{name}": len(split.labels) for name, split in data.splits.items()})
+        out.update({f"truncated_{name}": split.n_truncated for name, split in data.splits.items()})
+        out.update({"vocab_size": data.tokenizer.vocab_size, "n_classes": len(data.label_names)})
+        out.update({"probe_size": len(data.probe), "probe_digest": data.probe.digest()})
+        out["source_stats"] = dict(data.source_stats)
+        return out
+
+    def probe_set(self) -> ProbeSet:
+        """The fixed probe sequences (from the val split, chosen with the data seed)."""
+        return self._data().probe
+
+    # ---- internals --------------------------------------------------------------------------
+    def _data(self) -> _Prepared:
+        if self._prepared is None:
+            self.setup()
+        assert self._prepared is not None
+        return self._prepared
+
+    def _load_parts(self) -> tuple[dict[str, LabeledTexts], dict[str, int]]:
+        """The source's examples as train/val/test (a stratified split fills what files lack),
+        and the source's counts (a separate val/test file's counts get a `val_`/`test_` prefix)."""
+        if self.source == "zh_reviews":
+            given = {"train": load_zh_reviews()}
+        elif self.source == "synthetic":
+            given = {"train": generate_synthetic(seed=self.seed, **self.synthetic_kwargs)}
+        else:
+            given = load_file_splits(self.files["train"], self.files.get("val"), self.files.get("test"))
+        pool = given["train"]
+        val_fraction = 0.0 if "val" in given else self.val_fraction
+        test_fraction = 0.0 if "test" in given else self.test_fraction
+        idx = stratified_split(pool.labels, val_fraction, test_fraction, self.seed)
+        parts = {"train": pool.subset(idx.train), "val": pool.subset(idx.val), "test": pool.subset(idx.test)}
+        parts.update({name: given[name] for name in ("val", "test") if name in given})
+        stats = dict(pool.stats)
+        for name in ("val", "test"):
+            stats.update({f"{name}_{key}": v for key, v in (given[name].stats if name in given else {}).items()})
+        return parts, stats
+
+    def _encode(self, tokenizer: CharTokenizer, part: LabeledTexts) -> EncodedSplit:
+        ids = [tokenizer.encode(text, self.max_len) for text in part.texts]
+        n_truncated = sum(len(text) + 1 > self.max_len for text in part.texts)
+        return EncodedSplit(ids, list(part.labels), n_truncated)
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        dataset = _EncodedDataset(self._data().splits[split])
+        return DataLoader(dataset, self.eval_batch_size, shuffle=False, **self._loader_kwargs())
+
+    def _loader_kwargs(self) -> dict[str, Any]:
+        return {"collate_fn": collate_batch, "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}
+
+
+def _check_int(key: str, value: Any, minimum: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        raise ConfigError(key, value, "an integer" + ("" if minimum is None else f" >= {minimum}"))
+
+
+def _check_mapping(key: str, value: Mapping[str, Any] | None, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """Hydra hands nested config as DictConfig: copy it into a plain dict of known keys."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) and not hasattr(value, "items"):
+        raise ConfigError(key, value, f"a mapping with keys from {list(allowed)}")
+    out = {str(k): v for k, v in value.items()}
+    unknown = sorted(set(out) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}", out[unknown[0]], f"a key from {list(allowed)}")
+    return out

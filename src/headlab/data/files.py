@@ -1,0 +1,185 @@
+"""The user's own labelled texts: CSV or JSON lines with columns `text`, `label`, optional `domain`.
+
+Every problem a file can have is reported as a `DataError` naming the file and what to change,
+because this is where user data first meets headlab. Labels may be strings or integers; the
+sorted distinct values become classes 0..C-1 (integers sort numerically, so "10" follows "9").
+Blank texts are dropped and counted, not fatal: exports often end with empty rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from headlab.data.labeled import LabeledTexts
+from headlab.errors import DataError
+
+SUFFIXES = (".csv", ".jsonl", ".json")
+TEXT, LABEL, DOMAIN = "text", "label", "domain"
+
+
+@dataclass
+class _Rows:
+    """What one file holds before labels become integers."""
+
+    texts: list[str]
+    labels: list[str | int]
+    domains: list[str] | None
+    n_rows: int
+    blank: int
+
+
+def load_files(path: str | os.PathLike) -> LabeledTexts:
+    """One file, its labels mapped to 0..C-1 in sorted order; needs at least two classes."""
+    return _labeled(_read_rows(Path(path)), path, train_names=None)
+
+
+def load_file_splits(
+    train: str | os.PathLike, val: str | os.PathLike | None = None, test: str | os.PathLike | None = None
+) -> dict[str, LabeledTexts]:
+    """Train file plus optional val/test files, all mapped with the TRAIN file's classes."""
+    out = {"train": load_files(train)}
+    for split, path in (("val", val), ("test", test)):
+        if path is not None:
+            out[split] = _labeled(_read_rows(Path(path)), path, train_names=out["train"].label_names, train_path=train)
+    return out
+
+
+def _labeled(
+    rows: _Rows, path: str | os.PathLike, train_names: list[str] | None, train_path: str | os.PathLike | None = None
+) -> LabeledTexts:
+    """Map labels to ints: by this file's own sorted values, or by the train file's classes."""
+    numeric = None if train_names is None else all(isinstance(_label_key(n), int) for n in train_names)
+    keys, numeric = _label_keys(rows.labels, numeric)
+    if train_names is None:
+        names = sorted(set(keys))
+        if len(names) < 2:
+            raise DataError(path, f"only one class ({names[0]!r}) in column {LABEL!r}: a classifier needs at least 2")
+    else:
+        names = [_label_key(n) if numeric else n for n in train_names]
+        unknown = sorted({str(k) for k in keys} - {str(n) for n in names})
+        if unknown:
+            raise DataError(path, f"labels {unknown[:10]} do not occur in the train file {os.fspath(train_path)}")
+    index = {name: i for i, name in enumerate(names)}
+    stats = {"n_rows": rows.n_rows, "blank": rows.blank, "n_examples": len(rows.texts)}
+    return LabeledTexts(rows.texts, [index[k] for k in keys], [str(n) for n in names], rows.domains, stats)
+
+
+def _read_rows(path: Path) -> _Rows:
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise DataError(path, f"unsupported file type {path.suffix!r}: use one of {list(SUFFIXES)} (CSV or JSON lines)")
+    if not path.is_file():
+        raise DataError(path, "file not found" if not path.exists() else "not a regular file")
+    content = _decode_utf8(path)
+    if not content.strip():
+        raise DataError(path, "the file is empty")
+    records = _csv_records(content, path) if suffix == ".csv" else _json_records(content, path)
+    if not records:
+        raise DataError(path, "no data rows (only a header?)")
+    return _collect(records, path)
+
+
+def _decode_utf8(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        problem = f"not valid UTF-8 at byte offset {err.start} (line {line}); headlab requires UTF-8, re-save the file as UTF-8"
+        raise DataError(path, problem) from None
+
+
+def _csv_records(content: str, path: Path) -> list[tuple[int, dict]]:
+    reader = csv.DictReader(io.StringIO(content, newline=""))
+    _check_columns([c.strip() for c in reader.fieldnames or []], path)
+    records = []
+    try:
+        for row in reader:
+            row = {(k or "").strip(): v for k, v in row.items()}
+            records.append((reader.line_num, row))
+    except csv.Error as err:
+        raise DataError(path, f"malformed CSV at line {reader.line_num}: {err}") from None
+    return records
+
+
+def _json_records(content: str, path: Path) -> list[tuple[int, dict]]:
+    """JSON lines; a `.json` file holding one array of objects is accepted too."""
+    if path.suffix.lower() == ".json" and content.lstrip().startswith("["):
+        try:
+            items = [(i + 1, obj) for i, obj in enumerate(json.loads(content))]
+        except json.JSONDecodeError as err:
+            raise DataError(path, f"invalid JSON at line {err.lineno}: {err.msg}") from None
+        where = "item"
+    else:
+        items = []
+        for number, line in enumerate(content.splitlines(), start=1):
+            if line.strip():
+                try:
+                    items.append((number, json.loads(line)))
+                except json.JSONDecodeError as err:
+                    raise DataError(path, f"invalid JSON on line {number}: {err.msg}") from None
+        where = "line"
+    bad = next((n for n, obj in items if not isinstance(obj, dict)), None)
+    if bad is not None:
+        raise DataError(path, f"{where} {bad} is not a JSON object with keys {TEXT!r} and {LABEL!r}")
+    _check_columns(sorted({k for _, obj in items for k in obj}), path)
+    return items
+
+
+def _check_columns(found: list[str], path: Path) -> None:
+    for column in (TEXT, LABEL):
+        if column not in found:
+            raise DataError(path, f"missing column {column!r} (columns found: {found})")
+
+
+def _collect(records: list[tuple[int, dict]], path: Path) -> _Rows:
+    has_domain = any(DOMAIN in row for _, row in records)
+    rows = _Rows([], [], [] if has_domain else None, n_rows=len(records), blank=0)
+    for line, row in records:
+        text = row.get(TEXT)
+        if text is None or (isinstance(text, str) and not text.strip()):
+            rows.blank += 1
+            continue
+        if not isinstance(text, str):
+            raise DataError(path, f"line {line}: {TEXT!r} must be a string, got {type(text).__name__}")
+        rows.texts.append(text.strip())
+        rows.labels.append(_label_value(row.get(LABEL), line, path))
+        if rows.domains is not None:
+            domain = row.get(DOMAIN)
+            rows.domains.append("" if domain is None else str(domain).strip())
+    if not rows.texts:
+        raise DataError(path, f"all {rows.n_rows} rows have a blank {TEXT!r}")
+    return rows
+
+
+def _label_value(value: object, line: int, path: Path) -> str | int:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise DataError(path, f"line {line}: {LABEL!r} must be a string or an integer, got {value!r}")
+    if isinstance(value, str):
+        value = value.strip()
+        if not value:
+            raise DataError(path, f"line {line}: empty {LABEL!r}")
+    return value
+
+
+def _label_key(value: str | int) -> str | int:
+    """An integer, or a string spelling one, as an int (so 10 sorts after 9); else the text."""
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+def _label_keys(labels: list[str | int], numeric: bool | None) -> tuple[list[str | int], bool]:
+    """Numeric keys when every label is an integer (or `numeric` says so), else strings."""
+    ints = [_label_key(v) for v in labels]
+    if numeric is None:
+        numeric = all(isinstance(k, int) for k in ints)
+    return (ints if numeric else [str(v) for v in labels]), numeric

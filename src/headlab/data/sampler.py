@@ -1,0 +1,79 @@
+"""Length-bucketed batches: similar lengths share a batch, so dynamic padding pads little.
+
+Char-level reviews range from a few characters to max_len, so random batches are mostly padding.
+Each epoch: shuffle all indices, cut them into pools of `batch_size * pool_batches`, sort each
+pool by length, cut the pool into batches, then shuffle the batches. Every index appears once
+per epoch, batches are still random across the data, and the order depends only on
+(seed, epoch). Single process only: not a distributed sampler.
+
+Lightning calls `set_epoch` on `dataloader.batch_sampler.sampler` before every epoch (not on
+the batch sampler itself), so `sampler` is an index view that forwards it: a resumed run then
+gets the same order as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import chain
+from typing import Iterator, Sequence
+
+
+class BucketBatchSampler:
+    """A `batch_sampler` for `DataLoader` yielding lists of indices of similar length."""
+
+    def __init__(
+        self, lengths: Sequence[int], batch_size: int, seed: int, pool_batches: int = 50, drop_last: bool = False
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if pool_batches < 1:
+            raise ValueError(f"pool_batches must be >= 1, got {pool_batches}")
+        self.lengths = list(lengths)
+        self.batch_size, self.seed, self.pool_batches, self.drop_last = batch_size, seed, pool_batches, drop_last
+        self.epoch = 0
+        self.sampler = _IndexOrder(self)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order the next `iter` gives; each `iter` then advances it."""
+        self.epoch = epoch
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        """The batches of `epoch` (pure: same (seed, epoch) -> same batches)."""
+        rng = random.Random(f"{self.seed}/{epoch}")
+        order = list(range(len(self.lengths)))
+        rng.shuffle(order)
+        pool_size = self.batch_size * self.pool_batches
+        batches = []
+        for start in range(0, len(order), pool_size):
+            pool = sorted(order[start : start + pool_size], key=self.lengths.__getitem__)
+            batches += [pool[i : i + self.batch_size] for i in range(0, len(pool), self.batch_size)]
+        if self.drop_last:
+            batches = [b for b in batches if len(b) == self.batch_size]
+        rng.shuffle(batches)
+        return batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self.batches(self.epoch)
+        self.epoch += 1
+        return iter(batches)
+
+    def __len__(self) -> int:
+        # pools hold whole batches, so only the very last batch can be short
+        n = len(self.lengths)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+class _IndexOrder:
+    """The indices of the owner's current epoch, flattened: a `Sampler` view with `set_epoch`."""
+
+    def __init__(self, owner: BucketBatchSampler) -> None:
+        self._owner = owner
+
+    def set_epoch(self, epoch: int) -> None:
+        self._owner.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        return chain.from_iterable(self._owner.batches(self._owner.epoch))
+
+    def __len__(self) -> int:
+        return len(self._owner.lengths)

@@ -1,0 +1,59 @@
+"""BucketBatchSampler: every index once per epoch, seeded, less padding than random batches."""
+
+from __future__ import annotations
+
+import random
+
+from lightning.fabric.utilities.data import _set_sampler_epoch
+from torch.utils.data import DataLoader
+
+from headlab.data import BucketBatchSampler
+
+_RNG = random.Random(0)
+LENGTHS = [_RNG.randint(2, 200) for _ in range(1000)]
+
+
+def test_every_index_once_per_epoch():
+    sampler = BucketBatchSampler(LENGTHS, batch_size=32, seed=0, pool_batches=4)
+    for _ in range(3):
+        batches = list(sampler)
+        flat = [i for b in batches for i in b]
+        assert sorted(flat) == list(range(len(LENGTHS)))
+        assert len(batches) == len(sampler) == 32  # ceil(1000 / 32)
+        assert sum(len(b) < 32 for b in batches) == 1
+
+
+def test_drop_last():
+    sampler = BucketBatchSampler(LENGTHS, batch_size=32, seed=0, drop_last=True)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == 1000 // 32 and all(len(b) == 32 for b in batches)
+
+
+def test_seeded_and_epochs_differ():
+    a = BucketBatchSampler(LENGTHS, 32, seed=7)
+    b = BucketBatchSampler(LENGTHS, 32, seed=7)
+    assert [list(a), list(a)] == [list(b), list(b)]
+    assert a.batches(0) != a.batches(1)
+    assert BucketBatchSampler(LENGTHS, 32, seed=8).batches(0) != a.batches(0)
+
+
+def test_less_padding_than_random_batches():
+    sampler = BucketBatchSampler(LENGTHS, 32, seed=0)
+    rng = random.Random(0)
+    order = list(range(len(LENGTHS)))
+    rng.shuffle(order)
+    random_batches = [order[i : i + 32] for i in range(0, len(order), 32)]
+
+    def padding(batches):
+        return sum(max(LENGTHS[i] for i in b) * len(b) - sum(LENGTHS[i] for i in b) for b in batches)
+
+    assert padding(sampler.batches(0)) < 0.2 * padding(random_batches)
+
+
+def test_lightning_sets_the_epoch_through_the_dataloader():
+    sampler = BucketBatchSampler(LENGTHS, 32, seed=0)
+    loader = DataLoader(list(range(len(LENGTHS))), batch_sampler=sampler)
+    _set_sampler_epoch(loader, 5)
+    assert sampler.epoch == 5
+    assert [b.tolist() for b in loader] == sampler.batches(5)
+    assert sorted(loader.sampler) == list(range(len(LENGTHS)))  # the index view covers every index

@@ -1,0 +1,108 @@
+"""User files: every bad file gets a DataError naming the file and the problem; good ones load."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from headlab.data import load_file_splits, load_files
+from headlab.errors import DataError
+
+GOOD_CSV = "text,label,domain\n好评，很好,pos,books\nbad one,neg,dvd\n  ,neg,dvd\n一般,neutral,books\n"
+
+
+def _error(path) -> str:
+    with pytest.raises(DataError) as info:
+        load_files(path)
+    message = str(info.value)
+    assert path.name in message
+    return message
+
+
+def test_missing_file(tmp_path):
+    assert "not found" in _error(tmp_path / "nope.csv")
+
+
+def test_unsupported_suffix(write_file):
+    message = _error(write_file("data.txt", "text,label\na,1\n"))
+    assert "unsupported" in message and ".csv" in message and ".jsonl" in message
+
+
+@pytest.mark.parametrize("name, content", [("e.csv", ""), ("e.jsonl", "\n  \n")])
+def test_empty_file(write_file, name, content):
+    assert "empty" in _error(write_file(name, content))
+
+
+def test_header_only(write_file):
+    assert "no data rows" in _error(write_file("h.csv", "text,label\n"))
+
+
+@pytest.mark.parametrize(
+    "name, content, missing",
+    [
+        ("m.csv", "review,label\nok,1\nno,0\n", "text"),
+        ("m.jsonl", '{"text": "ok", "y": 1}\n{"text": "no", "y": 0}\n', "label"),
+    ],
+)
+def test_missing_column_names_it_and_lists_found(write_file, name, content, missing):
+    message = _error(write_file(name, content))
+    assert f"missing column '{missing}'" in message
+    found = ["review", "label"] if name.endswith(".csv") else ["text", "y"]
+    assert all(col in message for col in found)
+
+
+def test_single_class(write_file):
+    message = _error(write_file("one.csv", "text,label\na,pos\nb,pos\n"))
+    assert "one class" in message and "pos" in message
+
+
+def test_non_utf8_reports_offset_and_line(write_file):
+    content = "text,label\nfine,1\n".encode() + "坏".encode("gbk") + b",0\n"
+    message = _error(write_file("gbk.csv", content))
+    offset = len("text,label\nfine,1\n".encode())
+    assert "UTF-8" in message and f"byte offset {offset}" in message and "line 3" in message
+
+
+def test_invalid_json_line(write_file):
+    message = _error(write_file("bad.jsonl", '{"text": "a", "label": 1}\n{"text": oops}\n'))
+    assert "line 2" in message
+
+
+def test_good_csv_maps_sorted_string_labels_and_drops_blank(write_file):
+    data = load_files(write_file("good.csv", GOOD_CSV))
+    assert data.label_names == ["neg", "neutral", "pos"]
+    assert data.texts == ["好评，很好", "bad one", "一般"]
+    assert data.labels == [2, 0, 1]
+    assert data.domains == ["books", "dvd", "books"]
+    assert data.stats == {"n_rows": 4, "blank": 1, "n_examples": 3}
+
+
+def test_good_jsonl_with_integer_labels_sorted_numerically(write_file):
+    rows = [{"text": "a", "label": 10}, {"text": "b", "label": 9}, {"text": "c", "label": 10}]
+    data = load_files(write_file("good.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n"))
+    assert data.label_names == ["9", "10"]
+    assert data.labels == [1, 0, 1]
+    assert data.domains is None
+
+
+def test_json_array_file(write_file):
+    rows = [{"text": "a", "label": "x"}, {"text": "b", "label": "y"}]
+    data = load_files(write_file("arr.json", json.dumps(rows)))
+    assert data.labels == [0, 1] and data.label_names == ["x", "y"]
+
+
+def test_separate_val_test_use_train_classes(write_file):
+    train = write_file("train.csv", "text,label\na,pos\nb,neg\nc,pos\n")
+    val = write_file("val.jsonl", '{"text": "d", "label": "pos"}\n')
+    test = write_file("test.csv", "text,label\ne,neg\n")  # one class is fine outside train
+    parts = load_file_splits(train, val, test)
+    assert parts["val"].labels == [1] and parts["test"].labels == [0]
+    assert parts["val"].label_names == parts["train"].label_names == ["neg", "pos"]
+
+
+def test_val_label_unknown_to_train(write_file):
+    train = write_file("train.csv", "text,label\na,pos\nb,neg\n")
+    val = write_file("val.csv", "text,label\nd,meh\n")
+    with pytest.raises(DataError, match=r"val\.csv.*'meh'"):
+        load_file_splits(train, val)

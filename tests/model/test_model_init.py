@@ -9,7 +9,7 @@ import torch
 
 from headlab.errors import ConfigError
 from headlab.model import HeadlabClassifier, ModelConfig
-from headlab.model.init import init_weights
+from headlab.model.init import EMBEDDING_STD, init_weights
 
 D_MODEL, N_HEADS, D_HEAD = 128, 4, 16  # d_head != d_model / n_heads: per-head fans differ from whole-matrix fans
 
@@ -49,8 +49,8 @@ def test_embeddings_and_layernorm():
     model = _model(1.0)
     emb = model.tok_emb.weight
     assert (emb[0] == 0).all()  # pad row
-    assert emb[1:].std().item() == pytest.approx(0.02, rel=0.1)
-    assert model.pos_enc.embedding.weight.std().item() == pytest.approx(0.02, rel=0.15)
+    assert emb[1:].std().item() == pytest.approx(EMBEDDING_STD, rel=0.1)
+    assert model.pos_enc.embedding.weight.std().item() == pytest.approx(EMBEDDING_STD, rel=0.15)
     assert (model.ln_f.weight == 1).all() and (model.blocks[0].ln_1.bias == 0).all()
 
 

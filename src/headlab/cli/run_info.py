@@ -1,0 +1,61 @@
+"""Facts about a run that go into `summary.json`: digest, overrides, swept values."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from omegaconf import DictConfig, OmegaConf
+
+from headlab.store import atomic_write_json
+
+# The values sweeps vary; summary.json carries them flat so aggregation needs no config parsing.
+SWEPT_KEYS = ("seed", "model.n_heads", "model.d_model", "model.d_head", "model.n_layers", "model.init_scale",
+              "model.pos_encoding", "optim.lr", "optim.schedule", "optim.warmup_steps", "optim.warmup_ratio",
+              "data.source", "data.seed")
+
+
+def swept_values(cfg: DictConfig) -> dict[str, Any]:
+    return {key: OmegaConf.select(cfg, key) for key in SWEPT_KEYS}
+
+
+def config_digest(cfg: DictConfig) -> str:
+    """sha1 of the resolved config without output paths: equal digests = same experiment."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    container.pop("paths", None)
+    for callback in (container.get("callbacks") or {}).values():
+        if isinstance(callback, dict):
+            callback.pop("output_dir", None)
+            callback.pop("dirpath", None)
+    for logger in (container.get("logger") or {}).values():
+        if isinstance(logger, dict):
+            logger.pop("save_dir", None)
+    text = OmegaConf.to_yaml(OmegaConf.create(container), sort_keys=True)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+def job_overrides(exclude: Iterable[str] = ()) -> str:
+    """The job's command-line overrides as one string ('' outside Hydra)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return ""
+    excluded = tuple(exclude)
+    kept = [o for o in HydraConfig.get().overrides.task if o.split("=", 1)[0].lstrip("+~") not in excluded]
+    return ",".join(kept)
+
+
+def configure_cache_dirs(log_dir: Path) -> None:
+    """Keep matplotlib and W&B caches under the log folder, never in the home directory."""
+    cache = log_dir.resolve() / ".cache"
+    for var, sub in (("MPLCONFIGDIR", "matplotlib"), ("WANDB_CACHE_DIR", "wandb"), ("WANDB_CONFIG_DIR", "wandb-config"),
+                     ("WANDB_DATA_DIR", "wandb-data")):
+        if var not in os.environ:
+            (cache / sub).mkdir(parents=True, exist_ok=True)
+            os.environ[var] = str(cache / sub)
+
+
+def write_summary(output_dir: Path, summary: dict[str, Any]) -> None:
+    atomic_write_json(output_dir / "summary.json", summary)

@@ -1,0 +1,294 @@
+"""Measure every head on the fixed probe set during training.
+
+When: at step 0, every `every_n_steps` optimiser steps up to `early_steps` (the founding
+article argues roles are decided in the first few hundred steps), at the end of every training
+epoch, and at the end of fit. Each measurement runs the probe through the weight path in eval
+mode under `no_grad`, chunk by chunk; `headlab.analysis` reduces each chunk to per-head sums,
+so memory does not grow with the probe size. Training itself never materialises attention.
+
+Where: one part file per measurement in `head_metrics.parquet/` and `head_pairs.parquet/`
+(see `headlab.store.tables`), `heads/L{l}H{h}/{metric}` scalars to every Lightning logger, and
+at fit end `attention_maps.npz` plus the figures in `figures/`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+
+from headlab.analysis import (
+    ROLES,
+    AttentionMetricAccumulator,
+    HeadSimilarityAccumulator,
+    MeanPatternAccumulator,
+    classify_roles,
+    head_cosine,
+    per_head_grad_norm,
+    qk_cosine,
+    relative_distance_from_init,
+    subspace_similarity,
+)
+from headlab.errors import ConfigError
+from headlab.store import HEAD_METRICS, HEAD_PAIRS, append_part, atomic_write_with, drop_parts_after
+from headlab.store.tables import head_metric_rows, head_pair_rows
+
+_PROBE_KEYS = ("input_ids", "attention_mask", "cls_mask", "punct_mask")
+
+
+@dataclass
+class Measurement:
+    """What one measurement point produced, per layer (numpy, ready for tables)."""
+
+    step: int
+    epoch: int
+    head_metrics: list[dict[str, np.ndarray]]  # per layer: metric -> [head]
+    head_pairs: list[dict[str, np.ndarray]]  # per layer: metric -> [head, head]
+    mean_patterns: np.ndarray  # [layer, head, P, P]
+    roles: list[list[str]]  # [layer][head]
+    capture_s: float = 0.0
+    metrics_s: float = 0.0
+
+
+@dataclass
+class _Timing:
+    capture_s: float = 0.0
+    metrics_s: float = 0.0
+    n: int = 0
+    steps: list[int] = field(default_factory=list)
+
+
+class HeadMetricsCallback(L.Callback):
+    """Per-head attention and weight-space metrics on a fixed probe set, over training.
+
+    Args:
+        output_dir: the run directory (default: the trainer's `default_root_dir`).
+        run_id: written in every table row (default: the run directory's name).
+        every_n_steps, early_steps: early cadence; measure at steps 0, n, 2n, ... <= early_steps.
+        measure_epoch_end: also measure after every training epoch.
+        chunk_size: probe sequences per forward pass (bounds memory).
+        map_len: positions kept in the mean attention maps for the heat-map figure.
+        log_to_loggers: send `heads/L{l}H{h}/{metric}` scalars to every Lightning logger.
+        figures: draw the run figures at fit end.
+    """
+
+    def __init__(
+        self,
+        output_dir: str | None = None,
+        run_id: str | None = None,
+        every_n_steps: int = 20,
+        early_steps: int = 200,
+        measure_epoch_end: bool = True,
+        chunk_size: int = 64,
+        map_len: int = 32,
+        log_to_loggers: bool = True,
+        figures: bool = True,
+    ) -> None:
+        super().__init__()
+        key = "callbacks.head_metrics"
+        if every_n_steps <= 0:
+            raise ConfigError(f"{key}.every_n_steps", every_n_steps, "an integer > 0")
+        if early_steps < 0:
+            raise ConfigError(f"{key}.early_steps", early_steps, "an integer >= 0 (0 disables the early cadence)")
+        if chunk_size <= 0:
+            raise ConfigError(f"{key}.chunk_size", chunk_size, "an integer > 0")
+        if map_len < 2:
+            raise ConfigError(f"{key}.map_len", map_len, "an integer >= 2")
+        self.output_dir = Path(output_dir) if output_dir else None
+        self.run_id = run_id
+        self.every_n_steps, self.early_steps = every_n_steps, early_steps
+        self.measure_epoch_end, self.chunk_size, self.map_len = measure_epoch_end, chunk_size, map_len
+        self.log_to_loggers, self.figures = log_to_loggers, figures
+        self._probe: list[dict[str, torch.Tensor]] = []
+        self._init_weights: list[dict[str, torch.Tensor]] | None = None
+        self._last_grad: torch.Tensor | None = None  # [layer, head]
+        self._cum_grad: torch.Tensor | None = None  # [layer, head]
+        self._measured: set[int] = set()
+        self._first: Measurement | None = None
+        self._last: Measurement | None = None
+        self.timing = _Timing()
+
+    # ------------------------------------------------------------------ schedule
+    def is_early_step(self, step: int) -> bool:
+        return step <= self.early_steps and step % self.every_n_steps == 0
+
+    # ------------------------------------------------------------------ Lightning hooks
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.output_dir is None:
+            self.output_dir = Path(trainer.default_root_dir)
+        if self.run_id is None:
+            self.run_id = self.output_dir.name
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        probe = trainer.datamodule.probe_set()
+        self._probe = [{k: chunk[k].to(pl_module.device) for k in _PROBE_KEYS} for chunk in probe.batches(self.chunk_size, by_length=True)]
+        n_layers, n_heads = len(pl_module.net.blocks), pl_module.net.config.n_heads
+        if self._init_weights is None:
+            self._init_weights = [_head_weight_dict(block.attn) for block in pl_module.net.blocks]
+        if self._cum_grad is None:
+            self._cum_grad = torch.zeros(n_layers, n_heads)
+            self._last_grad = torch.zeros(n_layers, n_heads)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # A resumed run re-measures what its checkpoint does not record as measured (an
+        # epoch-end measurement lands after the checkpoint of that step): drop those parts first.
+        step = trainer.global_step
+        self._measured = {s for s in self._measured if s <= step}
+        keep_through = step if step in self._measured else step - 1
+        for table in (HEAD_METRICS, HEAD_PAIRS):
+            drop_parts_after(self.output_dir / table, keep_through)
+        self._measure_once(trainer, pl_module)
+
+    def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        norms = torch.stack([_head_grad_norm(block.attn) for block in pl_module.net.blocks]).cpu()
+        self._last_grad = norms
+        self._cum_grad += norms
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.is_early_step(trainer.global_step):
+            self._measure_once(trainer, pl_module)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.measure_epoch_end:
+            self._measure_once(trainer, pl_module)
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._measure_once(trainer, pl_module)
+        if trainer.is_global_zero and self._last is not None:
+            self._write_attention_maps()
+            if self.figures:
+                from headlab.plots import write_run_figures  # plotting is imported only when used
+
+                write_run_figures(self.output_dir)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"init_weights": self._init_weights, "cum_grad": self._cum_grad, "measured": sorted(self._measured)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._init_weights = state_dict["init_weights"]
+        self._cum_grad = state_dict["cum_grad"]
+        self._last_grad = torch.zeros_like(self._cum_grad)
+        self._measured = set(state_dict["measured"])
+
+    # ------------------------------------------------------------------ measurement
+    def _measure_once(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        step = int(trainer.global_step)
+        if step in self._measured or trainer.sanity_checking:
+            return
+        self._measured.add(step)
+        result = self.measure(pl_module, step=step, epoch=int(trainer.current_epoch))
+        if self._first is None:
+            self._first = result
+        self._last = result
+        if trainer.is_global_zero:
+            self._write(result)
+            if self.log_to_loggers:
+                _log_scalars(trainer, result)
+
+    @torch.no_grad()
+    def measure(self, pl_module: L.LightningModule, step: int, epoch: int) -> Measurement:
+        """Run the probe through the weight path and reduce it to per-head statistics."""
+        net = pl_module.net
+        was_training = net.training
+        net.eval()
+        try:
+            t0 = time.perf_counter()
+            n_layers = len(net.blocks)
+            metric_accs = [AttentionMetricAccumulator() for _ in range(n_layers)]
+            pair_accs = [HeadSimilarityAccumulator() for _ in range(n_layers)]
+            map_accs = [MeanPatternAccumulator(self.map_len) for _ in range(n_layers)]
+            capture_s = 0.0
+            for chunk in self._probe:
+                t_chunk = time.perf_counter()
+                patterns = net(chunk["input_ids"], chunk["attention_mask"], return_patterns=True).patterns
+                capture_s += time.perf_counter() - t_chunk
+                for layer, pattern in enumerate(patterns):
+                    metric_accs[layer].update(pattern, chunk["attention_mask"], chunk["cls_mask"], chunk["punct_mask"])
+                    pair_accs[layer].update(pattern, chunk["attention_mask"])
+                    map_accs[layer].update(pattern, chunk["attention_mask"])
+            result = self._reduce(net, step, epoch, metric_accs, pair_accs, map_accs)
+        finally:
+            net.train(was_training)
+        total_s = time.perf_counter() - t0
+        result.capture_s, result.metrics_s = capture_s, total_s - capture_s
+        self.timing.capture_s += capture_s
+        self.timing.metrics_s += total_s - capture_s
+        self.timing.n += 1
+        self.timing.steps.append(step)
+        return result
+
+    def _reduce(self, net: torch.nn.Module, step: int, epoch: int, metric_accs, pair_accs, map_accs) -> Measurement:
+        head_metrics, head_pairs, roles = [], [], []
+        for layer, block in enumerate(net.blocks):
+            metrics = metric_accs[layer].compute()
+            layer_roles = classify_roles(metrics)
+            weights = _head_weight_dict(block.attn)
+            init = self._init_weights[layer] if self._init_weights else weights
+            per_head = {name: _np(value) for name, value in metrics.items()}
+            per_head["role"] = np.array([ROLES.index(r) for r in layer_roles], dtype=np.float64)
+            per_head["dist_from_init"] = _np(relative_distance_from_init(
+                [weights[k] for k in ("W_Q", "W_K", "W_V", "W_O")], [init[k] for k in ("W_Q", "W_K", "W_V", "W_O")]))
+            per_head["grad_norm"] = _np(self._last_grad[layer])
+            per_head["cum_grad_norm"] = _np(self._cum_grad[layer])
+            pairs = {name: _np(value) for name, value in pair_accs[layer].compute().items()}
+            pairs["q_cosine"] = _np(head_cosine(weights["W_Q"]))
+            pairs["qk_cosine"] = _np(qk_cosine(weights["W_Q"], weights["W_K"]))
+            pairs["q_subspace"] = _np(subspace_similarity(weights["W_Q"]))
+            head_metrics.append(per_head)
+            head_pairs.append(pairs)
+            roles.append(layer_roles)
+        mean_patterns = np.stack([_np(acc.compute()) for acc in map_accs])
+        return Measurement(step, epoch, head_metrics, head_pairs, mean_patterns, roles)
+
+    # ------------------------------------------------------------------ outputs
+    def _write(self, result: Measurement) -> None:
+        append_part(self.output_dir / HEAD_METRICS, result.step,
+                    head_metric_rows(self.run_id, result.step, result.epoch, result.head_metrics))
+        append_part(self.output_dir / HEAD_PAIRS, result.step,
+                    head_pair_rows(self.run_id, result.step, result.epoch, result.head_pairs))
+
+    def _write_attention_maps(self) -> None:
+        first, last = self._first, self._last
+        arrays = {"mean_pattern": last.mean_patterns, "step": np.int64(last.step), "roles": np.array(last.roles, dtype=str)}
+        if first is not None:
+            arrays.update(mean_pattern_first=first.mean_patterns, step_first=np.int64(first.step))
+        atomic_write_with(self.output_dir / "attention_maps.npz", lambda tmp: np.savez_compressed(tmp, **arrays))
+
+
+def _head_weight_dict(attn: torch.nn.Module) -> dict[str, torch.Tensor]:
+    w = attn.head_weights()
+    return {k: getattr(w, k).detach().cpu().clone() for k in ("W_Q", "W_K", "W_V", "W_O")}
+
+
+def _head_grad_norm(attn: torch.nn.Module) -> torch.Tensor:
+    """`[head]` L2 norm of this step's gradient on each head's slices of Q, K, V and O."""
+    h, dh = attn.n_heads, attn.d_head
+    def per_head_in(linear: torch.nn.Linear) -> torch.Tensor:  # [d_attn, d_model] -> [head, d_model, d_head]
+        g = linear.weight.grad
+        return torch.zeros(h, linear.in_features, dh) if g is None else g.detach().view(h, dh, -1).transpose(1, 2)
+    g_out = attn.out_proj.weight.grad  # [d_model, d_attn] -> [head, d_head, d_model]
+    g_o = torch.zeros(h, dh, attn.out_proj.out_features) if g_out is None else g_out.detach().view(-1, h, dh).permute(1, 2, 0)
+    return per_head_grad_norm(per_head_in(attn.q_proj), per_head_in(attn.k_proj), per_head_in(attn.v_proj), g_o)
+
+
+def _log_scalars(trainer: L.Trainer, result: Measurement) -> None:
+    scalars: dict[str, float] = {}
+    for layer, (metrics, pairs) in enumerate(zip(result.head_metrics, result.head_pairs)):
+        for name, values in metrics.items():
+            for head, value in enumerate(values):
+                scalars[f"heads/L{layer}H{head}/{name}"] = float(value)
+        off_diagonal = ~np.eye(len(pairs["js"]), dtype=bool)
+        if off_diagonal.any():
+            scalars[f"heads/L{layer}/mean_js"] = float(pairs["js"][off_diagonal].mean())
+            scalars[f"heads/L{layer}/mean_corr"] = float(pairs["corr"][off_diagonal].mean())
+    for logger in trainer.loggers:
+        logger.log_metrics(scalars, step=result.step)
+
+
+def _np(t: torch.Tensor | np.ndarray) -> np.ndarray:
+    return t.detach().cpu().double().numpy() if isinstance(t, torch.Tensor) else np.asarray(t, dtype=np.float64)

@@ -1,0 +1,125 @@
+"""LightningModule that trains a `HeadlabClassifier`; it only wires loss, metrics and optimiser.
+
+Measurement lives in callbacks (`headlab.lit.callbacks`), so this module stays the same whether
+heads are measured or not, and training always uses the fast attention path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch.optim.lr_scheduler import LambdaLR
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+
+from headlab.errors import ConfigError
+from headlab.lit.schedule import SCHEDULES, lr_factor, resolve_warmup_steps
+from headlab.model import HeadlabClassifier, ModelConfig
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training diverged: the loss became NaN or infinite."""
+
+    def __init__(self, step: int, loss: float) -> None:
+        self.step, self.loss = step, loss
+        super().__init__(f"loss became {loss} at step {step}: training diverged (try a lower optim.lr or a warm-up)")
+
+
+class HeadClassifierModule(L.LightningModule):
+    """Cross-entropy training of a head-measurable Transformer classifier.
+
+    Args:
+        model_config: the network's `ModelConfig` (stored in checkpoints so they reload alone).
+        lr, weight_decay, betas: AdamW settings; decay applies to matrices only, not to biases,
+            LayerNorm or embeddings (the usual Transformer recipe).
+        schedule, warmup_steps, warmup_ratio, min_lr_ratio: see `headlab.lit.schedule`.
+        compile: wrap the network in `torch.compile` for training steps.
+    """
+
+    def __init__(
+        self,
+        model_config: ModelConfig | dict[str, Any],
+        lr: float = 1e-3,
+        weight_decay: float = 0.01,
+        betas: tuple[float, float] = (0.9, 0.98),
+        schedule: str = "cosine",
+        warmup_steps: int | None = None,
+        warmup_ratio: float = 0.05,
+        min_lr_ratio: float = 0.0,
+        compile: bool = False,
+    ) -> None:
+        super().__init__()
+        if not isinstance(model_config, ModelConfig):
+            model_config = ModelConfig(**model_config)
+        if not lr > 0:
+            raise ConfigError("optim.lr", lr, "a learning rate > 0")
+        if weight_decay < 0:
+            raise ConfigError("optim.weight_decay", weight_decay, "a value >= 0")
+        if schedule not in SCHEDULES:
+            raise ConfigError("optim.schedule", schedule, f"one of {', '.join(SCHEDULES)}")
+        self.save_hyperparameters({"model_config": asdict(model_config), "lr": lr, "weight_decay": weight_decay,
+                                   "betas": tuple(betas), "schedule": schedule, "warmup_steps": warmup_steps,
+                                   "warmup_ratio": warmup_ratio, "min_lr_ratio": min_lr_ratio, "compile": compile})
+        self.net = HeadlabClassifier(model_config)
+        self._train_forward = torch.compile(self.net) if compile else self.net
+        n = model_config.n_classes
+        stage_metrics = MetricCollection({"acc": MulticlassAccuracy(n, average="micro"), "f1": MulticlassF1Score(n, average="macro")})
+        self.train_metrics = stage_metrics.clone(prefix="train/")
+        self.val_metrics = stage_metrics.clone(prefix="val/")
+        self.test_metrics = stage_metrics.clone(prefix="test/")
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Logits `[batch, n_classes]` through the fast attention path."""
+        return self.net(input_ids, attention_mask).logits
+
+    def model_step(self, batch: dict[str, torch.Tensor], training: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        forward = self._train_forward if training else self.net
+        logits = forward(batch["input_ids"], batch["attention_mask"]).logits
+        return F.cross_entropy(logits, batch["labels"]), logits
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss, logits = self.model_step(batch, training=True)
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(self.global_step, float(loss))
+        self.train_metrics.update(logits.detach(), batch["labels"])
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(logits))
+        return loss
+
+    def on_train_epoch_end(self) -> None:
+        self.log_dict(self.train_metrics.compute())
+        self.train_metrics.reset()
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        loss, logits = self.model_step(batch)
+        self.val_metrics.update(logits, batch["labels"])
+        self.log("val/loss", loss, batch_size=len(logits))
+
+    def on_validation_epoch_end(self) -> None:
+        self.log_dict(self.val_metrics.compute(), prog_bar=True)
+        self.val_metrics.reset()
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        loss, logits = self.model_step(batch)
+        self.test_metrics.update(logits, batch["labels"])
+        self.log("test/loss", loss, batch_size=len(logits))
+
+    def on_test_epoch_end(self) -> None:
+        self.log_dict(self.test_metrics.compute())
+        self.test_metrics.reset()
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        hp = self.hparams
+        decay, no_decay = [], []
+        for name, param in self.net.named_parameters():
+            if param.requires_grad:
+                (decay if param.ndim >= 2 and "embed" not in name else no_decay).append(param)
+        groups = [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas))
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = resolve_warmup_steps(total, hp.warmup_steps, hp.warmup_ratio)
+        scheduler = LambdaLR(optimizer, lambda step: lr_factor(step, total, warmup, hp.schedule, hp.min_lr_ratio))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -1,0 +1,114 @@
+"""End to end: a composed config trains on CPU and writes the whole run-output contract."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from headlab.analysis import METRIC_NAMES, ROLES
+from headlab.cli.train import train
+from headlab.errors import ConfigError
+from headlab.store import read_table
+
+
+def test_train_writes_the_run_contract(tmp_path, tiny_config):
+    run = tmp_path / "run"
+    summary = train(tiny_config(run))
+
+    assert summary["status"] == "completed"
+    on_disk = json.loads((run / "summary.json").read_text())
+    for key in ("status", "val_acc", "val_f1", "test_acc", "test_f1", "best_step", "wall_s", "measure_s",
+                "swept", "config_digest", "probe_digest"):
+        assert on_disk[key] is not None, key
+    assert 0.0 <= on_disk["val_acc"] <= 1.0
+    assert on_disk["swept"]["model.n_heads"] == 2 and on_disk["swept"]["seed"] == 42
+
+    metrics = read_table(run / "head_metrics.parquet")
+    assert list(metrics.columns) == ["run_id", "step", "epoch", "layer", "head", "metric", "value"]
+    # step 0, the early cadence (2, 4) and the epoch end (6) are all measured, each exactly once
+    assert sorted(metrics.step.unique()) == [0, 2, 4, 6]
+    assert not metrics.duplicated(["step", "layer", "head", "metric"]).any()
+    assert set(METRIC_NAMES) | {"role", "dist_from_init", "grad_norm", "cum_grad_norm"} <= set(metrics.metric)
+    assert set(metrics.layer) == {0, 1} and set(metrics["head"]) == {0, 1}
+    roles = metrics[metrics.metric == "role"].value
+    assert roles.between(0, len(ROLES) - 1).all()
+    # distance from init is 0 at step 0 and grows once the optimiser moves the weights
+    dist = metrics[metrics.metric == "dist_from_init"].groupby("step").value.mean()
+    assert dist.loc[0] == 0.0 and dist.loc[6] > 0.0
+    cum = metrics[metrics.metric == "cum_grad_norm"].groupby("step").value.mean()
+    assert cum.is_monotonic_increasing and cum.loc[0] == 0.0
+
+    pairs = read_table(run / "head_pairs.parquet")
+    assert {"js", "corr", "q_cosine", "qk_cosine", "q_subspace"} <= set(pairs.metric)
+    js = pairs[(pairs.metric == "js") & (pairs.step == 6) & (pairs.layer == 0)]
+    assert js[js.head_a == js.head_b].value.abs().max() == 0.0
+
+    csv = pd.read_csv(run / "metrics.csv")
+    assert "heads/L1H1/entropy" in csv.columns and "val/acc" in csv.columns
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+    assert (run / "vocab.json").is_file()
+    maps = np.load(run / "attention_maps.npz")
+    assert maps["mean_pattern"].shape[:2] == (2, 2)
+    figures = sorted(p.name for p in (run / "figures").glob("*.png"))
+    assert figures == ["attention_grid.png", "head_similarity.png", "metric_trajectories.png", "role_timeline.png"]
+
+
+def test_same_seed_gives_identical_head_metrics(tmp_path, tiny_config):
+    tables = []
+    for name in ("a", "b"):
+        run = tmp_path / name
+        train(tiny_config(run, "trainer.deterministic=true", "callbacks.head_metrics.figures=false", "test=false"))
+        tables.append(read_table(run / "head_metrics.parquet").drop(columns="run_id"))
+    pd.testing.assert_frame_equal(tables[0], tables[1], check_exact=True)
+
+
+def test_different_seed_changes_head_metrics(tmp_path, tiny_config):
+    values = []
+    for seed in (1, 2):
+        run = tmp_path / f"s{seed}"
+        train(tiny_config(run, f"seed={seed}", "callbacks.head_metrics.figures=false", "test=false"))
+        table = read_table(run / "head_metrics.parquet")
+        values.append(table[table.metric == "entropy"].value.to_numpy())
+    assert not np.allclose(values[0], values[1])
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("model.n_heads=3", "model.n_heads"),
+        ("model.pos_encoding=spiral", "model.pos_encoding"),
+        ("optim.lr=0", "optim.lr"),
+        ("data.max_len=1", "data.max_len"),
+        ("callbacks.head_metrics.every_n_steps=0", "every_n_steps"),
+    ],
+)
+def test_config_mistakes_fail_before_training_with_the_key(tmp_path, tiny_config, override, key):
+    run = tmp_path / "bad"
+    with pytest.raises(ConfigError, match=key):
+        train(tiny_config(run, override))
+    assert not (run / "checkpoints").exists()
+
+
+def test_resume_continues_without_duplicating_or_losing_measurements(tmp_path, tiny_config):
+    run = tmp_path / "run"
+    quiet = ("callbacks.head_metrics.figures=false", "test=false")
+    train(tiny_config(run, *quiet))
+    first = read_table(run / "head_metrics.parquet")
+    assert first.step.max() == 6
+
+    summary = train(tiny_config(run, *quiet, "resume=true", "trainer.max_epochs=2"))
+    assert summary["global_step"] == 12
+    table = read_table(run / "head_metrics.parquet")
+    assert not table.duplicated(["step", "layer", "head", "metric"]).any()
+    assert sorted(table.step.unique()) == [0, 2, 4, 6, 12]
+    # what was measured before the restart is kept as it was
+    before = table[table.step <= 4].reset_index(drop=True)
+    pd.testing.assert_frame_equal(before, first[first.step <= 4].reset_index(drop=True))
+
+
+def test_resume_without_a_checkpoint_is_a_config_error(tmp_path, tiny_config):
+    with pytest.raises(ConfigError, match="resume"):
+        train(tiny_config(tmp_path / "empty", "resume=true"))

@@ -93,19 +93,20 @@ class HeadClassifierModule(L.LightningModule):
         self.log_dict(self.train_metrics.compute())
         self.train_metrics.reset()
 
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+    def _eval_step(self, batch: dict[str, torch.Tensor], metrics: MetricCollection, stage: str) -> None:
         loss, logits = self.model_step(batch)
-        self.val_metrics.update(logits, batch["labels"])
-        self.log("val/loss", loss, batch_size=len(logits))
+        metrics.update(logits, batch["labels"])
+        self.log(f"{stage}/loss", loss, batch_size=len(logits))
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._eval_step(batch, self.val_metrics, "val")
 
     def on_validation_epoch_end(self) -> None:
         self.log_dict(self.val_metrics.compute(), prog_bar=True)
         self.val_metrics.reset()
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        loss, logits = self.model_step(batch)
-        self.test_metrics.update(logits, batch["labels"])
-        self.log("test/loss", loss, batch_size=len(logits))
+        self._eval_step(batch, self.test_metrics, "test")
 
     def on_test_epoch_end(self) -> None:
         self.log_dict(self.test_metrics.compute())

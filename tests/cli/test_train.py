@@ -104,6 +104,10 @@ def test_resume_continues_without_duplicating_or_losing_measurements(tmp_path, t
     table = read_table(run / "head_metrics.parquet")
     assert not table.duplicated(["step", "layer", "head", "metric"]).any()
     assert sorted(table.step.unique()) == [0, 2, 4, 6, 12]
+    logged = pd.read_csv(run / "metrics.csv")
+    assert logged.step.min() <= 6 and logged.step.max() == 12  # rows from before the restart survive
+    # per segment: the epoch's validation and the best-checkpoint validation after fit
+    assert sorted(logged.loc[logged["val/acc"].notna(), "epoch"]) == [0, 1, 1, 2]
     # what was measured before the restart is kept as it was
     before = table[table.step <= 4].reset_index(drop=True)
     pd.testing.assert_frame_equal(before, first[first.step <= 4].reset_index(drop=True))
@@ -112,3 +116,14 @@ def test_resume_continues_without_duplicating_or_losing_measurements(tmp_path, t
 def test_resume_without_a_checkpoint_is_a_config_error(tmp_path, tiny_config):
     with pytest.raises(ConfigError, match="resume"):
         train(tiny_config(tmp_path / "empty", "resume=true"))
+
+
+def test_tensorboard_and_offline_wandb_loggers_get_the_head_scalars(tmp_path, tiny_config):
+    run = tmp_path / "run"
+    train(tiny_config(run, "logger=many", "callbacks.head_metrics.figures=false", "test=false"))
+    assert list((run / "tensorboard").rglob("events.out.tfevents.*"))
+    offline = list((run / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1
+    import wandb
+
+    assert wandb.run is None  # finished, so the next job in a multirun starts its own run

@@ -25,6 +25,7 @@ from headlab.cli.run_info import (
     write_summary,
 )
 from headlab.errors import ConfigError, HeadlabError
+from headlab.store import atomic_write_with
 
 log = logging.getLogger("headlab.train")
 
@@ -47,7 +48,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                                "config_digest": config_digest(cfg),
                                "overrides": job_overrides(), "swept": swept_values(cfg)}
     write_summary(output_dir, summary)
-    trainer = None
+    trainer, csv_before_resume = None, None
     try:
         L.seed_everything(cfg.seed, workers=True)
         datamodule = _instantiate(cfg.data)
@@ -57,11 +58,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                                    max_len=int(cfg.data.max_len), **model_fields)
         module = HeadClassifierModule(model_config, compile=bool(cfg.model.compile), **OmegaConf.to_container(cfg.optim))
         callbacks = _instantiate_all(cfg.get("callbacks"))
+        ckpt_path = _resume_checkpoint(cfg, output_dir)
+        csv_before_resume = _stash_csv_metrics(output_dir, ckpt_path)
         loggers = _build_loggers(cfg, output_dir.name)
         trainer = _instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
         for logger in loggers:
             logger.log_hyperparams(_flat_config(cfg))
-        ckpt_path = _resume_checkpoint(cfg, output_dir)
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
         summary.update(_evaluate(cfg, trainer, module, datamodule))
         summary["status"] = "completed"
@@ -72,6 +74,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         summary.update(status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed", error=str(err))
         raise
     finally:
+        if csv_before_resume is not None:
+            _restore_csv_metrics(output_dir, csv_before_resume)
         summary.update(_run_facts(trainer, started))
         write_summary(output_dir, summary)
         _finish_wandb()
@@ -158,6 +162,34 @@ def _resume_checkpoint(cfg: DictConfig, output_dir: Path) -> str | None:
     return str(last)
 
 
+def _stash_csv_metrics(output_dir: Path, ckpt_path: str | None) -> Path | None:
+    """Keep the CSV rows logged up to the checkpoint: Lightning's CSV logger deletes an existing
+    metrics.csv when it starts, which would lose everything logged before the restart."""
+    metrics = output_dir / "metrics.csv"
+    if ckpt_path is None or not metrics.is_file():
+        return None
+    import pandas as pd
+    import torch
+
+    step = torch.load(ckpt_path, map_location="cpu", weights_only=True)["global_step"]
+    rows = pd.read_csv(metrics)
+    stash = output_dir / f".metrics.before-step{step}.csv"
+    atomic_write_with(stash, lambda tmp: rows[rows["step"] <= step].to_csv(tmp, index=False))
+    return stash
+
+
+def _restore_csv_metrics(output_dir: Path, stash: Path) -> None:
+    """metrics.csv = rows from before the restart + rows logged since, under one header."""
+    import pandas as pd
+
+    parts = [pd.read_csv(stash)]
+    if (output_dir / "metrics.csv").is_file():
+        parts.append(pd.read_csv(output_dir / "metrics.csv"))
+    merged = pd.concat(parts, ignore_index=True)
+    atomic_write_with(output_dir / "metrics.csv", lambda tmp: merged.to_csv(tmp, index=False))
+    stash.unlink()
+
+
 def _evaluate(cfg: DictConfig, trainer: Any, module: Any, datamodule: Any) -> dict[str, Any]:
     """Validation (and test) metrics of the best checkpoint, plus where it was found."""
     ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
@@ -222,8 +254,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     try:
         summary = train(cfg)
     except HeadlabError as err:
-        log.error("%s", err)
         if HydraConfig.get().mode == RunMode.MULTIRUN:
+            log.error("%s", err)
             raise  # recorded as a failed job; the other jobs go on
         print(f"headlab-train: error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -127,3 +127,8 @@ def test_tensorboard_and_offline_wandb_loggers_get_the_head_scalars(tmp_path, ti
     import wandb
 
     assert wandb.run is None  # finished, so the next job in a multirun starts its own run
+
+
+def test_zero_epochs_is_a_config_error(tmp_path, tiny_config):
+    with pytest.raises(ConfigError, match="trainer.max_epochs"):
+        train(tiny_config(tmp_path / "r", "trainer.max_epochs=0"))

@@ -101,9 +101,9 @@ def _validate_early(cfg: DictConfig, model_fields: dict[str, Any]) -> None:
     lr = cfg.optim.get("lr")
     if not isinstance(lr, (int, float)) or lr <= 0:
         raise ConfigError("optim.lr", lr, "a learning rate > 0")
-    if cfg.trainer.get("max_epochs", 1) is not None and cfg.trainer.get("max_steps", -1) in (-1, None) \
-            and cfg.trainer.get("max_epochs", 1) < 1:
-        raise ConfigError("trainer.max_epochs", cfg.trainer.max_epochs, "an integer >= 1 (or set trainer.max_steps)")
+    max_epochs, max_steps = cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps", -1)
+    if max_steps in (-1, None) and isinstance(max_epochs, int) and max_epochs < 1:
+        raise ConfigError("trainer.max_epochs", max_epochs, "an integer >= 1 (or set trainer.max_steps)")
 
 
 def _instantiate(node: DictConfig, **kwargs: Any) -> Any:
@@ -228,8 +228,8 @@ def _run_facts(trainer: Any, started: float) -> dict[str, Any]:
         if timing is not None:
             facts.update(measure_s=round(timing.capture_s + timing.metrics_s, 3), measure_capture_s=round(timing.capture_s, 3),
                          measure_metrics_s=round(timing.metrics_s, 3), n_measurements=timing.n)
-            if callback._last is not None:
-                facts["final_roles"] = callback._last.roles
+            if callback.last_measurement is not None:
+                facts["final_roles"] = callback.last_measurement.roles
     return facts
 
 

@@ -113,6 +113,11 @@ class HeadMetricsCallback(L.Callback):
         self._last: Measurement | None = None
         self.timing = _Timing()
 
+    @property
+    def last_measurement(self) -> Measurement | None:
+        """The most recent measurement of this process (None before the first)."""
+        return self._last
+
     # ------------------------------------------------------------------ schedule
     def is_early_step(self, step: int) -> bool:
         return step <= self.early_steps and step % self.every_n_steps == 0

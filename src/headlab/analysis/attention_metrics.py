@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from headlab.analysis._checks import check_mask, check_pattern, check_same_heads, sum_dtype
-from headlab.errors import DataError
+from headlab.analysis._accumulate import SumAccumulator
 
 METRIC_NAMES: tuple[str, ...] = (
     "entropy",
@@ -187,7 +187,7 @@ def _mass(attn: Tensor, positions: Tensor) -> Tensor:
     return torch.einsum("bhqk,bk->bhq", attn, positions.to(attn.dtype))
 
 
-class AttentionMetricAccumulator:
+class AttentionMetricAccumulator(SumAccumulator):
     """Streams probe chunks of one layer; keeps only per-head sums (memory independent of probe size).
 
     >>> acc = AttentionMetricAccumulator()
@@ -198,9 +198,6 @@ class AttentionMetricAccumulator:
     0.75
     """
 
-    def __init__(self) -> None:
-        self._sums: MetricSums | None = None
-
     def update(
         self,
         pattern: Tensor,
@@ -210,13 +207,9 @@ class AttentionMetricAccumulator:
     ) -> None:
         """Add one chunk `pattern [batch, head, q, k]` (see `attention_metric_sums`)."""
         sums = attention_metric_sums(pattern, attention_mask, cls_mask, punct_mask)
-        self._sums = sums if self._sums is None else self._sums + sums
+        self._add(sums)
 
     def compute(self) -> dict[str, Tensor]:
         """`{name: [head]}` over everything added since the last reset."""
-        if self._sums is None:
-            raise DataError("AttentionMetricAccumulator", "compute() called before any update()")
-        return self._sums.means()
+        return self._total().means()
 
-    def reset(self) -> None:
-        self._sums = None

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from headlab.analysis._checks import check_pattern, check_same_heads, sum_dtype
-from headlab.errors import DataError
+from headlab.analysis._accumulate import SumAccumulator
 
 JS_SMOOTHING = 1e-3
 # A map whose std is below this fraction of its mean (1/n) is treated as constant.
@@ -116,7 +116,7 @@ def _corr_sums(attn: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     return corr.sum(0), pair.sum(0)
 
 
-class HeadSimilarityAccumulator:
+class HeadSimilarityAccumulator(SumAccumulator):
     """Streams probe chunks of one layer; keeps `[head, head]` sums only.
 
     >>> acc = HeadSimilarityAccumulator()
@@ -127,19 +127,12 @@ class HeadSimilarityAccumulator:
     (0.0, [[1.0, 1.0], [1.0, 1.0]])
     """
 
-    def __init__(self) -> None:
-        self._sums: SimilaritySums | None = None
-
     def update(self, pattern: Tensor, attention_mask: Tensor) -> None:
         """Add one chunk `pattern [batch, head, q, k]`, `attention_mask [batch, k]`."""
         sums = head_similarity_sums(pattern, attention_mask)
-        self._sums = sums if self._sums is None else self._sums + sums
+        self._add(sums)
 
     def compute(self) -> dict[str, Tensor]:
         """`{"js": [head, head], "corr": [head, head]}` over everything since the last reset."""
-        if self._sums is None:
-            raise DataError("HeadSimilarityAccumulator", "compute() called before any update()")
-        return self._sums.means()
+        return self._total().means()
 
-    def reset(self) -> None:
-        self._sums = None

@@ -12,7 +12,8 @@ import torch
 from torch import Tensor
 
 from headlab.analysis._checks import check_pattern, check_same_heads, sum_dtype
-from headlab.errors import ConfigError, DataError
+from headlab.analysis._accumulate import SumAccumulator
+from headlab.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def _check_map_len(map_len: int) -> None:
         raise ConfigError("map_len", map_len, "a positive integer")
 
 
-class MeanPatternAccumulator:
+class MeanPatternAccumulator(SumAccumulator):
     """Streams probe chunks of one layer into a `[head, map_len, map_len]` mean map.
 
     >>> acc = MeanPatternAccumulator(map_len=2)
@@ -75,18 +76,14 @@ class MeanPatternAccumulator:
     def __init__(self, map_len: int = 32) -> None:
         _check_map_len(map_len)
         self.map_len = map_len
-        self._sums: PatternSums | None = None
+        super().__init__()
 
     def update(self, pattern: Tensor, attention_mask: Tensor) -> None:
         """Add one chunk `pattern [batch, head, q, k]`, `attention_mask [batch, k]`."""
         sums = mean_pattern_sums(pattern, attention_mask, self.map_len)
-        self._sums = sums if self._sums is None else self._sums + sums
+        self._add(sums)
 
     def compute(self) -> Tensor:
         """`[head, map_len, map_len]` over everything since the last reset."""
-        if self._sums is None:
-            raise DataError("MeanPatternAccumulator", "compute() called before any update()")
-        return self._sums.mean()
+        return self._total().mean()
 
-    def reset(self) -> None:
-        self._sums = None

@@ -1,0 +1,62 @@
+"""`headlab-aggregate SWEEP_DIR [--out DIR]`: a Hydra multirun folder -> tables and figures.
+
+Prints every file written, then every job that was skipped and why (missing, still running,
+failed, diverged, unreadable). Exit codes: 0 when at least one run was aggregated, 1 when
+the folder holds jobs but none usable, 2 when SWEEP_DIR is not a multirun folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from headlab.errors import HeadlabError
+
+PROG = "headlab-aggregate"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", type=Path, help="the multirun folder (holds multirun.yaml and <job_num>/ dirs)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: SWEEP_DIR/aggregate)")
+    parser.add_argument("--no-figures", action="store_true", help="write the tables only")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not args.sweep_dir.is_dir():  # before the heavy imports: a typo answers at once
+        print(f"{PROG}: error: {args.sweep_dir}: no such directory (expected a Hydra multirun folder)", file=sys.stderr)
+        return 2
+    _quiet_plot_caches(args.sweep_dir, args.out)
+    from headlab.sweep import aggregate_sweep  # after argument parsing: --help stays instant
+
+    try:
+        result = aggregate_sweep(args.sweep_dir, args.out, figures=not args.no_figures)
+    except HeadlabError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    for path in result.written:
+        print(f"wrote {path}")
+    print(f"{len(result.usable)} of {len(result.runs)} runs aggregated")
+    for run in result.skipped:
+        print(f"skipped job {run.job} ({run.config}, seed {run.seed}): {run.status}: {run.reason}")
+    if not result.usable:
+        print(f"{PROG}: error: no usable run in {args.sweep_dir}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _quiet_plot_caches(sweep_dir: Path, out: Path | None) -> None:
+    """matplotlib's cache goes under the output folder, never the home directory (matplotlib
+    creates the folder when it is first imported, i.e. only once figures are drawn)."""
+    import os
+
+    if "MPLCONFIGDIR" not in os.environ and sweep_dir.is_dir():
+        cache = (out or sweep_dir / "aggregate").resolve() / ".cache" / "matplotlib"
+        os.environ["MPLCONFIGDIR"] = str(cache)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

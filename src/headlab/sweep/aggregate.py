@@ -1,0 +1,266 @@
+"""`aggregate_sweep`: one multirun folder -> tidy tables, per-config statistics, figures.
+
+Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
+
+| file | one row per |
+|---|---|
+| `sweep_runs.csv` | job: status, why skipped, final metrics, steps to converge, per-run head statistics |
+| `sweep.parquet` | (run, step, layer, head, metric) of every usable run, tagged with its swept values |
+| `sweep_heads.csv` | (run, layer, head): bifurcation steps, final role, movement, specificity |
+| `sweep_layer_pairs.parquet` | (run, step, layer, metric): mean JS, 1 - corr, W_Q / W_Q W_K^T cosine RMS |
+| `sweep_matches.csv` | (config, layer, seed pair): Hungarian head matching vs random |
+| `sweep_summary.csv` | config (overrides without `seed`): means and 95% t-intervals over seeds |
+| `figures/*.png` | see `headlab.plots.sweep` |
+
+Only usable runs (completed, every file readable) enter the statistics; the others are listed
+in `sweep_runs.csv` with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from headlab.analysis.roles import ROLES
+from headlab.store import atomic_write_with
+from headlab.sweep import heads as head_stats
+from headlab.sweep.runs import Run, discover_runs
+from headlab.sweep.stats import mean_ci, steps_to_converge
+
+AGGREGATE_DIR = "aggregate"
+RESULT_METRICS = ("val_acc", "val_f1", "test_acc", "test_f1")
+# Per-run numbers summarised over seeds with a mean and a 95% t-interval.
+SEED_STATISTICS = (*RESULT_METRICS, "steps_to_converge", "rho_grad_specificity", "rho_dist_specificity")
+_RUN_FACTS = ("best_step", "global_step", "wall_s", "measure_s", "n_params", "head_dim")
+
+
+@dataclass
+class AggregateResult:
+    """What `aggregate_sweep` read and wrote. `runs` holds every job, usable or not."""
+
+    sweep_dir: Path
+    out_dir: Path
+    runs: list[Run]
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def usable(self) -> list[Run]:
+        return [r for r in self.runs if r.usable]
+
+    @property
+    def skipped(self) -> list[Run]:
+        return [r for r in self.runs if not r.usable]
+
+
+def aggregate_sweep(
+    sweep_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, figures: bool = True
+) -> AggregateResult:
+    """Read every job of `sweep_dir` and write the tables (and figures) listed in the module docstring.
+
+    Raises DataError only when `sweep_dir` is not a multirun folder; bad runs are skipped and listed.
+    """
+    sweep_dir = Path(sweep_dir)
+    runs = discover_runs(sweep_dir)
+    result = AggregateResult(sweep_dir, Path(out_dir) if out_dir is not None else sweep_dir / AGGREGATE_DIR, runs)
+    tags = run_tags(runs)
+    usable = result.usable
+    heads = _concat([head_stats.head_summary(r).assign(job=r.job) for r in usable])
+    per_run = run_table(runs, tags, heads)
+    result.written.append(_write_csv(result.out_dir / "sweep_runs.csv", per_run))
+    if not usable:
+        return result
+    pairs = _concat([head_stats.layer_pair_means(r.head_pairs).assign(job=r.job) for r in usable])
+    matches = _concat([head_stats.seed_matches(group).assign(config=config) for config, group in _by_config(usable).items()])
+    summary = config_summary(per_run, heads, pairs, matches, tags)
+    tidy = _tagged(_concat([_metric_rows(r) for r in usable]), tags)
+    heads, pairs, out = _tagged(heads, tags), _tagged(pairs, tags), result.out_dir
+    result.written += [
+        _write_parquet(out / "sweep.parquet", tidy),
+        _write_csv(out / "sweep_heads.csv", heads),
+        _write_parquet(out / "sweep_layer_pairs.parquet", pairs),
+        _write_csv(out / "sweep_matches.csv", matches),
+        _write_csv(out / "sweep_summary.csv", summary),
+    ]
+    if figures:
+        from headlab.plots.sweep import write_sweep_figures  # plotting only when asked
+
+        result.written += write_sweep_figures(out / "figures", tidy, heads, pairs, summary, swept_factors(tags))
+    return result
+
+
+# ---------------------------------------------------------------- tags
+def run_tags(runs: list[Run]) -> pd.DataFrame:
+    """One row per job: job, run_id, config, config_label, seed, status, and the swept values.
+
+    Swept values come from summary.json `swept` (typed), then from the overrides for keys it
+    lacks (strings). `config_label` names only the overrides that differ between configs.
+    """
+    rows = []
+    for r in runs:
+        row: dict[str, Any] = {"job": r.job, "run_id": str(r.summary.get("run_id", r.job)), "config": r.config,
+                               "seed": r.seed, "status": r.status}
+        row.update({k: v for k, v in r.summary.get("swept", {}).items() if k != "seed"})
+        row.update({k: v for k, v in r.override_values().items() if k != "seed" and k not in row})
+        rows.append(row)
+    tags = pd.DataFrame(rows)
+    tags["config_label"] = _config_labels(runs)
+    return tags
+
+
+def _config_labels(runs: list[Run]) -> list[str]:
+    values = pd.DataFrame([{k: v for k, v in r.override_values().items() if k != "seed"} for r in runs])
+    varying = [c for c in values.columns if values[c].astype(str).nunique() > 1]
+    if not varying:
+        return [r.config for r in runs]
+    return [",".join(f"{k}={row[k]}" for k in varying if isinstance(row[k], str)) or r.config
+            for r, (_, row) in zip(runs, values.iterrows())]
+
+
+def swept_factors(tags: pd.DataFrame) -> list[str]:
+    """Swept keys (not the seed) that take more than one value over the usable runs."""
+    used = tags[tags["status"] == "completed"]
+    skip = {"job", "run_id", "config", "config_label", "seed", "status"}
+    return [c for c in tags.columns if c not in skip and used[c].astype(str).nunique() > 1]
+
+
+def _tagged(df: pd.DataFrame, tags: pd.DataFrame) -> pd.DataFrame:
+    if df.empty:
+        return df
+    tag_columns = [c for c in tags.columns if c not in df.columns or c == "job"]
+    return tags[tag_columns].merge(df, on="job", how="right")
+
+
+def _metric_rows(run: Run) -> pd.DataFrame:
+    if run.head_metrics is None:
+        return pd.DataFrame()
+    return run.head_metrics.drop(columns=["run_id"], errors="ignore").assign(job=run.job)
+
+
+# ---------------------------------------------------------------- per run / per config
+def run_table(runs: list[Run], tags: pd.DataFrame, heads: pd.DataFrame) -> pd.DataFrame:
+    """`sweep_runs.csv`: tags, usable / reason / notes, final metrics and per-run head statistics."""
+    rows = []
+    for r in runs:
+        row: dict[str, Any] = {"job": r.job, "usable": r.usable, "reason": r.reason, "notes": "; ".join(r.notes)}
+        row.update({k: _number(r.summary.get(k)) for k in (*RESULT_METRICS, *_RUN_FACTS)})
+        if r.usable:
+            row["steps_to_converge"] = steps_to_converge(r.val_curve)
+            run_heads = heads[heads["job"] == r.job] if not heads.empty else pd.DataFrame()
+            row.update(head_stats.winner_correlations(run_heads))
+            row.update(head_stats.cosine_geometry(r))
+        rows.append(row)
+    return tags.merge(pd.DataFrame(rows), on="job")
+
+
+def config_summary(per_run: pd.DataFrame, heads: pd.DataFrame, pairs: pd.DataFrame, matches: pd.DataFrame,
+                   tags: pd.DataFrame) -> pd.DataFrame:
+    """`sweep_summary.csv`: one row per config over its usable seeds (see `_config_row`)."""
+    rows = []
+    for config, jobs in per_run.groupby("config", sort=True):
+        used = jobs[jobs["usable"]]
+        if used.empty:
+            continue
+        row = {"config": config, "config_label": used["config_label"].iloc[0], "n_jobs": len(jobs),
+               "n_seeds": len(used), "seeds": " ".join(str(int(s)) for s in sorted(used["seed"].dropna())),
+               "n_skipped": int((~jobs["usable"]).sum())}
+        row.update({c: used[c].iloc[0] for c in swept_factors(tags) if c in used})
+        row.update(_seed_statistics(used))
+        row.update(_head_statistics(heads[heads["job"].isin(used["job"])] if not heads.empty else heads))
+        row.update(_pair_statistics(pairs[pairs["job"].isin(used["job"])] if not pairs.empty else pairs))
+        row.update(_match_statistics(matches[matches["config"] == config] if not matches.empty else matches))
+        row.update({f"{c}_mean": used[c].mean() for c in ("q_cos_ratio_init", "qk_cos_ratio_init", "q_cos_ratio_final",
+                                                          "qk_cos_ratio_final") if c in used})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _seed_statistics(used: pd.DataFrame) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for column in SEED_STATISTICS:
+        ci = mean_ci(used[column] if column in used else [])
+        out.update({f"{column}_mean": ci.mean, f"{column}_ci95_low": ci.low, f"{column}_ci95_high": ci.high})
+    return out
+
+
+def _head_statistics(heads: pd.DataFrame) -> dict[str, float]:
+    """Bifurcation steps over all heads of all seeds (median of the settled ones, fraction
+    never settled), final role fractions and mean distance from init."""
+    out: dict[str, float] = {}
+    for kind in ("role", "metric"):
+        steps = heads[f"{kind}_bifurcation_step"] if not heads.empty else pd.Series(dtype=float)
+        out[f"{kind}_bifurcation_median"] = float(steps.median()) if steps.notna().any() else math.nan
+        out[f"{kind}_bifurcation_mean"] = float(steps.mean()) if steps.notna().any() else math.nan
+        out[f"{kind}_unsettled_frac"] = float(steps.isna().mean()) if len(steps) else math.nan
+    roles = heads["final_role"] if not heads.empty else pd.Series(dtype=object)
+    out.update({f"role_frac_{name}": float((roles == name).mean()) if len(roles) else math.nan for name in ROLES})
+    out["dist_from_init_mean"] = float(heads["dist_from_init"].mean()) if not heads.empty else math.nan
+    return out
+
+
+def _pair_statistics(pairs: pd.DataFrame) -> dict[str, float]:
+    """Mean over seeds and layers of the layer-mean JS and 1 - corr at each run's last step."""
+    out = {"final_js_mean": math.nan, "final_1-corr_mean": math.nan}
+    if pairs.empty:
+        return out
+    last = pairs[pairs["step"] == pairs.groupby("job")["step"].transform("max")]
+    for metric in ("js", "1-corr"):
+        values = last.loc[last["metric"] == metric, "value"]
+        out[f"final_{metric}_mean"] = float(values.mean()) if len(values) else math.nan
+    return out
+
+
+def _match_statistics(matches: pd.DataFrame) -> dict[str, float]:
+    """Cross-seed reproducibility: means over seed pairs and layers of the matching results."""
+    columns = ("same_role", "same_role_baseline", "matched_distance", "random_distance")
+    ok = matches[matches["error"] == ""] if not matches.empty else matches
+    out = {f"match_{c}": float(ok[c].mean()) if len(ok) else math.nan for c in columns}
+    out["n_seed_pairs"] = int(ok[["job_a", "job_b"]].drop_duplicates().shape[0]) if len(ok) else 0
+    return out
+
+
+def _by_config(runs: list[Run]) -> dict[str, list[Run]]:
+    groups: dict[str, list[Run]] = {}
+    for r in runs:
+        groups.setdefault(r.config, []).append(r)
+    return groups
+
+
+# ---------------------------------------------------------------- writing
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value) if value is not None else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _write_csv(path: Path, df: pd.DataFrame) -> Path:
+    atomic_write_with(path, lambda tmp: df.to_csv(tmp, index=False))
+    return path
+
+
+def _write_parquet(path: Path, df: pd.DataFrame) -> Path:
+    safe = _arrow_safe(df)
+    atomic_write_with(path, lambda tmp: safe.to_parquet(tmp, index=False))
+    return path
+
+
+def _arrow_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding several Python types (e.g. a swept value that is 16 in one run and
+    "auto" in another) become strings, so parquet gets one type per column; None stays null."""
+    out = df.copy()
+    for column in out.select_dtypes(include="object").columns:
+        kinds = {type(v) for v in out[column] if v is not None and not (isinstance(v, float) and np.isnan(v))}
+        if len(kinds) > 1:
+            out[column] = out[column].map(lambda v: None if v is None else str(v))
+    return out

@@ -1,0 +1,72 @@
+"""Small statistics over seeds: means with t-intervals, and when a run converged."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from headlab.errors import ConfigError, DataError
+
+CONFIDENCE = 0.95
+# A run has converged at the first logged step whose val acc reaches this fraction of its best.
+CONVERGED_FRACTION = 0.95
+
+
+@dataclass(frozen=True)
+class MeanCI:
+    """Mean over `n` finite values with a two-sided t-interval `[low, high]` (NaN when n < 2).
+
+    Seeds are few (3 by default), so the interval uses Student's t with n - 1 degrees of
+    freedom, not the normal 1.96: with 3 seeds the half-width is 2.48 standard errors, not 1.96.
+    """
+
+    n: int
+    mean: float
+    low: float
+    high: float
+
+
+def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> MeanCI:
+    """Mean and t-interval of the finite `values` (NaN / None are dropped: a missing seed).
+
+    >>> c = mean_ci([0.8, 0.9, 1.0])
+    >>> round(c.mean, 6), round(c.low, 4), round(c.high, 4)
+    (0.9, 0.6516, 1.1484)
+    """
+    if not 0 < confidence < 1:
+        raise ConfigError("confidence", confidence, "a level strictly between 0 and 1")
+    x = pd.to_numeric(pd.Series(list(values), dtype="object"), errors="coerce").to_numpy(dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return MeanCI(0, math.nan, math.nan, math.nan)
+    mean = float(x.mean())
+    if x.size < 2:
+        return MeanCI(1, mean, math.nan, math.nan)
+    half = float(stats.t.ppf(0.5 + confidence / 2, df=x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return MeanCI(int(x.size), mean, mean - half, mean + half)
+
+
+def steps_to_converge(val_curve: pd.DataFrame | None, fraction: float = CONVERGED_FRACTION) -> float:
+    """First logged step whose `val_acc` reaches `fraction` of the run's best logged val acc.
+
+    The best (not the last) value is the reference because `summary.json`'s val_acc is that
+    of the best checkpoint. NaN when the run logged no validation accuracy. With validation
+    once per epoch the answer is an epoch boundary: its resolution is the validation cadence.
+
+    >>> steps_to_converge(pd.DataFrame({"step": [99, 199, 299], "val_acc": [0.6, 0.78, 0.8]}))
+    199.0
+    """
+    if val_curve is None or len(val_curve) == 0:
+        return math.nan
+    if not {"step", "val_acc"} <= set(val_curve.columns):
+        raise DataError("val_curve", f"expected columns ['step', 'val_acc'], got {list(val_curve.columns)}")
+    curve = val_curve.dropna(subset=["val_acc"]).sort_values("step", kind="stable")
+    if curve.empty:
+        return math.nan
+    reached = curve[curve["val_acc"] >= fraction * curve["val_acc"].max()]
+    return float(reached["step"].iloc[0])

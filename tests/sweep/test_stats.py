@@ -1,0 +1,46 @@
+"""Seed statistics against scipy's own t-interval and hand-made validation curves."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from headlab.errors import ConfigError
+from headlab.sweep import stats
+from headlab.sweep.stats import mean_ci, steps_to_converge
+
+
+def test_docstring_examples():
+    result = doctest.testmod(stats)
+    assert result.attempted >= 2 and result.failed == 0
+
+
+@pytest.mark.parametrize("values", [[0.81, 0.79, 0.84], [1.0, 2.0, 4.0, 8.0, 16.0], [0.5, 0.5001]])
+def test_mean_ci_matches_scipy_t_interval(values):
+    ci = mean_ci(values)
+    low, high = scipy_stats.t.interval(0.95, len(values) - 1, loc=pd.Series(values).mean(), scale=scipy_stats.sem(values))
+    assert ci.n == len(values)
+    assert (ci.low, ci.high) == pytest.approx((low, high), rel=1e-12)
+
+
+def test_mean_ci_drops_missing_seeds_and_needs_two_for_an_interval():
+    assert mean_ci([0.8, None, float("nan"), 0.9]).n == 2
+    one = mean_ci([0.7])
+    assert one.mean == 0.7 and math.isnan(one.low) and math.isnan(one.high)
+    assert math.isnan(mean_ci([]).mean)
+    with pytest.raises(ConfigError):
+        mean_ci([1.0, 2.0], confidence=95)
+    wide, narrow = mean_ci([1.0, 2.0, 3.0], 0.99), mean_ci([1.0, 2.0, 3.0], 0.5)
+    assert wide.high - wide.low > narrow.high - narrow.low
+
+
+def test_steps_to_converge_uses_the_best_value():
+    curve = pd.DataFrame({"step": [300, 100, 200, 400], "val_acc": [0.9, 0.5, 0.86, 0.88]})  # unsorted on purpose
+    assert steps_to_converge(curve) == 200  # 0.86 >= 0.95 * 0.9 = 0.855
+    assert steps_to_converge(curve, fraction=0.99) == 300
+    assert math.isnan(steps_to_converge(None))
+    assert math.isnan(steps_to_converge(pd.DataFrame({"step": [1], "val_acc": [float("nan")]})))

@@ -75,7 +75,7 @@ def test_good_csv_maps_sorted_string_labels_and_drops_blank(write_file):
     assert data.texts == ["好评，很好", "bad one", "一般"]
     assert data.labels == [2, 0, 1]
     assert data.domains == ["books", "dvd", "books"]
-    assert data.stats == {"n_rows": 4, "blank": 1, "n_examples": 3}
+    assert data.stats == {"n_rows": 4, "blank": 1, "n_examples": 3, "n_domains": 2, "domain_missing": 0}
 
 
 def test_good_jsonl_with_integer_labels_sorted_numerically(write_file):
@@ -106,3 +106,30 @@ def test_val_label_unknown_to_train(write_file):
     val = write_file("val.csv", "text,label\nd,meh\n")
     with pytest.raises(DataError, match=r"val\.csv.*'meh'"):
         load_file_splits(train, val)
+
+
+def test_empty_lines_are_skipped_and_blank_texts_counted(write_file):
+    csv_data = load_files(write_file("gaps.csv", "text,label\n\nab,x\n\n\n   ,y\ncd,y\n\n"))
+    assert csv_data.texts == ["ab", "cd"] and csv_data.stats["blank"] == 1 and csv_data.stats["n_rows"] == 3
+    jsonl = load_files(write_file("gaps.jsonl", '\n{"text": "ab", "label": 0}\n\n  \n{"text": "", "label": 1}\n{"text": "c", "label": 1}\n'))
+    assert jsonl.texts == ["ab", "c"] and jsonl.stats["blank"] == 1
+
+
+def test_all_blank_texts_is_an_error(write_file):
+    assert "blank" in _error(write_file("blank.csv", "text,label\n ,a\n\t,b\n"))
+
+
+def test_missing_domain_is_counted_not_fatal(write_file):
+    data = load_files(write_file("dom.jsonl", '{"text": "a", "label": 0, "domain": "books"}\n{"text": "b", "label": 1}\n'))
+    assert data.domains == ["books", ""]
+    assert data.stats["n_domains"] == 1 and data.stats["domain_missing"] == 1
+
+
+def test_val_domain_unknown_to_train_is_kept_and_counted(write_file):
+    train = write_file("train.csv", "text,label,domain\na,0,books\nb,1,dvd\n")
+    val = write_file("val.csv", "text,label,domain\nc,0,books\nd,1,phones\ne,1,toys\n")
+    splits = load_file_splits(train, val)
+    assert splits["val"].domains == ["books", "phones", "toys"]
+    assert splits["val"].stats["unknown_domain"] == 2
+    assert "unknown_domain" not in splits["train"].stats
+

@@ -38,13 +38,17 @@ def config_digest(cfg: DictConfig) -> str:
 
 def job_overrides(exclude: Iterable[str] = ()) -> str:
     """The job's command-line overrides as one string ('' outside Hydra)."""
+    return ",".join(job_override_list(exclude))
+
+
+def job_override_list(exclude: Iterable[str] = ()) -> list[str]:
+    """The job's command-line overrides whose key is not in `exclude` ([] outside Hydra)."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
-        return ""
+        return []
     excluded = tuple(exclude)
-    kept = [o for o in HydraConfig.get().overrides.task if o.split("=", 1)[0].lstrip("+~") not in excluded]
-    return ",".join(kept)
+    return [o for o in HydraConfig.get().overrides.task if o.split("=", 1)[0].lstrip("+~") not in excluded]
 
 
 def configure_cache_dirs(log_dir: Path) -> None:

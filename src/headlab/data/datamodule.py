@@ -114,6 +114,8 @@ class TextDataModule(L.LightningDataModule):
         if source == "files" and not self.files.get("train"):
             raise ConfigError("data.files.train", self.files.get("train"), "the path of a CSV or JSONL file")
         self._prepared: _Prepared | None = None
+        self._train_loader: ResumableLoader | None = None
+        self._train_position: dict[str, int] | None = None
 
     # ---- Lightning hooks -------------------------------------------------------------------
     def prepare_data(self) -> None:
@@ -133,14 +135,20 @@ class TextDataModule(L.LightningDataModule):
         self._prepared = _Prepared(tokenizer, splits, parts["train"].label_names, source_stats, probe)
 
     def train_dataloader(self) -> DataLoader:
+        """Batches in an order that is a pure function of (shuffle seed, epoch), from a loader
+        that remembers its position: a run resumed from any checkpoint, mid-epoch included,
+        trains on exactly the batches an uninterrupted run would (see `ResumableLoader`).
+        Without bucketing, batches are random sets (pools of one batch: no length grouping)."""
         dataset = _EncodedDataset(self._data().splits["train"])
         seed = self.shuffle_seed if self.shuffle_seed is not None else torch.initial_seed()
-        if self.bucket_by_length:
-            lengths = [len(ids) for ids in dataset.split.input_ids]
-            sampler = BucketBatchSampler(lengths, self.batch_size, seed=seed)
-            return DataLoader(dataset, batch_sampler=sampler, **self._loader_kwargs())
-        generator = torch.Generator().manual_seed(seed)
-        return DataLoader(dataset, self.batch_size, shuffle=True, generator=generator, **self._loader_kwargs())
+        lengths = [len(ids) for ids in dataset.split.input_ids]
+        sampler = BucketBatchSampler(lengths, self.batch_size, seed=seed, pool_batches=50 if self.bucket_by_length else 1)
+        loader = ResumableLoader(dataset, batch_sampler=sampler, **self._loader_kwargs())
+        if self._train_position is not None:
+            loader.load_state_dict(self._train_position)
+            self._train_position = None
+        self._train_loader = loader
+        return loader
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("val")
@@ -149,11 +157,19 @@ class TextDataModule(L.LightningDataModule):
         return self._eval_loader("test")
 
     def state_dict(self) -> dict[str, Any]:
-        """Saved in checkpoints so a resumed run can check it sees the same vocabulary and probe."""
+        """Saved in checkpoints so a resumed run can check it sees the same vocabulary and probe,
+        and continues the training epoch where the checkpoint left it (`ResumableLoader`)."""
         data = self._data()
-        return {"tokens": list(data.tokenizer.tokens), "probe_digest": data.probe.digest()}
+        state: dict[str, Any] = {"tokens": list(data.tokenizer.tokens), "probe_digest": data.probe.digest()}
+        if self._train_loader is not None:
+            state["train_position"] = self._train_loader.state_dict()
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Lightning restores a stateful loader only if it is created after the loop state is
+        # loaded; `configure_optimizers` asks for the step count, which creates it earlier. The
+        # datamodule's state is loaded before that, so the position travels here instead.
+        self._train_position = state_dict.get("train_position")
         data = self._data()
         if state_dict.get("tokens") not in (None, list(data.tokenizer.tokens)):
             raise DataError(
@@ -230,7 +246,44 @@ class TextDataModule(L.LightningDataModule):
         return DataLoader(dataset, self.eval_batch_size, shuffle=False, **self._loader_kwargs())
 
     def _loader_kwargs(self) -> dict[str, Any]:
-        return {"collate_fn": collate_batch, "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}
+        # Each loader draws its workers' base seed from its own generator, never from the global
+        # torch RNG: creating a loader (e.g. again after a resume) must not shift dropout masks.
+        return {"collate_fn": collate_batch, "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0,
+                "generator": torch.Generator().manual_seed(self.seed)}
+
+
+class ResumableLoader(DataLoader):
+    """A training `DataLoader` whose position survives a restart (Lightning's stateful-loader protocol).
+
+    `state_dict()` = the sampler's epoch and the batches served from it; Lightning stores it in
+    every checkpoint and hands it back through `load_state_dict` when fit restarts mid-epoch. The
+    next pass over that epoch then skips the batches already trained on. Iteration starts lazily
+    (at the first batch), after Lightning's `set_epoch`, so the epoch's order is always the right one.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._position = {"epoch": 0, "batches": 0}
+        self._resume: dict[str, int] | None = None
+
+    def __iter__(self):  # type: ignore[override]
+        return self._serve()
+
+    def _serve(self):
+        epoch = int(self.batch_sampler.epoch)
+        skip = self._resume["batches"] if self._resume and self._resume["epoch"] == epoch else 0
+        self._resume = None
+        self._position = {"epoch": epoch, "batches": 0}
+        for index, batch in enumerate(super().__iter__()):
+            self._position["batches"] = index + 1
+            if index >= skip:
+                yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        return dict(self._position)
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        self._resume = {"epoch": int(state_dict["epoch"]), "batches": int(state_dict["batches"])}
 
 
 def _check_int(key: str, value: Any, minimum: int | None) -> None:

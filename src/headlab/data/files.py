@@ -3,7 +3,11 @@
 Every problem a file can have is reported as a `DataError` naming the file and what to change,
 because this is where user data first meets headlab. Labels may be strings or integers; the
 sorted distinct values become classes 0..C-1 (integers sort numerically, so "10" follows "9").
-Blank texts are dropped and counted, not fatal: exports often end with empty rows.
+Blank texts are dropped and counted, not fatal: exports often end with empty rows (fully empty
+lines are skipped by the CSV reader and in JSON lines). `domain` is a free-form tag, never an
+error: a row without one gets "" and is counted in `domain_missing`; `n_domains` counts the
+distinct tags; in a separate val/test file, rows whose domain does not occur in the train file
+are kept and counted in `unknown_domain` (summary.json: `val_unknown_domain`, `test_unknown_domain`).
 """
 
 from __future__ import annotations
@@ -43,9 +47,12 @@ def load_file_splits(
 ) -> dict[str, LabeledTexts]:
     """Train file plus optional val/test files, all mapped with the TRAIN file's classes."""
     out = {"train": load_files(train)}
+    train_domains = set(out["train"].domains or [])
     for split, path in (("val", val), ("test", test)):
         if path is not None:
             out[split] = _labeled(_read_rows(Path(path)), path, train_names=out["train"].label_names, train_path=train)
+            if out[split].domains is not None:
+                out[split].stats["unknown_domain"] = sum(d not in train_domains for d in out[split].domains)
     return out
 
 
@@ -66,6 +73,8 @@ def _labeled(
             raise DataError(path, f"labels {unknown[:10]} do not occur in the train file {os.fspath(train_path)}")
     index = {name: i for i, name in enumerate(names)}
     stats = {"n_rows": rows.n_rows, "blank": rows.blank, "n_examples": len(rows.texts)}
+    if rows.domains is not None:
+        stats.update(n_domains=len(set(rows.domains) - {""}), domain_missing=sum(d == "" for d in rows.domains))
     return LabeledTexts(rows.texts, [index[k] for k in keys], [str(n) for n in names], rows.domains, stats)
 
 

@@ -22,11 +22,14 @@ from headlab.model import HeadlabClassifier, ModelConfig
 
 
 class NonFiniteLossError(RuntimeError):
-    """Training diverged: the loss became NaN or infinite."""
+    """Training diverged: the loss (or, when a checkpoint is due, a parameter) became NaN or infinite.
 
-    def __init__(self, step: int, loss: float) -> None:
-        self.step, self.loss = step, loss
-        super().__init__(f"loss became {loss} at step {step}: training diverged (try a lower optim.lr or a warm-up)")
+    Raised before anything non-finite is written: the last checkpoint on disk stays the last good one.
+    """
+
+    def __init__(self, step: int, loss: float, what: str = "loss") -> None:
+        self.step, self.loss, self.what = step, loss, what
+        super().__init__(f"{what} became {loss} at step {step}: training diverged (try a lower optim.lr or a warm-up)")
 
 
 class HeadClassifierModule(L.LightningModule):
@@ -69,6 +72,7 @@ class HeadClassifierModule(L.LightningModule):
         n = model_config.n_classes
         stage_metrics = MetricCollection({"acc": MulticlassAccuracy(n, average="micro"), "f1": MulticlassF1Score(n, average="macro")})
         self.train_metrics = stage_metrics.clone(prefix="train/")
+        self.train_metrics.persistent(True)  # a mid-epoch checkpoint keeps the epoch's running train/acc
         self.val_metrics = stage_metrics.clone(prefix="val/")
         self.test_metrics = stage_metrics.clone(prefix="test/")
 
@@ -88,6 +92,25 @@ class HeadClassifierModule(L.LightningModule):
         self.train_metrics.update(logits.detach(), batch["labels"])
         self.log("train/loss", loss, prog_bar=True, batch_size=len(logits))
         return loss
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Refuse to write non-finite weights (the last checkpoint stays the last good one) and
+        store the RNG states, so a resumed run draws the same dropout masks as an uninterrupted one."""
+        for name, param in self.net.named_parameters():
+            if not torch.isfinite(param).all():
+                raise NonFiniteLossError(self.global_step, float("nan"), what=f"parameter {name}")
+        checkpoint["headlab_rng"] = _collect_rng_states()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._rng_to_restore = checkpoint.get("headlab_rng")
+
+    def on_train_start(self) -> None:
+        # Restored as late as possible: nothing between the checkpoint load and here may draw
+        # random numbers differently from the uninterrupted run.
+        states = getattr(self, "_rng_to_restore", None)
+        if states is not None:
+            _set_rng_states(states)
+            self._rng_to_restore = None
 
     def on_train_epoch_end(self) -> None:
         self.log_dict(self.train_metrics.compute())
@@ -124,3 +147,35 @@ class HeadClassifierModule(L.LightningModule):
         warmup = resolve_warmup_steps(total, hp.warmup_steps, hp.warmup_ratio)
         scheduler = LambdaLR(optimizer, lambda step: lr_factor(step, total, warmup, hp.schedule, hp.min_lr_ratio))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def _collect_rng_states() -> dict[str, Any]:
+    """torch / numpy / python RNG states as tensors and plain lists (loadable with weights_only=True)."""
+    import random
+
+    import numpy as np
+
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    version, internal, gauss = random.getstate()
+    states: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": [str(kind), torch.from_numpy(np.asarray(keys, dtype=np.int64)), int(pos), int(has_gauss), float(cached)],
+        "python": [int(version), list(internal), gauss],
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: dict[str, Any]) -> None:
+    import random
+
+    import numpy as np
+
+    torch.set_rng_state(states["torch"])
+    kind, keys, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

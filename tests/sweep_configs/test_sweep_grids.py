@@ -1,0 +1,145 @@
+"""Every versioned sweep composes and expands to its documented grid (Hydra's own sweeper logic)."""
+
+from __future__ import annotations
+
+import itertools
+from importlib import resources
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+from headlab.model import HeadlabClassifier, ModelConfig, count_parameters
+
+HEADS = [1, 2, 4, 8, 16]
+SEEDS = [0, 1, 2]
+# sweep name -> (the grid as {override key: values}, jobs). The README's Sweeps section documents these.
+GRIDS = {
+    "heads": ({"model.n_heads": HEADS, "seed": SEEDS}, 15),
+    "heads_fixed_dhead": ({"model.n_heads": HEADS, "seed": SEEDS}, 15),
+    "init_scale": ({"model.init_scale": [0.25, 0.5, 1.0, 1.5, 2.0], "optim.warmup_ratio": [0.0, 0.1], "seed": SEEDS}, 30),
+    "lr": ({"optim": ["adamw_constant", "adamw"], "optim.lr": [2e-3, 6e-3], "seed": SEEDS}, 12),
+    "posenc": ({"model.pos_encoding": ["none", "sinusoidal", "learned", "rope", "alibi"], "seed": SEEDS}, 15),
+    "smoke": ({"model.n_heads": [2, 4], "model.init_scale": [0.5, 1.0], "seed": [0, 1]}, 8),
+}
+
+
+def _compose(*overrides: str) -> DictConfig:
+    GlobalHydra.instance().clear()
+    with initialize_config_module("headlab.conf", version_base="1.3"):
+        return compose("train", overrides=list(overrides), return_hydra_config=True)
+
+
+def _jobs(sweep: str, *cli: str) -> list[list[str]]:
+    """The job override lists Hydra's basic sweeper makes for `headlab-train -m sweep=<sweep> *cli`."""
+    params = _compose(f"sweep={sweep}").hydra.sweeper.params
+    arguments = [f"{key}={value}" for key, value in params.items()] + [f"sweep={sweep}", *cli]
+    overrides = OverridesParser.create().parse_overrides(arguments)
+    batches = BasicSweeper.split_arguments(overrides, max_batch_size=None)
+    return [list(job) for batch in batches for job in batch]
+
+
+def _as_grid(jobs: list[list[str]], keys: list[str]) -> set[tuple[str, ...]]:
+    def value(job: list[str], key: str) -> str:
+        (found,) = [o.split("=", 1)[1] for o in job if o.split("=", 1)[0] == key]
+        return found
+
+    return {tuple(value(job, key) for key in keys) for job in jobs}
+
+
+def test_every_sweep_file_is_documented_here():
+    shipped = {p.name.removesuffix(".yaml") for p in resources.files("headlab.conf").joinpath("sweep").iterdir()
+               if p.name.endswith(".yaml")}
+    assert shipped == set(GRIDS)
+
+
+@pytest.mark.parametrize("sweep", sorted(GRIDS))
+def test_sweep_expands_to_its_documented_grid(sweep):
+    grid, n_jobs = GRIDS[sweep]
+    jobs = _jobs(sweep)
+    assert len(jobs) == n_jobs
+    expected = {tuple(str(v) for v in combo) for combo in itertools.product(*grid.values())}
+    normalised = {tuple(str(OverridesParser.create().parse_override(f"k={v}").value()) for v in row)
+                  for row in _as_grid(jobs, list(grid))}
+    assert normalised == expected
+    assert all(f"sweep={sweep}" in job for job in jobs)
+
+
+def test_seeds_on_the_command_line_replace_the_sweeps_default_three():
+    jobs = _jobs("heads", "seed=0,1,2,3,4")
+    assert len(jobs) == 5 * 5
+    assert _as_grid(jobs, ["seed"]) == {(str(s),) for s in range(5)}
+
+
+@pytest.mark.parametrize("sweep", sorted(GRIDS))
+def test_every_job_composes_to_a_valid_model(sweep):
+    """A grid point that ModelConfig rejects (e.g. rope with an odd head width) would only fail
+    minutes into a sweep; check every job's model here (seeds do not change the model)."""
+    configs = {tuple(o for o in job if not o.startswith("seed=")) for job in _jobs(sweep)}
+    for job in sorted(configs):
+        cfg = _compose(*job)
+        fields = OmegaConf.to_container(cfg.model, resolve=True)
+        fields.pop("compile")
+        ModelConfig(vocab_size=32, n_classes=2, max_len=cfg.data.max_len, **fields)
+        assert cfg.threads == "auto"
+
+
+@pytest.mark.parametrize("sweep", sorted(set(GRIDS) - {"smoke"}))
+def test_sweeps_run_on_synthetic_by_default_and_on_zh_reviews_with_experiment_sweep_zh(sweep):
+    synthetic, zh = _compose(f"sweep={sweep}"), _compose(f"sweep={sweep}", "experiment=sweep_zh")
+    assert synthetic.data.source == "synthetic" and zh.data.source == "zh_reviews"
+    assert synthetic.sweep_name == f"{sweep}-synthetic" and zh.sweep_name == f"{sweep}-zh_reviews"
+    assert synthetic.hydra.sweeper.params == zh.hydra.sweeper.params
+    for cfg in (synthetic, zh):
+        sweep_dir = cfg.hydra.sweep.dir.replace("\\", "/")
+        assert f"/sweeps/{cfg.sweep_name}/" in sweep_dir
+
+
+def test_smoke_sweep_is_tiny():
+    cfg = _compose("sweep=smoke")
+    assert cfg.sweep_name == "smoke"
+    assert cfg.data.source == "synthetic" and cfg.data.synthetic.n <= 1000
+    assert cfg.model.d_model <= 32 and cfg.model.n_layers == 1 and cfg.trainer.max_epochs <= 2
+
+
+def _non_embedding_params(cfg: DictConfig) -> int:
+    fields = OmegaConf.to_container(cfg.model, resolve=True)
+    fields.pop("compile")
+    net = HeadlabClassifier(ModelConfig(vocab_size=32, n_classes=2, max_len=cfg.data.max_len, **fields))
+    return count_parameters(net, non_embedding=True)
+
+
+def test_heads_sweep_keeps_the_parameter_budget_fixed():
+    head_dims, counts = [], []
+    for n_heads in HEADS:
+        cfg = _compose("sweep=heads", f"model.n_heads={n_heads}")
+        head_dims.append(cfg.model.d_model // n_heads)
+        assert cfg.model.d_head is None
+        counts.append(_non_embedding_params(cfg))
+    assert head_dims == [64, 32, 16, 8, 4]
+    assert len(set(counts)) == 1, dict(zip(HEADS, counts))
+
+
+def test_heads_fixed_dhead_sweep_keeps_the_head_width_and_grows_the_budget():
+    counts = []
+    for n_heads in HEADS:
+        cfg = _compose("sweep=heads_fixed_dhead", f"model.n_heads={n_heads}")
+        assert cfg.model.d_head == 32 and cfg.model.d_model == 64
+        counts.append(_non_embedding_params(cfg))
+    assert counts == sorted(counts) and len(set(counts)) == len(counts)
+
+
+def test_lr_sweep_pairs_constant_with_no_warmup_and_cosine_with_warmup():
+    constant = _compose("sweep=lr", "optim=adamw_constant").optim
+    cosine = _compose("sweep=lr", "optim=adamw").optim
+    assert (constant.schedule, constant.warmup_steps, constant.warmup_ratio) == ("constant", 0, 0.0)
+    assert cosine.schedule == "cosine" and cosine.warmup_steps is None and cosine.warmup_ratio > 0
+    assert constant.lr == cosine.lr == 2e-3  # the grid's x1 point is the base lr
+
+
+def test_init_scale_sweep_toggles_warmup_through_the_ratio():
+    cfg = _compose("sweep=init_scale", "optim.warmup_ratio=0.0")
+    assert cfg.optim.warmup_steps is None and cfg.optim.schedule == "cosine"

@@ -11,6 +11,7 @@ MODULES = [
     "headlab.analysis.mean_pattern",
     "headlab.analysis.weight_similarity",
     "headlab.analysis.roles",
+    "headlab.analysis.probe_layer",
 ]
 
 

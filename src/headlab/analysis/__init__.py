@@ -19,6 +19,7 @@ from headlab.analysis.head_similarity import (
     head_similarity_sums,
 )
 from headlab.analysis.mean_pattern import MeanPatternAccumulator, PatternSums, mean_pattern, mean_pattern_sums
+from headlab.analysis.probe_layer import LayerSums, ProbeLayerAccumulator, probe_layer_sums
 from headlab.analysis.roles import REQUIRED_METRICS, ROLES, RoleThresholds, classify_roles, role_ids
 from headlab.analysis.weight_similarity import (
     head_cosine,
@@ -44,6 +45,9 @@ __all__ = [
     "PatternSums",
     "mean_pattern",
     "mean_pattern_sums",
+    "LayerSums",
+    "ProbeLayerAccumulator",
+    "probe_layer_sums",
     "REQUIRED_METRICS",
     "ROLES",
     "RoleThresholds",

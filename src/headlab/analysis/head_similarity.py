@@ -22,6 +22,7 @@ from torch import Tensor
 
 from headlab.analysis._checks import check_pattern, check_same_heads, sum_dtype
 from headlab.analysis._accumulate import SumAccumulator
+from headlab.analysis.attention_metrics import _xlogx_sum
 
 JS_SMOOTHING = 1e-3
 # A map whose std is below this fraction of its mean (1/n) is treated as constant.
@@ -56,6 +57,11 @@ class SimilaritySums:
 def head_similarity_sums(pattern: Tensor, attention_mask: Tensor) -> SimilaritySums:
     """Reduce one chunk `pattern [batch, head, q, k]`, `attention_mask [batch, k]` to sums."""
     attn, mask = check_pattern(pattern, attention_mask)
+    return similarity_sums_checked(attn, mask)
+
+
+def similarity_sums_checked(attn: Tensor, mask: Tensor) -> SimilaritySums:
+    """`head_similarity_sums` on inputs already validated by `check_pattern`."""
     dtype = sum_dtype(attn.device)
     js_sum = _js_sums(attn, mask).to(dtype)
     corr_sum, corr_count = _corr_sums(attn, mask)
@@ -79,19 +85,27 @@ def head_similarity(pattern: Tensor, attention_mask: Tensor) -> dict[str, Tensor
 def _js_sums(attn: Tensor, mask: Tensor) -> Tensor:
     """`[head, head]` sum over real queries of JS(P, Q) = H(M) - (H(P) + H(Q)) / 2, M = (P + Q) / 2.
 
-    With S = P + Q, H(M) = (log 2 * sum S - sum S log S) / 2, so each pair costs one xlogy.
-    One head against all later heads at a time: memory stays one pattern, not head^2 patterns.
+    With S = P + Q, H(M) = (log 2 * sum S - sum S log S) / 2, so each pair costs one log: the
+    pairs are most of a measurement's cost. One head against all later heads at a time: memory
+    stays one pattern, not head^2 patterns. `attn` is 0 on padded keys (`check_pattern`).
     """
-    n_heads = attn.shape[1]
+    batch, n_heads, n_q, n_k = attn.shape
     n_keys = mask.sum(-1).to(attn.dtype)[:, None, None, None]  # [batch, 1, 1, 1]
-    smooth = torch.where(mask[:, None, None, :], JS_SMOOTHING / n_keys + (1 - JS_SMOOTHING) * attn, 0.0)
-    entropy = -torch.special.xlogy(smooth, smooth).sum(-1)  # [batch, head, q]
+    real_key = mask[:, None, None, :]  # [batch, 1, 1, k]
+    smooth = (attn * (1 - JS_SMOOTHING)).add_(torch.where(real_key, JS_SMOOTHING / n_keys, 0.0))  # 0 on padded keys
+    entropy = _xlogx_sum(smooth).neg_()  # [batch, head, q]
     total = smooth.sum(-1)  # [batch, head, q], 1 up to rounding
+    # Padded keys hold 1/2 here, so a pair sums to exactly 1 there and S log S is exactly 0 without
+    # a clamp; on real keys the pair sum is bit for bit P' + Q'.
+    log_safe = smooth.add_(torch.where(real_key, 0.0, 0.5)) if n_heads > 1 else smooth
+    pair_buffer = attn.new_empty(2, batch * (n_heads - 1) * n_q * n_k)  # reused by every head a
     query = mask[:, None, :]
     js = attn.new_zeros(n_heads, n_heads)
     for a in range(n_heads - 1):
-        pair_sum = smooth[:, a + 1 :] + smooth[:, a : a + 1]  # [batch, head - a - 1, q, k]
-        s_log_s = pair_sum.xlogy_(pair_sum).sum(-1)  # [batch, head - a - 1, q]
+        shape = (batch, n_heads - a - 1, n_q, n_k)
+        pair_sum, s_log_s = (buf[: math.prod(shape)].view(shape) for buf in pair_buffer)
+        torch.add(log_safe[:, a + 1 :], log_safe[:, a : a + 1], out=pair_sum)  # [batch, head - a - 1, q, k]
+        s_log_s = torch.log(pair_sum, out=s_log_s).mul_(pair_sum).sum(-1)  # [batch, head - a - 1, q]
         mixture_entropy = 0.5 * (math.log(2.0) * (total[:, a + 1 :] + total[:, a : a + 1]) - s_log_s)
         divergence = mixture_entropy - 0.5 * (entropy[:, a + 1 :] + entropy[:, a : a + 1])
         row = torch.where(query, divergence, 0.0).sum((0, 2)).clamp_min(0.0)
@@ -101,13 +115,19 @@ def _js_sums(attn: Tensor, mask: Tensor) -> Tensor:
 
 
 def _corr_sums(attn: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-    """Per-sequence Pearson correlation of heads' real blocks: `(sum [h, h], count [h, h])`."""
-    block = (mask[:, :, None] & mask[:, None, :])[:, None]  # [batch, 1, q, k]
-    size = block.sum((-2, -1)).to(attn.dtype)  # [batch, 1] = n^2
-    values = torch.where(block, attn, 0.0)
-    mean = values.sum((-2, -1)) / size.clamp_min(1)  # [batch, head]
-    centred = torch.where(block, values - mean[..., None, None], 0.0)
-    cov = torch.einsum("bhqk,bgqk->bhg", centred, centred) / size[..., None].clamp_min(1)
+    """Per-sequence Pearson correlation of heads' real blocks: `(sum [h, h], count [h, h])`.
+
+    `attn` is 0 on padded keys, so a map's sum over its real block is the sum of its real rows;
+    centring and masking the padded query rows is one multiply by the block mask.
+    """
+    real = mask.to(attn.dtype)  # [batch, k]
+    block = real[:, :, None] * real[:, None, :]  # [batch, q, k], 1 on the real block
+    size = (real.sum(-1) ** 2)[:, None]  # [batch, 1] = n^2
+    mean = (attn.sum(-1) * real[:, None, :]).sum(-1) / size.clamp_min(1)  # [batch, head]
+    centred = (attn - mean[..., None, None]).mul_(block[:, None]).flatten(2)  # [batch, head, q * k]
+    gram = centred @ centred.transpose(1, 2)  # [batch, head, head]; BLAS may round [a, b] and [b, a] apart
+    gram = gram.triu() + gram.triu(1).transpose(1, 2)  # so mirror one triangle: corr is exactly symmetric
+    cov = gram / size[..., None].clamp_min(1)
     var = torch.diagonal(cov, dim1=-2, dim2=-1)  # [batch, head]
     varies = (var.sqrt() > _CONSTANT_REL_STD * mean) & (size > 0)  # [batch, head]
     pair = varies[:, :, None] & varies[:, None, :]

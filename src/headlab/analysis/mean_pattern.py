@@ -36,6 +36,11 @@ def mean_pattern_sums(pattern: Tensor, attention_mask: Tensor, map_len: int = 32
     """Sum `pattern [batch, head, q, k]` over sequences on the first `map_len` real positions."""
     _check_map_len(map_len)
     attn, mask = check_pattern(pattern, attention_mask)
+    return pattern_sums_checked(attn, mask, map_len)
+
+
+def pattern_sums_checked(attn: Tensor, mask: Tensor, map_len: int = 32) -> PatternSums:
+    """`mean_pattern_sums` on inputs already validated by `check_pattern`."""
     length = min(map_len, attn.shape[-1])
     real = mask[:, :length]
     pair = real[:, :, None] & real[:, None, :]  # [batch, length, length]

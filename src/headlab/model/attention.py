@@ -83,7 +83,8 @@ class MultiHeadSelfAttention(nn.Module):
         scale = 1.0 / math.sqrt(self.d_head)
         pattern = None
         if need_weights:
-            pattern = self.hook_pattern((q @ k.transpose(-2, -1) * scale + bias).softmax(dim=-1))
+            scores = (q @ k.transpose(-2, -1)).mul_(scale).add_(bias)  # in place: no extra [batch, head, q, k] copies
+            pattern = self.hook_pattern(scores.softmax(dim=-1))
             z = F.dropout(pattern, dropout_p) @ v
         else:
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)

@@ -24,9 +24,7 @@ import torch
 
 from headlab.analysis import (
     ROLES,
-    AttentionMetricAccumulator,
-    HeadSimilarityAccumulator,
-    MeanPatternAccumulator,
+    ProbeLayerAccumulator,
     classify_roles,
     head_cosine,
     per_head_grad_norm,
@@ -131,7 +129,7 @@ class HeadMetricsCallback(L.Callback):
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         probe = trainer.datamodule.probe_set()
-        self._probe = [{k: chunk[k].to(pl_module.device) for k in _PROBE_KEYS} for chunk in probe.batches(self.chunk_size, by_length=True)]
+        self._probe = probe_chunks(probe, self.chunk_size, pl_module.device)
         n_layers, n_heads = len(pl_module.net.blocks), pl_module.net.config.n_heads
         if self._init_weights is None:
             self._init_weights = [_head_weight_dict(block.attn) for block in pl_module.net.blocks]
@@ -147,7 +145,15 @@ class HeadMetricsCallback(L.Callback):
         keep_through = step if step in self._measured else step - 1
         for table in (HEAD_METRICS, HEAD_PAIRS):
             drop_parts_after(self.output_dir / table, keep_through)
-        self._measure_once(trainer, pl_module)
+        # Measure here only what an uninterrupted run measured at this step: step 0, or the end of
+        # the epoch the checkpoint closed (recorded with that epoch). A resume from a mid-epoch
+        # checkpoint (periodic or SIGTERM) adds no measurement point the uninterrupted run lacks.
+        batches = trainer.num_training_batches
+        per_epoch = -(-batches // trainer.accumulate_grad_batches) if isinstance(batches, int) else None
+        if step == 0:
+            self._measure_once(trainer, pl_module)
+        elif self.measure_epoch_end and isinstance(per_epoch, int) and per_epoch > 0 and step % per_epoch == 0:
+            self._measure_once(trainer, pl_module, epoch=step // per_epoch - 1)
 
     def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         norms = torch.stack([_head_grad_norm(block.attn) for block in pl_module.net.blocks]).cpu()
@@ -172,21 +178,24 @@ class HeadMetricsCallback(L.Callback):
                 write_run_figures(self.output_dir)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"init_weights": self._init_weights, "cum_grad": self._cum_grad, "measured": sorted(self._measured)}
+        return {"init_weights": self._init_weights, "cum_grad": self._cum_grad, "last_grad": self._last_grad,
+                "measured": sorted(self._measured)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._init_weights = state_dict["init_weights"]
         self._cum_grad = state_dict["cum_grad"]
-        self._last_grad = torch.zeros_like(self._cum_grad)
+        # a re-measured step after resume reports the same grad_norm as the uninterrupted run
+        last = state_dict.get("last_grad")
+        self._last_grad = torch.zeros_like(self._cum_grad) if last is None else last
         self._measured = set(state_dict["measured"])
 
     # ------------------------------------------------------------------ measurement
-    def _measure_once(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+    def _measure_once(self, trainer: L.Trainer, pl_module: L.LightningModule, epoch: int | None = None) -> None:
         step = int(trainer.global_step)
         if step in self._measured or trainer.sanity_checking:
             return
         self._measured.add(step)
-        result = self.measure(pl_module, step=step, epoch=int(trainer.current_epoch))
+        result = self.measure(pl_module, step=step, epoch=int(trainer.current_epoch) if epoch is None else epoch)
         if self._first is None:
             self._first = result
         self._last = result
@@ -204,19 +213,16 @@ class HeadMetricsCallback(L.Callback):
         try:
             t0 = time.perf_counter()
             n_layers = len(net.blocks)
-            metric_accs = [AttentionMetricAccumulator() for _ in range(n_layers)]
-            pair_accs = [HeadSimilarityAccumulator() for _ in range(n_layers)]
-            map_accs = [MeanPatternAccumulator(self.map_len) for _ in range(n_layers)]
+            layer_accs = [ProbeLayerAccumulator(self.map_len) for _ in range(n_layers)]
             capture_s = 0.0
             for chunk in self._probe:
                 t_chunk = time.perf_counter()
-                patterns = net(chunk["input_ids"], chunk["attention_mask"], return_patterns=True).patterns
+                patterns = capture_patterns(net, chunk["input_ids"], chunk["attention_mask"])
                 capture_s += time.perf_counter() - t_chunk
                 for layer, pattern in enumerate(patterns):
-                    metric_accs[layer].update(pattern, chunk["attention_mask"], chunk["cls_mask"], chunk["punct_mask"])
-                    pair_accs[layer].update(pattern, chunk["attention_mask"])
-                    map_accs[layer].update(pattern, chunk["attention_mask"])
-            result = self._reduce(net, step, epoch, metric_accs, pair_accs, map_accs)
+                    layer_accs[layer].update(pattern, chunk["attention_mask"], chunk["cls_mask"], chunk["punct_mask"])
+                del patterns  # free this chunk's maps before the next forward
+            result = self._reduce(net, step, epoch, layer_accs)
         finally:
             net.train(was_training)
         total_s = time.perf_counter() - t0
@@ -227,10 +233,10 @@ class HeadMetricsCallback(L.Callback):
         self.timing.steps.append(step)
         return result
 
-    def _reduce(self, net: torch.nn.Module, step: int, epoch: int, metric_accs, pair_accs, map_accs) -> Measurement:
-        head_metrics, head_pairs, roles = [], [], []
+    def _reduce(self, net: torch.nn.Module, step: int, epoch: int, layer_accs: list[ProbeLayerAccumulator]) -> Measurement:
+        head_metrics, head_pairs, roles, maps = [], [], [], []
         for layer, block in enumerate(net.blocks):
-            metrics = metric_accs[layer].compute()
+            metrics, pair_values, mean_map = layer_accs[layer].compute()
             layer_roles = classify_roles(metrics)
             weights = _head_weight_dict(block.attn)
             init = self._init_weights[layer] if self._init_weights else weights
@@ -240,14 +246,15 @@ class HeadMetricsCallback(L.Callback):
                 [weights[k] for k in ("W_Q", "W_K", "W_V", "W_O")], [init[k] for k in ("W_Q", "W_K", "W_V", "W_O")]))
             per_head["grad_norm"] = _np(self._last_grad[layer])
             per_head["cum_grad_norm"] = _np(self._cum_grad[layer])
-            pairs = {name: _np(value) for name, value in pair_accs[layer].compute().items()}
+            pairs = {name: _np(value) for name, value in pair_values.items()}
             pairs["q_cosine"] = _np(head_cosine(weights["W_Q"]))
             pairs["qk_cosine"] = _np(qk_cosine(weights["W_Q"], weights["W_K"]))
             pairs["q_subspace"] = _np(subspace_similarity(weights["W_Q"]))
             head_metrics.append(per_head)
             head_pairs.append(pairs)
             roles.append(layer_roles)
-        mean_patterns = np.stack([_np(acc.compute()) for acc in map_accs])
+            maps.append(_np(mean_map))
+        mean_patterns = np.stack(maps)
         return Measurement(step, epoch, head_metrics, head_pairs, mean_patterns, roles)
 
     # ------------------------------------------------------------------ outputs
@@ -263,6 +270,51 @@ class HeadMetricsCallback(L.Callback):
         if first is not None:
             arrays.update(mean_pattern_first=first.mean_patterns, step_first=np.int64(first.step))
         atomic_write_with(self.output_dir / "attention_maps.npz", lambda tmp: np.savez_compressed(tmp, **arrays))
+
+
+def probe_chunks(probe: Any, chunk_size: int, device: torch.device | str = "cpu") -> list[dict[str, torch.Tensor]]:
+    """The probe's chunks as the callback measures them: grouped by length, longest chunk first.
+
+    Grouping by length cuts padding; longest first keeps memory flat in the probe size: every
+    later chunk's maps fit in the blocks the allocator freed from a bigger one (shortest first,
+    glibc kept growing the heap with each longer chunk: +460 MB of RSS for 8,192 sequences).
+    The pooled sums do not depend on the order.
+    """
+    chunks = [{k: chunk[k].to(device) for k in _PROBE_KEYS} for chunk in probe.batches(chunk_size, by_length=True)]
+    return chunks[::-1]
+
+
+class _PatternsCaptured(Exception):
+    """Raised by the last layer's pattern hook: nothing after it changes any pattern."""
+
+
+def capture_patterns(net: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[torch.Tensor]:
+    """Every layer's pattern `[batch, head, q, k]` through the weight path, skipping the tail.
+
+    The same patterns as `net(..., return_patterns=True).patterns`, but the forward stops at the
+    last layer's `hook_pattern`: that layer's value mixing, out-projection and MLP, the pooling
+    and the classifier cannot change a pattern, and they are about 40% of the weight-path
+    forward of a 2-layer model.
+    """
+    patterns: list[torch.Tensor] = []
+    last = net.blocks[-1].attn.hook_pattern
+
+    def grab(module: torch.nn.Module, args: Any, output: torch.Tensor) -> None:
+        patterns.append(output)
+        if module is last:
+            raise _PatternsCaptured
+
+    handles = [block.attn.hook_pattern.register_forward_hook(grab) for block in net.blocks]
+    try:
+        net(input_ids, attention_mask, return_patterns=True)
+    except _PatternsCaptured:
+        pass
+    finally:
+        for handle in handles:
+            handle.remove()
+    if len(patterns) != len(net.blocks):
+        raise RuntimeError(f"captured {len(patterns)} attention patterns for {len(net.blocks)} layers")
+    return patterns
 
 
 def _head_weight_dict(attn: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -7,12 +7,15 @@ STAMP := $(VENV)/.installed
 # The CPU wheel of torch; installed first so nothing pulls a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: venv demo test test-all bench clean help
+.PHONY: venv demo test test-all bench clean help sweep sweep-smoke
 
 help:
 	@echo "make demo      train the default experiment on zh_reviews (prints the run dir last)"
 	@echo "make test      run the test suite (excludes -m slow)"
 	@echo "make test-all  run every test, slow ones included"
+	@echo "make bench     speed and measurement-overhead benchmark (BENCH_ARGS='--quick' for 1 min)"
+	@echo "make sweep-smoke   8 tiny jobs through joblib, then headlab-aggregate (prints the sweep dir last)"
+	@echo "make sweep SWEEP=heads [LAUNCHER=joblib] [ARGS='seed=0,1,2,3,4 experiment=sweep_zh']"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +33,32 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow or not slow"
+
+# Speed vs nn.TransformerEncoder and HF BERT, measurement overhead, probe memory (see BENCHMARKS.md).
+# BENCH_ARGS='--quick' for a 1-minute check; '--device cuda --amp bf16' on a GPU.
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+
+# A versioned sweep from src/headlab/conf/sweep/, then its aggregation. The stamp makes the sweep
+# dir known here: $HEADLAB_LOG_DIR (default logs)/sweeps/<sweep_name>/<stamp>; printed last.
+SWEEP ?= smoke
+LAUNCHER ?= joblib
+ARGS ?=
+
+# Failed jobs do not skip the aggregation (it reports them); the exit status is the worst of both.
+sweep: $(STAMP)
+	@stamp=$$(date +%Y-%m-%d_%H-%M-%S_%6N); rc=0; \
+	$(BIN)/headlab-train -m sweep=$(SWEEP) hydra/launcher=$(LAUNCHER) \
+		'hydra.sweep.dir=$${paths.log_dir}/sweeps/$${sweep_name}/'$$stamp $(ARGS) || rc=$$?; \
+	dir=$$(ls -d "$${HEADLAB_LOG_DIR:-logs}"/sweeps/*/$$stamp 2>/dev/null); \
+	if [ -z "$$dir" ]; then echo "no sweep dir was created" >&2; exit $$(( rc ? rc : 1 )); fi; \
+	$(BIN)/headlab-aggregate "$$dir" || rc=$$(( rc ? rc : $$? )); \
+	echo "$$dir"; exit $$rc
+
+sweep-smoke:
+	@$(MAKE) --no-print-directory sweep SWEEP=smoke LAUNCHER=joblib
 
 clean:
 	rm -rf $(VENV) logs .pytest_cache

@@ -12,6 +12,7 @@ MODULES = [
     "headlab.analysis.weight_similarity",
     "headlab.analysis.roles",
     "headlab.analysis.probe_layer",
+    "headlab.plots.sweep",
 ]
 
 

@@ -10,6 +10,8 @@ pandas aggregation each, so a sweep of dozens of configs still draws in about a 
 
 from __future__ import annotations
 
+import re
+
 import os
 from pathlib import Path
 from typing import Sequence
@@ -86,7 +88,7 @@ def build_head_divergence_figure(layer_pairs: pd.DataFrame, metrics: Sequence[st
 
 def _facet_lines(rows: pd.DataFrame, metrics: list[str], y_prefix: str, title: str) -> Figure:
     layers = sorted(rows["layer"].unique())
-    configs = sorted(rows[_HUE].unique())
+    configs = sorted(rows[_HUE].unique(), key=natural_key)
     palette = dict(zip(configs, sns.color_palette("tab10" if len(configs) <= 10 else "husl", len(configs))))
     with figure_style():
         fig = new_figure(3.0 * len(layers) + 2.5, 2.2 * len(metrics) + 0.8)
@@ -122,7 +124,7 @@ def build_role_composition_figure(heads: pd.DataFrame, role_names: Sequence[str]
     names = list(role_names) if role_names is not None else _role_order(heads["final_role"])
     n_runs = heads.groupby(_HUE)["job"].nunique()
     counts = heads.groupby([_HUE, "layer", "final_role"]).size().div(n_runs, level=_HUE).rename("heads").reset_index()
-    layers, configs = sorted(counts["layer"].unique()), sorted(counts[_HUE].unique())
+    layers, configs = sorted(counts["layer"].unique()), sorted(counts[_HUE].unique(), key=natural_key)
     colours = dict(zip(names, sns.color_palette("Set2" if len(names) <= 8 else "husl", len(names))))
     with figure_style():
         fig = new_figure(max(3.0, 0.5 * len(configs) + 1.5) * len(layers) + 1.5, 3.8)
@@ -180,6 +182,16 @@ def _draw_factor(ax: Axes, summary: pd.DataFrame, metric: str, factor: str, othe
     ax.set_xlabel(factor)
     if others and len(groups) > 1:
         ax.legend(fontsize=6)
+
+
+def natural_key(label: str) -> tuple:
+    """Sort key that orders the numbers inside config labels by value, not as text.
+
+    >>> sorted(["model.n_heads=16", "model.n_heads=2", "model.n_heads=1"], key=natural_key)
+    ['model.n_heads=1', 'model.n_heads=2', 'model.n_heads=16']
+    """
+    parts = re.split(r"(\d+(?:\.\d+)?(?:e-?\d+)?)", str(label))
+    return tuple((1, float(part), "") if i % 2 else (0, 0.0, part) for i, part in enumerate(parts))
 
 
 def _sorted_levels(values: pd.Series) -> list:

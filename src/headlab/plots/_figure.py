@@ -12,11 +12,12 @@ import contextlib
 import os
 import warnings
 from pathlib import Path
-from typing import Iterator
+from typing import Hashable, Iterator, Sequence
 
 import matplotlib as mpl
 import seaborn as sns
 from matplotlib import font_manager
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from headlab.store import atomic_write_with
@@ -54,3 +55,21 @@ def save_figure(fig: Figure, path: str | os.PathLike, dpi: int = DPI) -> Path:
     finally:
         fig.clear()
     return path
+
+
+def categorical_palette(levels: Sequence[Hashable]) -> dict:
+    """One distinct colour per level (tab10 up to 10 levels, evenly spaced hues beyond)."""
+    colours = sns.color_palette("tab10" if len(levels) <= 10 else "husl", len(levels))
+    return dict(zip(levels, colours))
+
+
+def metric_by_layer_axes(fig: Figure, metrics: Sequence[str], layers: Sequence[int]) -> Iterator[tuple[Axes, str, int, bool]]:
+    """The cells of a rows = metric, cols = layer grid with shared axes, titled "L{layer}" on top
+    and "training step" at the bottom; yields (ax, metric, layer, is_first_column)."""
+    axes = fig.subplots(len(metrics), len(layers), squeeze=False, sharex=True, sharey="row")
+    for i, metric in enumerate(metrics):
+        for j, layer in enumerate(layers):
+            ax = axes[i, j]
+            ax.set_title(f"L{layer}" if i == 0 else "")
+            ax.set_xlabel("training step" if i == len(metrics) - 1 else "")
+            yield ax, metric, layer, j == 0

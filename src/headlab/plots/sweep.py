@@ -23,7 +23,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from headlab.errors import DataError
-from headlab.plots._figure import figure_style, new_figure, save_figure
+from headlab.plots._figure import categorical_palette, figure_style, metric_by_layer_axes, new_figure, save_figure
 from headlab.plots._frames import checked_metrics
 
 TRAJECTORY_METRICS = ("entropy_norm", "mean_distance", "confidence", "special_attention", "prev_score", "dist_from_init")
@@ -89,18 +89,13 @@ def build_head_divergence_figure(layer_pairs: pd.DataFrame, metrics: Sequence[st
 def _facet_lines(rows: pd.DataFrame, metrics: list[str], y_prefix: str, title: str) -> Figure:
     layers = sorted(rows["layer"].unique())
     configs = sorted(rows[_HUE].unique(), key=natural_key)
-    palette = dict(zip(configs, sns.color_palette("tab10" if len(configs) <= 10 else "husl", len(configs))))
+    palette = categorical_palette(configs)
     with figure_style():
         fig = new_figure(3.0 * len(layers) + 2.5, 2.2 * len(metrics) + 0.8)
-        axes = fig.subplots(len(metrics), len(layers), squeeze=False, sharex=True, sharey="row")
-        for i, metric in enumerate(metrics):
-            for j, layer in enumerate(layers):
-                ax = axes[i, j]
-                _draw_seed_bands(ax, rows[(rows["metric"] == metric) & (rows["layer"] == layer)], palette)
-                _symlog_steps(ax, rows["step"])
-                ax.set_title(f"L{layer}" if i == 0 else "")
-                ax.set_ylabel(f"{y_prefix}\n{metric}" if j == 0 else "")
-                ax.set_xlabel("training step" if i == len(metrics) - 1 else "")
+        for ax, metric, layer, first_column in metric_by_layer_axes(fig, metrics, layers):
+            _draw_seed_bands(ax, rows[(rows["metric"] == metric) & (rows["layer"] == layer)], palette)
+            _symlog_steps(ax, rows["step"])
+            ax.set_ylabel(f"{y_prefix}\n{metric}" if first_column else "")
         _config_legend(fig, palette)
         fig.suptitle(title)
     return fig

@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from headlab.errors import DataError
-from headlab.plots._figure import figure_style, new_figure, save_figure
+from headlab.plots._figure import categorical_palette, figure_style, metric_by_layer_axes, new_figure, save_figure
 from headlab.plots._frames import checked_metrics, checked_table
 
 DEFAULT_METRICS = ("entropy_norm", "mean_distance", "prev_score", "cls_attention", "distance_norm")
@@ -55,18 +55,13 @@ def build_metric_trajectories_figure(
     absent = [m for m in wanted if m not in available]
     df = df[df["metric"].isin(present)]
     layers, heads = sorted(df["layer"].unique()), sorted(df["head"].unique())
-    palette = dict(zip(heads, sns.color_palette("tab10" if len(heads) <= 10 else "husl", len(heads))))
+    palette = categorical_palette(heads)
     with figure_style():
         fig = new_figure(2.8 * len(layers) + 1.2, 2.0 * len(present) + 0.8)
-        axes = fig.subplots(len(present), len(layers), squeeze=False, sharex=True, sharey="row")
-        for i, metric in enumerate(present):
-            for j, layer in enumerate(layers):
-                ax = axes[i, j]
-                _draw_heads(ax, df[(df["metric"] == metric) & (df["layer"] == layer)], palette)
-                _set_step_scale(ax, df["step"], log_x)
-                ax.set_title(f"L{layer}" if i == 0 else "")
-                ax.set_ylabel(metric if j == 0 else "")
-                ax.set_xlabel("training step" if i == len(present) - 1 else "")
+        for ax, metric, layer, first_column in metric_by_layer_axes(fig, present, layers):
+            _draw_heads(ax, df[(df["metric"] == metric) & (df["layer"] == layer)], palette)
+            _set_step_scale(ax, df["step"], log_x)
+            ax.set_ylabel(metric if first_column else "")
         fig.legend(handles=_head_handles(palette), loc="outside right upper", title="head", fontsize=7)
         fig.suptitle(_trajectory_title(df, absent))
     return fig

@@ -31,40 +31,41 @@ def head_metric_rows(
     run_id: str, step: int, epoch: int, per_layer: list[Mapping[str, np.ndarray]]
 ) -> pd.DataFrame:
     """Long-format rows from `per_layer[layer][metric] -> values [head]`."""
-    frames = []
-    for layer, metrics in enumerate(per_layer):
-        for metric, values in metrics.items():
-            values = np.asarray(values, dtype=np.float64).reshape(-1)
-            frames.append(
-                pd.DataFrame(
-                    {"layer": layer, "head": np.arange(values.size), "metric": metric, "value": values}
-                )
-            )
-    return _finish(frames, run_id, step, epoch, HEAD_METRIC_COLUMNS)
+    blocks = [(layer, metric, np.asarray(values, dtype=np.float64).reshape(-1))
+              for layer, metrics in enumerate(per_layer) for metric, values in metrics.items()]
+    columns = {
+        "layer": [np.full(v.size, layer) for layer, _, v in blocks],
+        "head": [np.arange(v.size) for _, _, v in blocks],
+        "metric": [np.full(v.size, metric, dtype=object) for _, metric, v in blocks],
+        "value": [v for _, _, v in blocks],
+    }
+    return _finish(columns, run_id, step, epoch, HEAD_METRIC_COLUMNS)
 
 
 def head_pair_rows(
     run_id: str, step: int, epoch: int, per_layer: list[Mapping[str, np.ndarray]]
 ) -> pd.DataFrame:
     """Long-format rows from `per_layer[layer][metric] -> matrix [head, head]`."""
-    frames = []
-    for layer, metrics in enumerate(per_layer):
-        for metric, matrix in metrics.items():
-            matrix = np.asarray(matrix, dtype=np.float64)
-            a, b = np.meshgrid(np.arange(matrix.shape[0]), np.arange(matrix.shape[1]), indexing="ij")
-            frames.append(
-                pd.DataFrame(
-                    {"layer": layer, "head_a": a.ravel(), "head_b": b.ravel(), "metric": metric, "value": matrix.ravel()}
-                )
-            )
-    return _finish(frames, run_id, step, epoch, HEAD_PAIR_COLUMNS)
+    blocks = [(layer, metric, np.asarray(matrix, dtype=np.float64))
+              for layer, metrics in enumerate(per_layer) for metric, matrix in metrics.items()]
+    columns = {
+        "layer": [np.full(m.size, layer) for layer, _, m in blocks],
+        "head_a": [np.repeat(np.arange(m.shape[0]), m.shape[1]) for _, _, m in blocks],
+        "head_b": [np.tile(np.arange(m.shape[1]), m.shape[0]) for _, _, m in blocks],
+        "metric": [np.full(m.size, metric, dtype=object) for _, metric, m in blocks],
+        "value": [m.ravel() for _, _, m in blocks],
+    }
+    return _finish(columns, run_id, step, epoch, HEAD_PAIR_COLUMNS)
 
 
-def _finish(frames: list[pd.DataFrame], run_id: str, step: int, epoch: int, columns: tuple[str, ...]) -> pd.DataFrame:
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[c for c in columns if c not in ("run_id", "step", "epoch")])
-    df.insert(0, "epoch", int(epoch))
-    df.insert(0, "step", int(step))
-    df.insert(0, "run_id", str(run_id))
+def _finish(parts: dict[str, list[np.ndarray]], run_id: str, step: int, epoch: int,
+            columns: tuple[str, ...]) -> pd.DataFrame:
+    """One frame from per-block column arrays (one concatenation per column, not per block)."""
+    data = {name: np.concatenate(arrays) if arrays else np.array([], dtype=object if name == "metric" else np.float64)
+            for name, arrays in parts.items()}
+    n = len(data["value"])
+    df = pd.DataFrame({"run_id": np.full(n, str(run_id), dtype=object), "step": np.full(n, int(step), dtype=np.int64),
+                       "epoch": np.full(n, int(epoch), dtype=np.int64), **data})
     df = df[list(columns)]
     return df.astype({"step": "int64", "epoch": "int64", "layer": "int64", "value": "float64"})
 

@@ -41,3 +41,30 @@ def test_checkpoint_hyperparameters_rebuild_the_same_network():
     module = HeadClassifierModule(CONFIG, lr=5e-4)
     rebuilt = HeadClassifierModule(**module.hparams)
     assert rebuilt.net.config == CONFIG and rebuilt.hparams.lr == 5e-4
+
+
+def _optimiser_steps(fused: bool, n_steps: int = 3) -> tuple[torch.optim.Optimizer, torch.nn.Module]:
+    """`n_steps` of the module's own optimiser (schedule included) on the same seeded batches."""
+    torch.manual_seed(0)
+    module = HeadClassifierModule(CONFIG, fused=fused, warmup_steps=0)
+    module._trainer = type("FakeTrainer", (), {"estimated_stepping_batches": 10})()
+    optim = module.configure_optimizers()
+    optimizer, scheduler = optim["optimizer"], optim["lr_scheduler"]["scheduler"]
+    torch.manual_seed(1)
+    for _ in range(n_steps):
+        optimizer.zero_grad()
+        module.model_step(_batch())[0].backward()
+        optimizer.step()
+        scheduler.step()
+    return optimizer, module.net
+
+
+def test_fused_adamw_takes_the_same_steps_as_torchs_default():
+    fused_opt, fused_net = _optimiser_steps(fused=True)
+    plain_opt, plain_net = _optimiser_steps(fused=False)
+    assert all(g.get("fused") for g in fused_opt.param_groups) and not any(g.get("fused") for g in plain_opt.param_groups)
+    for (name, a), b in zip(fused_net.state_dict().items(), plain_net.state_dict().values()):
+        if name.endswith("k_proj.bias"):  # softmax ignores a shift shared by all keys: its gradient is
+            continue  # rounding noise, which Adam's normalisation blows up to +-lr either way
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-5), name
+    assert not torch.equal(fused_net.tok_emb.weight, HeadClassifierModule(CONFIG).net.tok_emb.weight)  # it moved

@@ -27,6 +27,15 @@ def test_mean_ci_matches_scipy_t_interval(values):
     assert (ci.low, ci.high) == pytest.approx((low, high), rel=1e-12)
 
 
+def test_mean_ci_is_clipped_to_the_range_of_the_statistic():
+    wide = mean_ci([0.70, 0.98, 0.99])  # 3 seeds, one bad: the t-interval passes 1
+    clipped = mean_ci([0.70, 0.98, 0.99], bounds=(0.0, 1.0))
+    assert wide.high > 1.0 and clipped.high == 1.0
+    assert (clipped.mean, clipped.low) == (wide.mean, wide.low)  # only the side past the bound moves
+    inside = mean_ci([0.81, 0.79, 0.84], bounds=(0.0, 1.0))
+    assert (inside.low, inside.high) == (mean_ci([0.81, 0.79, 0.84]).low, mean_ci([0.81, 0.79, 0.84]).high)
+
+
 def test_mean_ci_drops_missing_seeds_and_needs_two_for_an_interval():
     assert mean_ci([0.8, None, float("nan"), 0.9]).n == 2
     one = mean_ci([0.7])

@@ -37,6 +37,9 @@ AGGREGATE_DIR = "aggregate"
 RESULT_METRICS = ("val_acc", "val_f1", "test_acc", "test_f1")
 # Per-run numbers summarised over seeds with a mean and a 95% t-interval.
 SEED_STATISTICS = (*RESULT_METRICS, "steps_to_converge", "rho_grad_specificity", "rho_dist_specificity")
+# The range each seed statistic can take: its interval is clipped to it (see `mean_ci`).
+_BOUNDS = {**{m: (0.0, 1.0) for m in RESULT_METRICS}, "steps_to_converge": (0.0, math.inf),
+           "rho_grad_specificity": (-1.0, 1.0), "rho_dist_specificity": (-1.0, 1.0)}
 _RUN_FACTS = ("best_step", "global_step", "wall_s", "measure_s", "n_params", "head_dim")
 
 
@@ -183,7 +186,7 @@ def config_summary(per_run: pd.DataFrame, heads: pd.DataFrame, pairs: pd.DataFra
 def _seed_statistics(used: pd.DataFrame) -> dict[str, float]:
     out: dict[str, float] = {}
     for column in SEED_STATISTICS:
-        ci = mean_ci(used[column] if column in used else [])
+        ci = mean_ci(used[column] if column in used else [], bounds=_BOUNDS[column])
         out.update({f"{column}_mean": ci.mean, f"{column}_ci95_low": ci.low, f"{column}_ci95_high": ci.high})
     return out
 

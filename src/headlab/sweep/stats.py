@@ -31,12 +31,19 @@ class MeanCI:
     high: float
 
 
-def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> MeanCI:
+def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE,
+            bounds: tuple[float, float] = (-math.inf, math.inf)) -> MeanCI:
     """Mean and t-interval of the finite `values` (NaN / None are dropped: a missing seed).
+
+    `bounds` is the range the statistic can take (an accuracy's [0, 1]): with 3 seeds a
+    t-interval easily reaches past it, and an "accuracy up to 1.15" helps nobody, so the
+    interval is clipped to it.
 
     >>> c = mean_ci([0.8, 0.9, 1.0])
     >>> round(c.mean, 6), round(c.low, 4), round(c.high, 4)
     (0.9, 0.6516, 1.1484)
+    >>> mean_ci([0.8, 0.9, 1.0], bounds=(0.0, 1.0)).high
+    1.0
     """
     if not 0 < confidence < 1:
         raise ConfigError("confidence", confidence, "a level strictly between 0 and 1")
@@ -48,7 +55,8 @@ def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> MeanCI:
     if x.size < 2:
         return MeanCI(1, mean, math.nan, math.nan)
     half = float(stats.t.ppf(0.5 + confidence / 2, df=x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return MeanCI(int(x.size), mean, mean - half, mean + half)
+    low, high = bounds
+    return MeanCI(int(x.size), mean, max(mean - half, low), min(mean + half, high))
 
 
 def steps_to_converge(val_curve: pd.DataFrame | None, fraction: float = CONVERGED_FRACTION) -> float:

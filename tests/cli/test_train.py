@@ -55,6 +55,21 @@ def test_train_writes_the_run_contract(tmp_path, tiny_config):
     figures = sorted(p.name for p in (run / "figures").glob("*.png"))
     assert figures == ["attention_grid.png", "head_similarity.png", "metric_trajectories.png", "role_timeline.png"]
 
+    # the callback accounts for its own time: the measurements happen inside its hooks, the
+    # per-step gradient norms and the writes are parts of it, the figures come on top
+    t = on_disk
+    assert t["head_metrics_s"] >= t["measure_s"] + t["head_metrics_grad_norm_s"] + t["head_metrics_write_s"] - 1e-3
+    assert t["head_metrics_grad_norm_s"] > 0 and t["head_metrics_write_s"] > 0 and t["figures_s"] > 0
+    assert t["head_metrics_s"] + t["figures_s"] < t["wall_s"]
+
+
+def test_log_spaced_early_cadence_doubles_from_every_n_steps(tmp_path, tiny_config):
+    run = tmp_path / "run"
+    train(tiny_config(run, "callbacks.head_metrics.every_n_steps=1", "callbacks.head_metrics.early_steps=5",
+                      "callbacks.head_metrics.early_spacing=log", "callbacks.head_metrics.figures=false"))
+    steps = sorted(read_table(run / "head_metrics.parquet").step.unique())
+    assert steps == [0, 1, 2, 4, 6]  # 3 and 5 are skipped; 6 is the epoch end
+
 
 def test_same_seed_gives_identical_head_metrics(tmp_path, tiny_config):
     tables = []
@@ -83,6 +98,7 @@ def test_different_seed_changes_head_metrics(tmp_path, tiny_config):
         ("optim.lr=0", "optim.lr"),
         ("data.max_len=1", "data.max_len"),
         ("callbacks.head_metrics.every_n_steps=0", "every_n_steps"),
+        ("callbacks.head_metrics.early_spacing=cubic", "early_spacing"),
     ],
 )
 def test_config_mistakes_fail_before_training_with_the_key(tmp_path, tiny_config, override, key):

@@ -14,7 +14,7 @@ RESUMABLE = [
     "model.d_model=32", "model.n_heads=2", "model.n_layers=2",
     "trainer.max_epochs=2", "trainer.limit_train_batches=10", "trainer.deterministic=true", "trainer.log_every_n_steps=2",
     "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false", "callbacks.progress_bar=null",
-    "callbacks.head_metrics.every_n_steps=3", "callbacks.head_metrics.early_steps=9", "callbacks.head_metrics.figures=false",
+    "callbacks.head_metrics.every_n_steps=3", "callbacks.head_metrics.early_steps=9", "callbacks.head_metrics.early_spacing=linear", "callbacks.head_metrics.figures=false",
     "callbacks.checkpoint.every_n_train_steps=3",
 ]
 

@@ -350,7 +350,9 @@ def _run_facts(trainer: Any, started: float) -> dict[str, Any]:
         timing = getattr(callback, "timing", None)
         if timing is not None:
             facts.update(measure_s=round(timing.capture_s + timing.metrics_s, 3), measure_capture_s=round(timing.capture_s, 3),
-                         measure_metrics_s=round(timing.metrics_s, 3), n_measurements=timing.n)
+                         measure_metrics_s=round(timing.metrics_s, 3), n_measurements=timing.n,
+                         head_metrics_s=round(timing.hooks_s, 3), head_metrics_grad_norm_s=round(timing.grad_norm_s, 3),
+                         head_metrics_write_s=round(timing.write_s, 3), figures_s=round(timing.figures_s, 3))
             if callback.last_measurement is not None:
                 facts["final_roles"] = callback.last_measurement.roles
     return facts

@@ -1,8 +1,10 @@
 """Measure every head on the fixed probe set during training.
 
-When: at step 0, every `every_n_steps` optimiser steps up to `early_steps` (the founding
-article argues roles are decided in the first few hundred steps), at the end of every training
-epoch, and at the end of fit. Each measurement runs the probe through the weight path in eval
+When: at step 0, at early steps up to `early_steps` (the founding article argues roles are
+decided in the first few hundred steps), at the end of every training epoch, and at the end of
+fit. The early steps are `every_n_steps` apart (`early_spacing="linear"`), or doubling from
+`every_n_steps` on (`"log"`: n, 2n, 4n, ..., as Pythia spaces its early checkpoints), which
+resolves when a role forms to within a factor of two for a fraction of the measurements. Each measurement runs the probe through the weight path in eval
 mode under `no_grad`, chunk by chunk; `headlab.analysis` reduces each chunk to per-head sums,
 so memory does not grow with the probe size. Training itself never materialises attention.
 
@@ -14,9 +16,10 @@ at fit end `attention_maps.npz` plus the figures in `figures/`.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import lightning as L
 import numpy as np
@@ -53,12 +56,23 @@ class Measurement:
     metrics_s: float = 0.0
 
 
+EARLY_SPACINGS = ("linear", "log")
+
+
 @dataclass
 class _Timing:
+    """Where the callback spent its time in this process (seconds)."""
+
     capture_s: float = 0.0
     metrics_s: float = 0.0
     n: int = 0
     steps: list[int] = field(default_factory=list)
+    # wall time inside the training hooks (measurements, gradient norms, writes, logger scalars),
+    # the figures excluded: what the callback adds to training, accounted from inside the process
+    hooks_s: float = 0.0
+    grad_norm_s: float = 0.0
+    write_s: float = 0.0
+    figures_s: float = 0.0
 
 
 class HeadMetricsCallback(L.Callback):
@@ -67,7 +81,8 @@ class HeadMetricsCallback(L.Callback):
     Args:
         output_dir: the run directory (default: the trainer's `default_root_dir`).
         run_id: written in every table row (default: the run directory's name).
-        every_n_steps, early_steps: early cadence; measure at steps 0, n, 2n, ... <= early_steps.
+        every_n_steps, early_steps, early_spacing: early cadence; measure at step 0 and at
+            n, 2n, 3n, ... <= early_steps ("linear") or n, 2n, 4n, 8n, ... <= early_steps ("log").
         measure_epoch_end: also measure after every training epoch.
         chunk_size: probe sequences per forward pass (bounds memory).
         map_len: positions kept in the mean attention maps for the heat-map figure.
@@ -81,6 +96,7 @@ class HeadMetricsCallback(L.Callback):
         run_id: str | None = None,
         every_n_steps: int = 20,
         early_steps: int = 200,
+        early_spacing: str = "linear",
         measure_epoch_end: bool = True,
         chunk_size: int = 64,
         map_len: int = 32,
@@ -93,13 +109,15 @@ class HeadMetricsCallback(L.Callback):
             raise ConfigError(f"{key}.every_n_steps", every_n_steps, "an integer > 0")
         if early_steps < 0:
             raise ConfigError(f"{key}.early_steps", early_steps, "an integer >= 0 (0 disables the early cadence)")
+        if early_spacing not in EARLY_SPACINGS:
+            raise ConfigError(f"{key}.early_spacing", early_spacing, f"one of {list(EARLY_SPACINGS)}")
         if chunk_size <= 0:
             raise ConfigError(f"{key}.chunk_size", chunk_size, "an integer > 0")
         if map_len < 2:
             raise ConfigError(f"{key}.map_len", map_len, "an integer >= 2")
         self.output_dir = Path(output_dir) if output_dir else None
         self.run_id = run_id
-        self.every_n_steps, self.early_steps = every_n_steps, early_steps
+        self.every_n_steps, self.early_steps, self.early_spacing = every_n_steps, early_steps, early_spacing
         self.measure_epoch_end, self.chunk_size, self.map_len = measure_epoch_end, chunk_size, map_len
         self.log_to_loggers, self.figures = log_to_loggers, figures
         self._probe: list[dict[str, torch.Tensor]] = []
@@ -118,7 +136,31 @@ class HeadMetricsCallback(L.Callback):
 
     # ------------------------------------------------------------------ schedule
     def is_early_step(self, step: int) -> bool:
-        return step <= self.early_steps and step % self.every_n_steps == 0
+        """Whether `step` is on the early cadence (step 0 always is).
+
+        >>> cb = HeadMetricsCallback(every_n_steps=16, early_steps=256, early_spacing="log")
+        >>> [s for s in range(300) if cb.is_early_step(s)]
+        [0, 16, 32, 64, 128, 256]
+        """
+        if step > self.early_steps or step % self.every_n_steps:
+            return False
+        multiple = step // self.every_n_steps
+        return self.early_spacing == "linear" or multiple & (multiple - 1) == 0  # 0 or a power of two
+
+    @contextmanager
+    def _timed(self, part: str | None = None) -> Iterator[None]:
+        """Add a hook's wall time to `timing.hooks_s` and `timing.<part>_s` (figures: only there)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - t0
+            if part == "figures":
+                self.timing.figures_s += elapsed
+            else:
+                self.timing.hooks_s += elapsed
+                if part is not None:
+                    setattr(self.timing, f"{part}_s", getattr(self.timing, f"{part}_s") + elapsed)
 
     # ------------------------------------------------------------------ Lightning hooks
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -150,31 +192,37 @@ class HeadMetricsCallback(L.Callback):
         # checkpoint (periodic or SIGTERM) adds no measurement point the uninterrupted run lacks.
         batches = trainer.num_training_batches
         per_epoch = -(-batches // trainer.accumulate_grad_batches) if isinstance(batches, int) else None
-        if step == 0:
-            self._measure_once(trainer, pl_module)
-        elif self.measure_epoch_end and isinstance(per_epoch, int) and per_epoch > 0 and step % per_epoch == 0:
-            self._measure_once(trainer, pl_module, epoch=step // per_epoch - 1)
+        with self._timed():
+            if step == 0:
+                self._measure_once(trainer, pl_module)
+            elif self.measure_epoch_end and isinstance(per_epoch, int) and per_epoch > 0 and step % per_epoch == 0:
+                self._measure_once(trainer, pl_module, epoch=step // per_epoch - 1)
 
     def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        norms = torch.stack([_head_grad_norm(block.attn) for block in pl_module.net.blocks]).cpu()
-        self._last_grad = norms
-        self._cum_grad += norms
+        with self._timed("grad_norm"):
+            norms = torch.stack([_head_grad_norm(block.attn) for block in pl_module.net.blocks]).cpu()
+            self._last_grad = norms
+            self._cum_grad += norms
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.is_early_step(trainer.global_step):
-            self._measure_once(trainer, pl_module)
+            with self._timed():
+                self._measure_once(trainer, pl_module)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.measure_epoch_end:
-            self._measure_once(trainer, pl_module)
+            with self._timed():
+                self._measure_once(trainer, pl_module)
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._measure_once(trainer, pl_module)
-        if trainer.is_global_zero and self._last is not None:
-            self._write_attention_maps()
-            if self.figures:
-                from headlab.plots import write_run_figures  # plotting is imported only when used
+        with self._timed():
+            self._measure_once(trainer, pl_module)
+            if trainer.is_global_zero and self._last is not None:
+                self._write_attention_maps()
+        if trainer.is_global_zero and self._last is not None and self.figures:
+            from headlab.plots import write_run_figures  # plotting is imported only when used
 
+            with self._timed("figures"):
                 write_run_figures(self.output_dir)
 
     def state_dict(self) -> dict[str, Any]:
@@ -200,9 +248,11 @@ class HeadMetricsCallback(L.Callback):
             self._first = result
         self._last = result
         if trainer.is_global_zero:
+            t0 = time.perf_counter()  # inside a timed hook already: counted in write_s only
             self._write(result)
             if self.log_to_loggers:
                 _log_scalars(trainer, result)
+            self.timing.write_s += time.perf_counter() - t0
 
     @torch.no_grad()
     def measure(self, pl_module: L.LightningModule, step: int, epoch: int) -> Measurement:

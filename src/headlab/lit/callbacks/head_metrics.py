@@ -4,8 +4,9 @@ When: at step 0, at early steps up to `early_steps` (the founding article argues
 decided in the first few hundred steps), at the end of every training epoch, and at the end of
 fit. The early steps are `every_n_steps` apart (`early_spacing="linear"`), or doubling from
 `every_n_steps` on (`"log"`: n, 2n, 4n, ..., as Pythia spaces its early checkpoints), which
-resolves when a role forms to within a factor of two for a fraction of the measurements. Each measurement runs the probe through the weight path in eval
-mode under `no_grad`, chunk by chunk; `headlab.analysis` reduces each chunk to per-head sums,
+resolves when a role forms to within a factor of two for a fraction of the measurements.
+Each measurement runs the probe through the weight path in eval mode under `no_grad`, chunk by
+chunk; `headlab.analysis` reduces each chunk to per-head sums,
 so memory does not grow with the probe size. Training itself never materialises attention.
 
 Where: one part file per measurement in `head_metrics.parquet/` and `head_pairs.parquet/`
@@ -148,19 +149,15 @@ class HeadMetricsCallback(L.Callback):
         return self.early_spacing == "linear" or multiple & (multiple - 1) == 0  # 0 or a power of two
 
     @contextmanager
-    def _timed(self, part: str | None = None) -> Iterator[None]:
-        """Add a hook's wall time to `timing.hooks_s` and `timing.<part>_s` (figures: only there)."""
+    def _timed(self, *parts: str) -> Iterator[None]:
+        """Add the block's wall time to each `timing.<part>_s`."""
         t0 = time.perf_counter()
         try:
             yield
         finally:
             elapsed = time.perf_counter() - t0
-            if part == "figures":
-                self.timing.figures_s += elapsed
-            else:
-                self.timing.hooks_s += elapsed
-                if part is not None:
-                    setattr(self.timing, f"{part}_s", getattr(self.timing, f"{part}_s") + elapsed)
+            for part in parts:
+                setattr(self.timing, f"{part}_s", getattr(self.timing, f"{part}_s") + elapsed)
 
     # ------------------------------------------------------------------ Lightning hooks
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -192,32 +189,29 @@ class HeadMetricsCallback(L.Callback):
         # checkpoint (periodic or SIGTERM) adds no measurement point the uninterrupted run lacks.
         batches = trainer.num_training_batches
         per_epoch = -(-batches // trainer.accumulate_grad_batches) if isinstance(batches, int) else None
-        with self._timed():
-            if step == 0:
-                self._measure_once(trainer, pl_module)
-            elif self.measure_epoch_end and isinstance(per_epoch, int) and per_epoch > 0 and step % per_epoch == 0:
-                self._measure_once(trainer, pl_module, epoch=step // per_epoch - 1)
+        if step == 0:
+            self._measure_once(trainer, pl_module)
+        elif self.measure_epoch_end and isinstance(per_epoch, int) and per_epoch > 0 and step % per_epoch == 0:
+            self._measure_once(trainer, pl_module, epoch=step // per_epoch - 1)
 
     def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        with self._timed("grad_norm"):
+        with self._timed("hooks", "grad_norm"):
             norms = torch.stack([_head_grad_norm(block.attn) for block in pl_module.net.blocks]).cpu()
             self._last_grad = norms
             self._cum_grad += norms
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.is_early_step(trainer.global_step):
-            with self._timed():
-                self._measure_once(trainer, pl_module)
+            self._measure_once(trainer, pl_module)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.measure_epoch_end:
-            with self._timed():
-                self._measure_once(trainer, pl_module)
+            self._measure_once(trainer, pl_module)
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        with self._timed():
-            self._measure_once(trainer, pl_module)
-            if trainer.is_global_zero and self._last is not None:
+        self._measure_once(trainer, pl_module)
+        if trainer.is_global_zero and self._last is not None:
+            with self._timed("hooks", "write"):
                 self._write_attention_maps()
         if trainer.is_global_zero and self._last is not None and self.figures:
             from headlab.plots import write_run_figures  # plotting is imported only when used
@@ -243,16 +237,16 @@ class HeadMetricsCallback(L.Callback):
         if step in self._measured or trainer.sanity_checking:
             return
         self._measured.add(step)
-        result = self.measure(pl_module, step=step, epoch=int(trainer.current_epoch) if epoch is None else epoch)
-        if self._first is None:
-            self._first = result
-        self._last = result
-        if trainer.is_global_zero:
-            t0 = time.perf_counter()  # inside a timed hook already: counted in write_s only
-            self._write(result)
-            if self.log_to_loggers:
-                _log_scalars(trainer, result)
-            self.timing.write_s += time.perf_counter() - t0
+        with self._timed("hooks"):
+            result = self.measure(pl_module, step=step, epoch=int(trainer.current_epoch) if epoch is None else epoch)
+            if self._first is None:
+                self._first = result
+            self._last = result
+            if trainer.is_global_zero:
+                with self._timed("write"):
+                    self._write(result)
+                    if self.log_to_loggers:
+                        _log_scalars(trainer, result)
 
     @torch.no_grad()
     def measure(self, pl_module: L.LightningModule, step: int, epoch: int) -> Measurement:

@@ -57,3 +57,28 @@ def test_lightning_sets_the_epoch_through_the_dataloader():
     assert sampler.epoch == 5
     assert [b.tolist() for b in loader] == sampler.batches(5)
     assert sorted(loader.sampler) == list(range(len(LENGTHS)))  # the index view covers every index
+
+
+def test_skip_next_starts_one_epoch_later_in_its_order_then_resets():
+    sampler = BucketBatchSampler(LENGTHS, 32, seed=0)
+    full = sampler.batches(0)
+    sampler.skip_next(3)
+    assert list(sampler) == full[3:]  # epoch 0, from its 4th batch
+    assert list(sampler) == sampler.batches(1)  # epoch 1 whole again
+
+
+def test_resumed_loader_never_collates_the_batches_it_skips():
+    from headlab.data.datamodule import ResumableLoader
+
+    collated = []
+
+    def collate(items):
+        collated.append(items)
+        return items
+
+    sampler = BucketBatchSampler(LENGTHS, 32, seed=0)
+    loader = ResumableLoader(list(range(len(LENGTHS))), batch_sampler=sampler, collate_fn=collate)
+    loader.load_state_dict({"epoch": 0, "batches": 2})
+    served = list(loader)
+    assert served == sampler.batches(0)[2:] and collated == served  # nothing collated for the 2 skipped
+    assert loader.state_dict() == {"epoch": 0, "batches": len(sampler)}

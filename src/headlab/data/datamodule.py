@@ -257,7 +257,8 @@ class ResumableLoader(DataLoader):
 
     `state_dict()` = the sampler's epoch and the batches served from it; Lightning stores it in
     every checkpoint and hands it back through `load_state_dict` when fit restarts mid-epoch. The
-    next pass over that epoch then skips the batches already trained on. Iteration starts lazily
+    next pass over that epoch then starts after the batches already trained on (the batch
+    sampler skips their indices, so they are never loaded or collated). Iteration starts lazily
     (at the first batch), after Lightning's `set_epoch`, so the epoch's order is always the right one.
     """
 
@@ -273,11 +274,11 @@ class ResumableLoader(DataLoader):
         epoch = int(self.batch_sampler.epoch)
         skip = self._resume["batches"] if self._resume and self._resume["epoch"] == epoch else 0
         self._resume = None
-        self._position = {"epoch": epoch, "batches": 0}
-        for index, batch in enumerate(super().__iter__()):
-            self._position["batches"] = index + 1
-            if index >= skip:
-                yield batch
+        self._position = {"epoch": epoch, "batches": skip}
+        self.batch_sampler.skip_next(skip)  # the sampler drops them: nothing already trained on is collated
+        for batch in super().__iter__():
+            self._position["batches"] += 1
+            yield batch
 
     def state_dict(self) -> dict[str, int]:
         return dict(self._position)

@@ -31,6 +31,7 @@ class BucketBatchSampler:
         self.lengths = list(lengths)
         self.batch_size, self.seed, self.pool_batches, self.drop_last = batch_size, seed, pool_batches, drop_last
         self.epoch = 0
+        self._skip = 0
         self.sampler = _IndexOrder(self)
 
     def set_epoch(self, epoch: int) -> None:
@@ -52,9 +53,14 @@ class BucketBatchSampler:
         rng.shuffle(batches)
         return batches
 
+    def skip_next(self, n_batches: int) -> None:
+        """Make the next `iter` start `n_batches` into its epoch (a resumed run: no index of the
+        batches already trained on is handed to the loader, so none is collated again)."""
+        self._skip = n_batches
+
     def __iter__(self) -> Iterator[list[int]]:
-        batches = self.batches(self.epoch)
-        self.epoch += 1
+        batches = self.batches(self.epoch)[self._skip :]
+        self.epoch, self._skip = self.epoch + 1, 0
         return iter(batches)
 
     def __len__(self) -> int:

@@ -41,21 +41,23 @@ def test_every_torch_load_in_src_is_weights_only():
     assert not [p for p in SRC.rglob("*.py") if re.search(r"^\s*import pickle|^\s*from pickle", p.read_text(), re.M)]
 
 
-def test_checkpoint_that_would_run_code_is_refused(tmp_path):
+@pytest.mark.parametrize("mmap", [False, True])  # True: how resume reads a checkpoint's metadata
+def test_checkpoint_that_would_run_code_is_refused(tmp_path, mmap):
     marker = tmp_path / "pwned"
     path = tmp_path / "evil.ckpt"
     torch.save({"state_dict": {}, "payload": _Payload(str(marker))}, path)
     with pytest.raises(CheckpointError, match="cannot be read safely"):
-        load_checkpoint(path)
+        load_checkpoint(path, mmap=mmap)
     assert not marker.exists()
 
 
-def test_truncated_checkpoint_gives_a_clear_error(tmp_path, finished_run):
+@pytest.mark.parametrize("mmap", [False, True])
+def test_truncated_checkpoint_gives_a_clear_error(tmp_path, finished_run, mmap):
     data = (finished_run / "checkpoints" / "last.ckpt").read_bytes()
     path = tmp_path / "cut.ckpt"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match=r"cut.ckpt: cannot be read safely \(truncated"):
-        load_checkpoint(path)
+        load_checkpoint(path, mmap=mmap)
 
 
 def test_atomic_save_keeps_the_old_file_when_writing_fails(tmp_path):

@@ -213,7 +213,7 @@ def _resume_checkpoint(cfg: DictConfig, output_dir: Path, model_fields: dict[str
                           "(point hydra.run.dir at the run to continue)")
     from headlab.lit.checkpointing import CheckpointError, load_checkpoint
 
-    checkpoint = load_checkpoint(last)
+    checkpoint = load_checkpoint(last, mmap=True)  # only its metadata here: fit reads the weights
     saved = (checkpoint.get("hyper_parameters") or {}).get("model_config")
     if not isinstance(saved, dict):
         raise CheckpointError(last, "has no headlab model_config: not written by headlab-train")

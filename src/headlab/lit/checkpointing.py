@@ -57,10 +57,13 @@ class CheckpointError(HeadlabError):
         super().__init__(f"checkpoint {path}: {problem}")
 
 
-def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """`torch.load(path, weights_only=True)` on CPU; a damaged file raises `CheckpointError`."""
+def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
+    """`torch.load(path, weights_only=True)` on CPU; a damaged file raises `CheckpointError`.
+
+    `mmap=True` maps the tensors instead of reading them: for a caller that only looks at the
+    metadata (hyper-parameters, step) of a checkpoint that is loaded in full later anyway."""
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise CheckpointError(path, "file not found") from None
     except Exception as err:  # truncated zip, foreign pickle needing code, ...

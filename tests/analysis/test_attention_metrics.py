@@ -88,14 +88,18 @@ def test_special_token_masses_and_union():
     assert without["special_attention"].item() == pytest.approx(0.4)  # last token only
 
 
-def _reference(maps, cls_flags, punct_flags):
-    """Loop-by-loop numpy metrics, pooling real queries of all sequences (independent of the einsums)."""
+def _reference(maps, cls_flags, punct_flags, query_flags=None):
+    """Loop-by-loop numpy metrics, pooling real queries of all sequences (independent of the einsums).
+
+    `query_flags`: per sequence, which queries count (default all).
+    """
     values = {k: [[] for _ in range(len(maps[0]))] for k in METRIC_NAMES}
-    for heads, cls, punct in zip(maps, cls_flags, punct_flags):
+    query_flags = query_flags or [[True] * len(c) for c in cls_flags]
+    for heads, cls, punct, chosen in zip(maps, cls_flags, punct_flags, query_flags):
         n = heads[0].shape[0]
         special = np.array(cls) | np.array(punct) | (np.arange(n) == n - 1)
         for h, a in enumerate(np.asarray(torch.stack(heads))):
-            for i in range(n):
+            for i in (i for i in range(n) if chosen[i]):
                 row, d = a[i], np.abs(i - np.arange(n))
                 ent = -sum(p * math.log(p) for p in row if p > 0)
                 values["entropy"][h].append(ent)
@@ -132,6 +136,46 @@ def test_matches_loop_reference_on_random_patterns():
     expected = _reference(maps, cls, punct)
     for name in METRIC_NAMES:
         np.testing.assert_allclose(got[name].numpy(), expected[name], rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_query_mask_averages_only_the_chosen_queries():
+    maps, cls, punct = _random_probe(seed=6)
+    g = torch.Generator().manual_seed(7)
+    chosen = [[bool(x) for x in (torch.rand(len(c), generator=g) < 0.5)] for c in cls]
+    chosen[0][1] = True  # at least one query with a previous and a next key
+    pad_to = max(len(c) for c in cls) + 2
+    pattern, mask = padded_batch(maps, pad_to)
+    query_mask = pad_positions(chosen, pad_to) | ~mask  # padded queries marked too: must still not count
+    got = attention_metrics(pattern, mask, pad_positions(cls, pad_to), pad_positions(punct, pad_to), query_mask=query_mask)
+    expected = _reference(maps, cls, punct, chosen)
+    for name in METRIC_NAMES:
+        np.testing.assert_allclose(got[name].numpy(), expected[name], rtol=1e-10, atol=1e-12, err_msg=name)
+    everything = attention_metrics(pattern, mask, query_mask=torch.ones_like(mask))
+    assert all(torch.equal(everything[k], attention_metrics(pattern, mask)[k]) for k in ("prev_score", "entropy"))
+
+
+def test_query_mask_sees_a_head_that_is_previous_token_for_one_marker_only():
+    """Queries 2 and 5 read the token before them, every other query spreads: the head is a
+    previous-token head for the markers although its average over all queries is small."""
+    n = 8
+    rows = torch.full((n, n), 1.0 / n)
+    for i in (2, 5):
+        rows[i] = torch.nn.functional.one_hot(torch.tensor(i - 1), n).double()
+    pattern = rows.reshape(1, 1, n, n)
+    mask = torch.ones(1, n, dtype=torch.bool)
+    markers = torch.zeros(1, n, dtype=torch.bool)
+    markers[0, [2, 5]] = True
+    on_markers = attention_metrics(pattern, mask, query_mask=markers)
+    assert on_markers["prev_score"].item() == 1.0 and on_markers["mean_distance"].item() == 1.0
+    assert on_markers["next_score"].item() == 0.0 and on_markers["confidence"].item() == 1.0
+    overall = attention_metrics(pattern, mask)["prev_score"].item()
+    assert overall == pytest.approx((2 * 1.0 + 5 * (1 / n)) / 7)  # 7 queries have a previous key
+
+
+def test_query_mask_with_no_chosen_query_gives_nan():
+    pattern = torch.full((1, 2, 3, 3), 1 / 3)
+    got = attention_metrics(pattern, torch.ones(1, 3, dtype=torch.bool), query_mask=torch.zeros(1, 3, dtype=torch.bool))
+    assert all(v.isnan().all() for v in got.values())
 
 
 def test_streaming_chunks_equal_one_batch():
@@ -190,3 +234,9 @@ def test_accumulator_rejects_other_head_count():
     acc.update(*padded_batch([[uniform(3), uniform(3)]], 3))
     with pytest.raises(DataError, match="2 heads"):
         acc.update(*padded_batch([[uniform(3)]], 3))
+
+
+def test_query_mask_of_wrong_shape_is_named():
+    pattern = torch.full((1, 1, 3, 3), 1 / 3)
+    with pytest.raises(DataError, match="query_mask"):
+        attention_metrics(pattern, torch.ones(1, 3, dtype=torch.bool), query_mask=torch.ones(1, 4, dtype=torch.bool))

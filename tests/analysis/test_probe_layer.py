@@ -38,3 +38,24 @@ def test_equals_the_separate_accumulators():
         for name in ("js", "corr"):
             torch.testing.assert_close(got_pairs[name], want_pairs[name], rtol=tol, atol=tol, equal_nan=True, msg=name)
         torch.testing.assert_close(got_maps, maps.compute(), rtol=tol, atol=tol, equal_nan=True)
+
+
+def test_query_masks_equal_conditional_accumulators_over_chunks():
+    """Named query sets, streamed over two chunks, equal one `AttentionMetricAccumulator` per set."""
+    one = ProbeLayerAccumulator(map_len=6)
+    separate = {"even": AttentionMetricAccumulator(), "cls": AttentionMetricAccumulator()}
+    for pattern, mask, cls, punct in _chunks(torch.float64):
+        positions = torch.arange(mask.shape[1]).expand_as(mask)
+        queries = {"even": positions % 2 == 0, "cls": cls}
+        one.update(pattern, mask, cls, punct, query_masks=queries)
+        for name, acc in separate.items():
+            acc.update(pattern, mask, cls, punct, query_mask=queries[name])
+    got = one.compute_conditional()
+    assert set(got) == {"even", "cls"}
+    for name, acc in separate.items():
+        want = acc.compute()
+        for metric in METRIC_NAMES:
+            torch.testing.assert_close(got[name][metric], want[metric], rtol=1e-12, atol=1e-12, equal_nan=True)
+    assert got["cls"]["prev_score"].isnan().all()  # [CLS] queries (position 0) have no previous key
+    unconditional, _, _ = one.compute()
+    assert not torch.allclose(got["even"]["entropy"], unconditional["entropy"])

@@ -18,6 +18,11 @@ Metric definitions (A = one head's pattern of one sequence, n = #real keys, i = 
 - ``special_attention``: mass on the union of those sets (cls | punct | last), so a final
   punctuation mark is counted once: the "vertical" head statistic used by `roles`.
 - ``confidence``: max_j A_ij.
+
+`query_mask [batch, q]` restricts the averages to chosen queries (keys stay every real token):
+the conditional view of Clark et al. (2019), who score a syntactic head only on the tokens that
+hold the relation. A head that reads the token before one marker letter is a previous-token head
+*for those queries* even though, averaged over every query, it looks like anything else.
 """
 
 from __future__ import annotations
@@ -78,30 +83,36 @@ def attention_metric_sums(
     attention_mask: Tensor,
     cls_mask: Tensor | None = None,
     punct_mask: Tensor | None = None,
+    query_mask: Tensor | None = None,
 ) -> MetricSums:
     """Reduce one chunk `pattern [batch, head, q, k]` to per-head sums and counts.
 
     `attention_mask [batch, k]`: True/1 = real token (queries are the same positions);
-    `cls_mask`, `punct_mask [batch, k]`: optional special positions.
+    `cls_mask`, `punct_mask [batch, k]`: optional special positions;
+    `query_mask [batch, q]`: only these real queries count (None: all of them).
     """
     attn, mask = check_pattern(pattern, attention_mask)
     shape = tuple(mask.shape)
     cls = None if cls_mask is None else check_mask(cls_mask, shape, "cls_mask")
     punct = None if punct_mask is None else check_mask(punct_mask, shape, "punct_mask")
-    return metric_sums_checked(attn, mask, cls, punct)
+    queries = None if query_mask is None else check_mask(query_mask, shape, "query_mask")
+    return metric_sums_checked(attn, mask, cls, punct, queries)
 
 
-def metric_sums_checked(attn: Tensor, mask: Tensor, cls: Tensor | None = None, punct: Tensor | None = None) -> MetricSums:
+def metric_sums_checked(
+    attn: Tensor, mask: Tensor, cls: Tensor | None = None, punct: Tensor | None = None, queries: Tensor | None = None
+) -> MetricSums:
     """`attention_metric_sums` on inputs already validated by `check_pattern` / `check_mask`.
 
     Every metric is one pass over `attn` at most (no float64 copy, no `torch.where` over the
     full `[batch, head, q, k]` tensor): the measurement runs at every probe point of every run.
     """
+    counted = mask if queries is None else mask & queries  # which queries count; keys are always `mask`
     values: _QueryValues = {
-        **_spread_values(attn, mask),
-        **_distance_values(attn, mask),
-        **_neighbour_values(attn, mask),
-        **_mass_values(attn, mask, cls, punct),
+        **_spread_values(attn, mask, counted),
+        **_distance_values(attn, mask, counted),
+        **_neighbour_values(attn, mask, counted),
+        **_mass_values(attn, mask, counted, cls, punct),
     }
     dtype = sum_dtype(attn.device)
     n_heads = attn.shape[1]
@@ -120,6 +131,7 @@ def attention_metrics(
     attention_mask: Tensor,
     cls_mask: Tensor | None = None,
     punct_mask: Tensor | None = None,
+    query_mask: Tensor | None = None,
 ) -> dict[str, Tensor]:
     """Per-head metrics `{name: [head]}` of one batch (see the module docstring).
 
@@ -132,7 +144,7 @@ def attention_metrics(
     >>> m["prev_score"].item(), m["self_score"].item(), m["mean_distance"].item()
     (1.0, 0.3333333333333333, 0.6666666666666666)
     """
-    return attention_metric_sums(pattern, attention_mask, cls_mask, punct_mask).means()
+    return attention_metric_sums(pattern, attention_mask, cls_mask, punct_mask, query_mask).means()
 
 
 def _group_by_validity(values: _QueryValues) -> list[tuple[Tensor, list[str]]]:
@@ -153,7 +165,7 @@ def _xlogx_sum(x: Tensor) -> Tensor:
     return x.clamp_min(torch.finfo(x.dtype).tiny).log_().mul_(x).sum(-1)
 
 
-def _spread_values(attn: Tensor, mask: Tensor) -> _QueryValues:
+def _spread_values(attn: Tensor, mask: Tensor, counted: Tensor) -> _QueryValues:
     """Entropy (raw and over log n), confidence and argmax distance: how spread each row is."""
     n_keys = mask.sum(-1).to(attn.dtype)[:, None, None]  # [batch, 1, 1]
     entropy = _xlogx_sum(attn).neg_()  # [batch, head, q]
@@ -162,14 +174,14 @@ def _spread_values(attn: Tensor, mask: Tensor) -> _QueryValues:
     pos = torch.arange(attn.shape[-1], device=attn.device)
     argmax_distance = (pos - argmax).abs().to(attn.dtype)
     return {
-        "entropy": (entropy, mask),
-        "entropy_norm": (entropy_norm, mask),
-        "confidence": (confidence, mask),
-        "argmax_distance": (argmax_distance, mask),
+        "entropy": (entropy, counted),
+        "entropy_norm": (entropy_norm, counted),
+        "confidence": (confidence, counted),
+        "argmax_distance": (argmax_distance, counted),
     }
 
 
-def _distance_values(attn: Tensor, mask: Tensor) -> _QueryValues:
+def _distance_values(attn: Tensor, mask: Tensor, counted: Tensor) -> _QueryValues:
     """Expected distance |i-j|, and expected distance relative to uniform."""
     pos = torch.arange(attn.shape[-1], device=attn.device)
     dist = (pos[:, None] - pos[None, :]).abs().to(attn.dtype)  # [q, k]
@@ -179,24 +191,30 @@ def _distance_values(attn: Tensor, mask: Tensor) -> _QueryValues:
     uniform = uniform[:, None, :]
     distance_norm = torch.where(uniform > 0, mean_distance / uniform, 1.0)
     return {
-        "mean_distance": (mean_distance, mask),
-        "distance_norm": (distance_norm, mask),
+        "mean_distance": (mean_distance, counted),
+        "distance_norm": (distance_norm, counted),
     }
 
 
-def _neighbour_values(attn: Tensor, mask: Tensor) -> _QueryValues:
-    """A[i,i-1], A[i,i], A[i,i+1], each over queries whose neighbour is a real key."""
+def _neighbour_values(attn: Tensor, mask: Tensor, counted: Tensor) -> _QueryValues:
+    """A[i,i-1], A[i,i], A[i,i+1], each over counted queries whose neighbour is a real key."""
     prev = torch.diagonal(attn, offset=-1, dim1=-2, dim2=-1)  # [batch, head, q-1]: A[i+1, i]
     nxt = torch.diagonal(attn, offset=1, dim1=-2, dim2=-1)  # [batch, head, q-1]: A[i, i+1]
-    both = mask[:, 1:] & mask[:, :-1]  # [batch, q-1]
+    if counted is mask:  # every real query: one validity for both (one summed group)
+        has_prev = has_next = mask[:, 1:] & mask[:, :-1]  # [batch, q-1]
+    else:
+        has_prev = counted[:, 1:] & mask[:, :-1]  # query i+1 counted, key i real
+        has_next = counted[:, :-1] & mask[:, 1:]  # query i counted, key i+1 real
     return {
-        "prev_score": (prev, both),
-        "self_score": (torch.diagonal(attn, dim1=-2, dim2=-1), mask),
-        "next_score": (nxt, both),
+        "prev_score": (prev, has_prev),
+        "self_score": (torch.diagonal(attn, dim1=-2, dim2=-1), counted),
+        "next_score": (nxt, has_next),
     }
 
 
-def _mass_values(attn: Tensor, mask: Tensor, cls: Tensor | None, punct: Tensor | None) -> _QueryValues:
+def _mass_values(
+    attn: Tensor, mask: Tensor, counted: Tensor, cls: Tensor | None, punct: Tensor | None
+) -> _QueryValues:
     """Mass on [CLS], punctuation, the last real token, and on their union (one matmul for all)."""
     pos = torch.arange(mask.shape[-1], device=mask.device)
     last_index = torch.where(mask, pos, -1).amax(-1, keepdim=True)  # [batch, 1]
@@ -207,7 +225,7 @@ def _mass_values(attn: Tensor, mask: Tensor, cls: Tensor | None, punct: Tensor |
     columns = torch.stack(list(given.values()), dim=-1).to(attn.dtype)  # [batch, k, set]
     batch, n_heads, n_q, n_k = attn.shape
     mass = (attn.reshape(batch, n_heads * n_q, n_k) @ columns).view(batch, n_heads, n_q, -1)  # [batch, head, q, set]
-    values = {name: (mass[..., i], mask) for i, name in enumerate(given)}
+    values = {name: (mass[..., i], counted) for i, name in enumerate(given)}
     no_query = torch.zeros_like(mask)
     for name in sets.keys() - given.keys():
         values[name] = (attn.new_zeros(attn.shape[:-1]), no_query)
@@ -231,9 +249,10 @@ class AttentionMetricAccumulator(SumAccumulator):
         attention_mask: Tensor,
         cls_mask: Tensor | None = None,
         punct_mask: Tensor | None = None,
+        query_mask: Tensor | None = None,
     ) -> None:
         """Add one chunk `pattern [batch, head, q, k]` (see `attention_metric_sums`)."""
-        sums = attention_metric_sums(pattern, attention_mask, cls_mask, punct_mask)
+        sums = attention_metric_sums(pattern, attention_mask, cls_mask, punct_mask, query_mask)
         self._add(sums)
 
     def compute(self) -> dict[str, Tensor]:

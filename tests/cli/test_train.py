@@ -148,3 +148,48 @@ def test_tensorboard_and_offline_wandb_loggers_get_the_head_scalars(tmp_path, ti
 def test_zero_epochs_is_a_config_error(tmp_path, tiny_config):
     with pytest.raises(ConfigError, match="trainer.max_epochs"):
         train(tiny_config(tmp_path / "r", "trainer.max_epochs=0"))
+
+
+def test_query_tokens_measure_only_those_queries(tmp_path, tiny_config):
+    """`prev_score@y` equals A[i, i-1] averaged by hand over the probe's y queries, through the
+    trained network reloaded from its checkpoint; [CLS] queries have no previous key."""
+    import torch
+
+    from headlab.data import TextDataModule
+    from headlab.lit.checkpointing import load_network
+
+    run = tmp_path / "run"
+    cfg = tiny_config(run, "callbacks.head_metrics.query_tokens=[y,'[CLS]']", "callbacks.head_metrics.figures=false",
+                      "test=false")
+    train(cfg)
+    table = read_table(run / "head_metrics.parquet")
+    last = table[table.step == table.step.max()]
+    for name in ("prev_score@y", "role@y", "entropy@y", "self_score@[CLS]", "role@[CLS]"):
+        assert set(table[table.metric == name].step) == set(table.step), name
+
+    dm = TextDataModule(**{k: v for k, v in cfg.data.items() if k != "_target_"})
+    probe = dm.probe_set()
+    y_id = dm.tokenizer.tokens.index("y")
+    net = load_network(run / "checkpoints" / "last.ckpt")
+    prev, cls_self = {}, {}
+    with torch.no_grad():
+        for ids in probe.input_ids:
+            patterns = net(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.bool), return_patterns=True).patterns
+            for layer, pattern in enumerate(patterns):
+                for head in range(pattern.shape[1]):
+                    a = pattern[0, head]
+                    prev.setdefault((layer, head), []).extend(float(a[i, i - 1]) for i, t in enumerate(ids) if t == y_id)
+                    cls_self.setdefault((layer, head), []).append(float(a[0, 0]))
+    for (layer, head), values in prev.items():
+        row = last[(last["layer"] == layer) & (last["head"] == head)].set_index("metric")["value"]
+        assert row["prev_score@y"] == pytest.approx(np.mean(values), abs=1e-5)
+        assert row["self_score@[CLS]"] == pytest.approx(np.mean(cls_self[(layer, head)]), abs=1e-5)
+        assert np.isnan(row["prev_score@[CLS]"])
+        assert row["prev_score@y"] != pytest.approx(row["prev_score"], abs=1e-6)  # not the all-query mean
+
+
+def test_unknown_query_token_is_a_config_error(tmp_path, tiny_config):
+    run = tmp_path / "run"
+    with pytest.raises(ConfigError, match=r"query_tokens='Q'.*vocabulary"):
+        train(tiny_config(run, "callbacks.head_metrics.query_tokens=[Q]", "callbacks.head_metrics.figures=false"))
+    assert not (run / "head_metrics.parquet").exists() and not (run / "checkpoints").exists()

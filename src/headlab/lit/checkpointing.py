@@ -74,6 +74,22 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict[str, An
     return checkpoint
 
 
+def load_network(path: str | os.PathLike) -> torch.nn.Module:
+    """The trained `HeadlabClassifier` of a checkpoint, in eval mode: for analysis after a run
+    (the checkpoint stores its `ModelConfig`, so nothing else is needed)."""
+    from headlab.model import HeadlabClassifier, ModelConfig
+
+    checkpoint = load_checkpoint(path)
+    fields = (checkpoint.get("hyper_parameters") or {}).get("model_config")
+    if not isinstance(fields, dict):
+        raise CheckpointError(path, "no model_config in its hyper-parameters (not written by headlab-train)")
+    net = HeadlabClassifier(ModelConfig(**fields))
+    prefix = "net."
+    state = {k[len(prefix):]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
+    net.load_state_dict(state)
+    return net.eval()
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning checkpoint IO: atomic rename on save, `weights_only=True` on load."""
 

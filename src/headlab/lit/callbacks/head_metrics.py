@@ -9,6 +9,12 @@ Each measurement runs the probe through the weight path in eval mode under `no_g
 chunk; `headlab.analysis` reduces each chunk to per-head sums,
 so memory does not grow with the probe size. Training itself never materialises attention.
 
+`query_tokens` adds a conditional view: for each listed token, every per-head attention metric
+and the role over the queries *at that token* only, as `{metric}@{token}` (e.g. `prev_score@y`,
+`role@[CLS]`). A head that does one thing from one kind of token (a marker reading the token
+before it, [CLS] gathering the sentence) is diluted in the all-query mean; Clark et al. (2019)
+score syntactic heads the same way, on the tokens that hold the relation.
+
 Where: one part file per measurement in `head_metrics.parquet/` and `head_pairs.parquet/`
 (see `headlab.store.tables`), `heads/L{l}H{h}/{metric}` scalars to every Lightning logger, and
 at fit end `attention_maps.npz` plus the figures in `figures/`.
@@ -20,13 +26,14 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import lightning as L
 import numpy as np
 import torch
 
 from headlab.analysis import (
+    METRIC_NAMES,
     ROLES,
     ProbeLayerAccumulator,
     classify_roles,
@@ -89,6 +96,8 @@ class HeadMetricsCallback(L.Callback):
         map_len: positions kept in the mean attention maps for the heat-map figure.
         log_to_loggers: send `heads/L{l}H{h}/{metric}` scalars to every Lightning logger.
         figures: draw the run figures at fit end.
+        query_tokens: vocabulary tokens (characters, or "[CLS]") whose queries also get their
+            own metrics and role, `{metric}@{token}`; each must be in the run's vocabulary.
     """
 
     def __init__(
@@ -103,9 +112,14 @@ class HeadMetricsCallback(L.Callback):
         map_len: int = 32,
         log_to_loggers: bool = True,
         figures: bool = True,
+        query_tokens: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         key = "callbacks.head_metrics"
+        query_tokens = list(query_tokens or [])
+        bad = [t for t in query_tokens if not isinstance(t, str) or not t]
+        if bad or len(set(query_tokens)) != len(query_tokens):
+            raise ConfigError(f"{key}.query_tokens", query_tokens, "a list of distinct, non-empty vocabulary tokens, e.g. [y] or ['[CLS]']")
         if every_n_steps <= 0:
             raise ConfigError(f"{key}.every_n_steps", every_n_steps, "an integer > 0")
         if early_steps < 0:
@@ -121,7 +135,8 @@ class HeadMetricsCallback(L.Callback):
         self.every_n_steps, self.early_steps, self.early_spacing = every_n_steps, early_steps, early_spacing
         self.measure_epoch_end, self.chunk_size, self.map_len = measure_epoch_end, chunk_size, map_len
         self.log_to_loggers, self.figures = log_to_loggers, figures
-        self._probe: list[dict[str, torch.Tensor]] = []
+        self.query_tokens = query_tokens
+        self._probe: list[dict[str, Any]] = []
         self._init_weights: list[dict[str, torch.Tensor]] | None = None
         self._last_grad: torch.Tensor | None = None  # [layer, head]
         self._cum_grad: torch.Tensor | None = None  # [layer, head]
@@ -169,6 +184,10 @@ class HeadMetricsCallback(L.Callback):
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         probe = trainer.datamodule.probe_set()
         self._probe = probe_chunks(probe, self.chunk_size, pl_module.device)
+        if self.query_tokens:
+            ids = _query_token_ids(self.query_tokens, getattr(trainer.datamodule, "tokenizer", None))
+            for chunk in self._probe:
+                chunk["query_masks"] = {tok: (chunk["input_ids"] == i) & chunk["attention_mask"] for tok, i in ids.items()}
         n_layers, n_heads = len(pl_module.net.blocks), pl_module.net.config.n_heads
         if self._init_weights is None:
             self._init_weights = [_head_weight_dict(block.attn) for block in pl_module.net.blocks]
@@ -264,7 +283,8 @@ class HeadMetricsCallback(L.Callback):
                 patterns = capture_patterns(net, chunk["input_ids"], chunk["attention_mask"])
                 capture_s += time.perf_counter() - t_chunk
                 for layer, pattern in enumerate(patterns):
-                    layer_accs[layer].update(pattern, chunk["attention_mask"], chunk["cls_mask"], chunk["punct_mask"])
+                    layer_accs[layer].update(pattern, chunk["attention_mask"], chunk["cls_mask"], chunk["punct_mask"],
+                                             chunk.get("query_masks"))
                 del patterns  # free this chunk's maps before the next forward
             result = self._reduce(net, step, epoch, layer_accs)
         finally:
@@ -290,6 +310,9 @@ class HeadMetricsCallback(L.Callback):
                 [weights[k] for k in ("W_Q", "W_K", "W_V", "W_O")], [init[k] for k in ("W_Q", "W_K", "W_V", "W_O")]))
             per_head["grad_norm"] = _np(self._last_grad[layer])
             per_head["cum_grad_norm"] = _np(self._cum_grad[layer])
+            for token, conditional in layer_accs[layer].compute_conditional().items():
+                per_head.update({f"{name}@{token}": _np(conditional[name]) for name in METRIC_NAMES})
+                per_head[f"role@{token}"] = np.array([ROLES.index(r) for r in classify_roles(conditional)], dtype=np.float64)
             pairs = {name: _np(value) for name, value in pair_values.items()}
             pairs["q_cosine"] = _np(head_cosine(weights["W_Q"]))
             pairs["qk_cosine"] = _np(qk_cosine(weights["W_Q"], weights["W_K"]))
@@ -359,6 +382,20 @@ def capture_patterns(net: torch.nn.Module, input_ids: torch.Tensor, attention_ma
     if len(patterns) != len(net.blocks):
         raise RuntimeError(f"captured {len(patterns)} attention patterns for {len(net.blocks)} layers")
     return patterns
+
+
+def _query_token_ids(tokens: list[str], tokenizer: Any) -> dict[str, int]:
+    """Vocabulary id of each query token; an unknown one is a config error naming the vocabulary."""
+    key = "callbacks.head_metrics.query_tokens"
+    vocabulary = tuple(getattr(tokenizer, "tokens", ()))
+    if not vocabulary:
+        raise ConfigError(key, tokens, "a datamodule with a `tokenizer` (headlab's TextDataModule)")
+    index = {token: i for i, token in enumerate(vocabulary)}
+    missing = [t for t in tokens if t not in index]
+    if missing:
+        sample = " ".join(vocabulary[:40]) + (" ..." if len(vocabulary) > 40 else "")
+        raise ConfigError(key, missing[0], f"a token of this run's vocabulary ({len(vocabulary)} tokens: {sample})")
+    return {t: index[t] for t in tokens}
 
 
 def _head_weight_dict(attn: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -10,10 +10,15 @@ from headlab.data import generate_synthetic
 from headlab.errors import ConfigError
 
 
-def _features_from_text(text: str, bigram: str = "xy") -> tuple[int, int, int]:
+FIRST_HALF, SECOND_HALF = set("cdefghijklm"), set("nopqrstuvwx")  # a-z less y and the end letters a, b
+
+
+def _features_from_text(text: str, marker: str = "y") -> tuple[int, int, int]:
     """The rule as the docstring states it, recomputed independently from the characters."""
     letters, mark = text[:-1], text[-1]
-    return int(bigram in letters), int(letters[0] == letters[-1]), int(mark == "!")
+    before = {letters[i - 1] for i, ch in enumerate(letters) if ch == marker}
+    assert before <= FIRST_HALF or before <= SECOND_HALF, text  # never a mix
+    return int(before <= FIRST_HALF), int(letters[0] == letters[-1]), int(mark == "!")
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +29,7 @@ def data():
 def test_label_is_majority_of_features_read_from_text(data):
     for i, text in enumerate(data.texts):
         a, b, c = _features_from_text(text)
-        assert (data.features["bigram"][i], data.features["first_last"][i], data.features["exclaim"][i]) == (a, b, c)
+        assert (data.features["previous"][i], data.features["first_last"][i], data.features["exclaim"][i]) == (a, b, c)
         assert data.labels[i] == int(a + b + c >= 2)
 
 
@@ -44,7 +49,8 @@ def test_features_balanced_and_independent(data):
 def test_distractors_remove_shortcuts(data):
     for text in data.texts:
         letters = text[:-1]
-        assert letters.count("x") == letters.count("y") == 2  # presence and count say nothing
+        assert letters.count("y") == 2 and letters[0] != "y" != letters[-1]  # n_markers=2 (default)
+        assert "yy" not in letters  # every marker follows a letter of one half
         assert letters.count(letters[0]) >= 3  # the first letter always recurs in the middle
         assert letters[0] in letters[1:-1]
         assert letters[-1] in letters[:-1]  # so does the last one: only its position matters
@@ -53,6 +59,14 @@ def test_distractors_remove_shortcuts(data):
         for b in (0, 1)
     }
     assert mean_count[0] == pytest.approx(mean_count[1], abs=0.1)
+
+
+def test_letter_counts_say_nothing_about_the_previous_feature(data):
+    """Decoys of the other half: which half dominates the text is the same whatever a is."""
+    for a in (0, 1):
+        texts = [t[:-1] for t, f in zip(data.texts, data.features["previous"]) if f == a]
+        surplus = statistics.mean(sum(ch in FIRST_HALF for ch in t) - sum(ch in SECOND_HALF for ch in t) for t in texts)
+        assert surplus == pytest.approx(0.0, abs=0.3), (a, surplus)
 
 
 def test_lengths_and_alphabet(data):
@@ -73,9 +87,14 @@ def test_seeded():
         ({"n": 0}, "data.synthetic.n"),
         ({"min_len": 5}, "data.synthetic.min_len"),
         ({"min_len": 20, "max_len": 19}, "data.synthetic.max_len"),
-        ({"bigram": "xx"}, "data.synthetic.bigram"),
+        ({"marker": "yy"}, "data.synthetic.marker"),
+        ({"marker": "!"}, "data.synthetic.marker"),
+        ({"n_markers": 0}, "data.synthetic.n_markers"),
+        ({"n_markers": 4}, "data.synthetic.min_len"),
+        ({"end_letters": "ay"}, "data.synthetic.end_letters"),
+        ({"letters": "abcdey"}, "data.synthetic.letters"),
         ({"end_letters": "a"}, "data.synthetic.end_letters"),
-        ({"end_letters": "ax"}, "data.synthetic.end_letters"),
+        ({"end_letters": "a1"}, "data.synthetic.end_letters"),
     ],
 )
 def test_bad_arguments(kwargs, key):

@@ -3,10 +3,15 @@
 Each text is `L` characters (min_len <= L <= max_len): `L - 1` lowercase letters, then one
 final punctuation mark. Three independent, balanced (p = 0.5) binary features are planted:
 
-- a `bigram` (local / previous-token): the letters x and y (`bigram="xy"`) occur exactly
-  `n_pairs` times each; a = 1 iff every y comes right after an x, a = 0 iff none does (they sit
-  apart or in the order "yx"). The mere presence or count of the letters says nothing; a head
-  attending from each y to the token just before it reads a.
+- a `previous` (previous-token): the marker letter (`marker="y"`) occurs `n_markers` times,
+  never at either end. The letters other than the marker and the end letters are split into
+  two halves (S: first half in alphabetical order, T: the rest). a = 1 iff the letter right
+  before every marker is from S, a = 0 iff it is from T. `n_markers` decoys of the other half
+  are planted elsewhere, so the counts of S and T letters, and of any letter, carry nothing;
+  content alone cannot find which S or T letter matters: only its position, one before a
+  marker. A head that attends from each marker to the previous token reads a. That head is
+  content-gated: it is a previous-token head *for the marker queries*, which
+  `attention_metrics(..., query_mask=...)` measures (averaged over all queries it need not be).
 - b `first_last` (long-range): the last letter (just before the punctuation) equals the first
   letter f, drawn from `end_letters` ("ab": few, so the match is quick to learn). When
   b = 0 the last letter is another end letter g. Either way f occurs 3 times and g twice (plus
@@ -19,10 +24,9 @@ final punctuation mark. Three independent, balanced (p = 0.5) binary features ar
 
 label = majority(a, b, c) = 1 iff a + b + c >= 2, the features drawn independently. Any one
 feature alone predicts the label 75 % of the time, and so do any two (when they disagree the
-third decides); 100 % needs all three. Letters elsewhere are drawn uniformly from all but x and
-y, so the texts fit the same `CharTokenizer` as real text. The long-range match is the slowest
-feature to learn: it needs token identity, so it stalls if position signals swamp the token
-embeddings at init.
+third decides); 100 % needs all three. The texts fit the same `CharTokenizer` as real text.
+The long-range match is the slowest feature to learn: it needs token identity, so it stalls if
+position signals swamp the token embeddings at init.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import string
 from headlab.data.labeled import LabeledTexts
 from headlab.errors import ConfigError
 
-FEATURES = ("bigram", "first_last", "exclaim")
+FEATURES = ("previous", "first_last", "exclaim")
 
 
 def generate_synthetic(
@@ -41,20 +45,20 @@ def generate_synthetic(
     seed: int = 0,
     min_len: int = 16,
     max_len: int = 32,
-    bigram: str = "xy",
+    marker: str = "y",
+    n_markers: int = 2,
     letters: str = string.ascii_lowercase,
     end_letters: str = "ab",
-    n_pairs: int = 2,
 ) -> LabeledTexts:
     """`n` texts of the majority-of-three task; `features` holds each text's (a, b, c) flags."""
-    background = _check_args(n, min_len, max_len, bigram, letters, end_letters, n_pairs)
+    halves = _check_args(n, min_len, max_len, marker, n_markers, letters, end_letters)
     rng = random.Random(seed)
     texts: list[str] = []
     flags: dict[str, list[int]] = {name: [] for name in FEATURES}
     for _ in range(n):
         a, b, c = (rng.random() < 0.5 for _ in FEATURES)
         n_letters = rng.randint(min_len, max_len) - 1
-        texts.append(_one_text(rng, n_letters, (a, b, c), bigram, background, end_letters, n_pairs))
+        texts.append(_one_text(rng, n_letters, (a, b, c), marker, n_markers, halves, end_letters))
         for name, value in zip(FEATURES, (a, b, c)):
             flags[name].append(int(value))
     labels = [int(a + b + c >= 2) for a, b, c in zip(*(flags[f] for f in FEATURES))]
@@ -67,63 +71,65 @@ def _one_text(
     rng: random.Random,
     n_letters: int,
     flags: tuple[bool, bool, bool],
-    bigram: str,
-    background: str,
+    marker: str,
+    n_markers: int,
+    halves: tuple[str, str],
     end_letters: str,
-    n_pairs: int,
 ) -> str:
     """Letters at 0..n_letters-1 (first = 0, last = n_letters-1, middle between), then '!' or '.'."""
     a, b, c = flags
-    chars = [rng.choice(background) for _ in range(n_letters)]
+    before, decoy = halves if a else halves[::-1]
+    chars = [rng.choice(halves[0] + halves[1]) for _ in range(n_letters)]
     first, last = 0, n_letters - 1
-    middle = list(range(first + 1, last))
-    xs, ys = _bigram_positions(rng, middle, a, n_pairs)
-    for p in xs:
-        chars[p] = bigram[0]
-    for p in ys:
-        chars[p] = bigram[1]
+    markers = _marker_positions(rng, first + 2, last, n_markers)
+    taken = {first, last}
+    for p in markers:
+        chars[p], chars[p - 1] = marker, rng.choice(before)
+        taken.update((p - 1, p))
+    free = rng.sample([p for p in range(first + 1, last) if p not in taken], n_markers + 3)
+    for p in free[:n_markers]:
+        chars[p] = rng.choice(decoy)
     # f three times and g twice whatever b is, both always in the middle: only the last slot differs
     f = rng.choice(end_letters)
     g = rng.choice(end_letters.replace(f, ""))
     chars[first], chars[last] = f, (f if b else g)
-    free = rng.sample([p for p in middle if p not in xs and p not in ys], 3)
-    for p, letter in zip(free, (f, g, g) if b else (f, f, g)):
+    for p, letter in zip(free[n_markers:], (f, g, g) if b else (f, f, g)):
         chars[p] = letter
     return "".join(chars) + ("!" if c else ".")
 
 
-def _bigram_positions(rng: random.Random, middle: list[int], a: bool, n_pairs: int) -> tuple[list[int], list[int]]:
-    """Where the x's and y's go: each y right after an x when a, no y right after an x otherwise."""
+def _marker_positions(rng: random.Random, lo: int, hi: int, n_markers: int) -> list[int]:
+    """`n_markers` positions in lo..hi-1, no two adjacent (a marker never precedes a marker)."""
     while True:
-        if a:
-            xs = rng.sample(middle[:-1], n_pairs)
-            ys = [p + 1 for p in xs]
-        else:
-            cells = rng.sample(middle, 2 * n_pairs)
-            xs, ys = cells[:n_pairs], cells[n_pairs:]
-        if len(set(xs + ys)) == 2 * n_pairs and (a or not any(p + 1 in ys for p in xs)):
-            return xs, ys
+        positions = sorted(rng.sample(range(lo, hi), n_markers))
+        if all(q - p >= 2 for p, q in zip(positions, positions[1:])):
+            return positions
 
 
 def _check_args(
-    n: int, min_len: int, max_len: int, bigram: str, letters: str, end_letters: str, n_pairs: int
-) -> str:
-    """Validate up front; return the background letters (all but the bigram's)."""
+    n: int, min_len: int, max_len: int, marker: str, n_markers: int, letters: str, end_letters: str
+) -> tuple[str, str]:
+    """Validate up front; return the two halves (S, T) of the letters a marker can follow."""
     if not isinstance(n, int) or n < 1:
         raise ConfigError("data.synthetic.n", n, "an integer >= 1")
-    if not isinstance(n_pairs, int) or n_pairs < 1:
-        raise ConfigError("data.synthetic.n_pairs", n_pairs, "an integer >= 1")
-    shortest = 2 * n_pairs + 7  # first, last, punctuation, the pairs, 3 distractor slots, room to keep pairs apart
+    if not isinstance(n_markers, int) or n_markers < 1:
+        raise ConfigError("data.synthetic.n_markers", n_markers, "an integer >= 1")
+    # first, last, punctuation, then in the middle: markers, their predecessors, decoys, 3 end-letter slots
+    shortest = 3 * n_markers + 6
     if not isinstance(min_len, int) or min_len < shortest:
-        raise ConfigError("data.synthetic.min_len", min_len, f"an integer >= {shortest} (with n_pairs={n_pairs})")
+        raise ConfigError("data.synthetic.min_len", min_len, f"an integer >= {shortest} (with n_markers={n_markers})")
     if not isinstance(max_len, int) or max_len < min_len:
         raise ConfigError("data.synthetic.max_len", max_len, f"an integer >= min_len={min_len}")
-    if len(bigram) != 2 or bigram[0] == bigram[1] or not set(bigram) <= set(letters):
-        raise ConfigError("data.synthetic.bigram", bigram, f"two different characters from letters={letters!r}")
-    background = "".join(ch for ch in dict.fromkeys(letters) if ch not in bigram)
-    if len(background) < 2 or any(ch in "!." for ch in letters):
-        raise ConfigError("data.synthetic.letters", letters, "at least 2 letters besides the bigram, and no '!' or '.'")
+    alphabet = "".join(dict.fromkeys(letters))
+    if any(ch in "!." for ch in alphabet):
+        raise ConfigError("data.synthetic.letters", letters, "letters without '!' or '.'")
+    if len(marker) != 1 or marker not in alphabet:
+        raise ConfigError("data.synthetic.marker", marker, f"one character from letters={letters!r}")
     distinct = set(end_letters)
-    if len(distinct) < 2 or len(distinct) != len(end_letters) or not distinct <= set(background):
-        raise ConfigError("data.synthetic.end_letters", end_letters, f"2 or more distinct letters from {background!r}")
-    return background
+    if len(distinct) < 2 or len(distinct) != len(end_letters) or not distinct <= set(alphabet) - {marker}:
+        raise ConfigError("data.synthetic.end_letters", end_letters, f"2 or more distinct letters from {letters!r} other than the marker")
+    rest = [ch for ch in alphabet if ch != marker and ch not in distinct]
+    if len(rest) < 4:
+        raise ConfigError("data.synthetic.letters", letters, "at least 4 letters besides the marker and the end letters")
+    half = len(rest) // 2
+    return "".join(rest[:half]), "".join(rest[half:2 * half])

@@ -12,7 +12,7 @@ import torch
 
 from headlab.cli.train import train
 from headlab.errors import ConfigError, HeadlabError
-from headlab.lit.checkpointing import AtomicCheckpointIO, CheckpointError, load_checkpoint
+from headlab.lit.checkpointing import AtomicCheckpointIO, CheckpointError, load_checkpoint, load_network
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "headlab"
 
@@ -98,3 +98,19 @@ def test_vocab_is_plain_json(finished_run):
     assert vocab["tokens"][:3] == ["[PAD]", "[CLS]", "[UNK]"]
     with pytest.raises(Exception):
         pickle.loads((finished_run / "vocab.json").read_bytes())
+
+
+def test_load_network_rebuilds_the_trained_weights(finished_run):
+    """The network from last.ckpt has the checkpoint's weights and is ready for analysis (eval mode)."""
+    path = finished_run / "checkpoints" / "last.ckpt"
+    net = load_network(path)
+    saved = load_checkpoint(path)["state_dict"]
+    assert not net.training
+    assert all(torch.equal(value, saved[f"net.{name}"]) for name, value in net.state_dict().items())
+
+
+def test_load_network_refuses_a_checkpoint_without_a_model_config(tmp_path):
+    path = tmp_path / "other.ckpt"
+    torch.save({"state_dict": {"w": torch.ones(2)}}, path)
+    with pytest.raises(CheckpointError, match="no headlab model_config"):
+        load_network(path)

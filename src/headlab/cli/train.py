@@ -45,7 +45,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     import lightning as L  # heavy imports after the config checks, so mistakes fail fast
 
     from headlab.lit import HeadClassifierModule, NonFiniteLossError
-    from headlab.lit.checkpointing import AtomicCheckpointIO, RunCheckpoint, RunInterrupted
+    from headlab.lit.checkpointing import AtomicCheckpointIO, RunCheckpoint, RunInterrupted, run_last_checkpoint
     from headlab.model import ModelConfig
 
     resume = _resume_checkpoint(cfg, output_dir, model_fields)  # before anything in the run dir is rewritten
@@ -72,7 +72,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         callbacks = _instantiate_all(cfg.get("callbacks"))
         run_checkpoint = next((c for c in callbacks if isinstance(c, RunCheckpoint)), None)
         if run_checkpoint is None:  # signals always end in a checkpoint, whatever the callbacks group says
-            run_checkpoint = RunCheckpoint(dirpath=str(output_dir / "checkpoints"))
+            run_checkpoint = RunCheckpoint(dirpath=str(run_last_checkpoint(output_dir).parent))
             callbacks.append(run_checkpoint)
         csv_before_resume = _stash_csv_metrics(output_dir, resume)
         loggers = _build_loggers(cfg, output_dir.name)
@@ -205,18 +205,16 @@ def _resume_checkpoint(cfg: DictConfig, output_dir: Path, model_fields: dict[str
         return None
     if value not in (True, "auto"):
         raise ConfigError("resume", value, "true, false or auto")
-    last = output_dir / "checkpoints" / "last.ckpt"
+    from headlab.lit.checkpointing import load_checkpoint, run_last_checkpoint, saved_model_config
+
+    last = run_last_checkpoint(output_dir)
     if not last.is_file():
         if value == "auto":
             return None
         raise ConfigError("resume", True, f"a run dir with checkpoints/last.ckpt; {last} does not exist "
                           "(point hydra.run.dir at the run to continue)")
-    from headlab.lit.checkpointing import CheckpointError, load_checkpoint
-
     checkpoint = load_checkpoint(last, mmap=True)  # only its metadata here: fit reads the weights
-    saved = (checkpoint.get("hyper_parameters") or {}).get("model_config")
-    if not isinstance(saved, dict):
-        raise CheckpointError(last, "has no headlab model_config: not written by headlab-train")
+    saved = saved_model_config(checkpoint, last)
     differ = {k: (saved.get(k), v) for k, v in model_fields.items() if k in saved and saved.get(k) != v}
     if differ:
         _raise_shape_mismatch(last, differ)
@@ -250,7 +248,9 @@ def _previous_status(output_dir: Path) -> str | None:
 
 
 def _last_checkpoint(output_dir: Path) -> str | None:
-    last = output_dir / "checkpoints" / "last.ckpt"
+    from headlab.lit.checkpointing import run_last_checkpoint
+
+    last = run_last_checkpoint(output_dir)
     return str(last) if last.is_file() else None
 
 

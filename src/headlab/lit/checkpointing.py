@@ -74,16 +74,26 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict[str, An
     return checkpoint
 
 
+def run_last_checkpoint(run_dir: str | os.PathLike) -> Path:
+    """Where a run keeps the checkpoint `resume=true` continues from."""
+    return Path(run_dir) / "checkpoints" / LAST
+
+
+def saved_model_config(checkpoint: dict[str, Any], path: Any) -> dict[str, Any]:
+    """The `ModelConfig` fields headlab stores in every checkpoint's hyper-parameters."""
+    fields = (checkpoint.get("hyper_parameters") or {}).get("model_config")
+    if not isinstance(fields, dict):
+        raise CheckpointError(path, "has no headlab model_config: not written by headlab-train")
+    return fields
+
+
 def load_network(path: str | os.PathLike) -> torch.nn.Module:
     """The trained `HeadlabClassifier` of a checkpoint, in eval mode: for analysis after a run
     (the checkpoint stores its `ModelConfig`, so nothing else is needed)."""
     from headlab.model import HeadlabClassifier, ModelConfig
 
     checkpoint = load_checkpoint(path)
-    fields = (checkpoint.get("hyper_parameters") or {}).get("model_config")
-    if not isinstance(fields, dict):
-        raise CheckpointError(path, "no model_config in its hyper-parameters (not written by headlab-train)")
-    net = HeadlabClassifier(ModelConfig(**fields))
+    net = HeadlabClassifier(ModelConfig(**saved_model_config(checkpoint, path)))
     prefix = "net."
     state = {k[len(prefix):]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
     net.load_state_dict(state)

@@ -13,7 +13,7 @@ from headlab.analysis import ROLES
 from headlab.cli.train import train
 from headlab.store import read_table
 
-# Long enough for the three planted features to be learned (val acc > 0.9 at ~1,000 steps).
+# Long enough for the three planted features to be learned (12 epochs of 200 batches of 32 = 2,400 steps; val acc 1.0).
 # RoPE: a head finds "the token before me" from relative positions in a few hundred steps;
 # with sinusoidal absolute positions the same model takes several times longer.
 LEARNS = [

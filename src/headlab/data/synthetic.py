@@ -14,8 +14,8 @@ final punctuation mark. Three independent, balanced (p = 0.5) binary features ar
   `attention_metrics(..., query_mask=...)` measures (averaged over all queries it need not be).
 - b `first_last` (long-range): the last letter (just before the punctuation) equals the first
   letter f, drawn from `end_letters` ("ab": few, so the match is quick to learn). When
-  b = 0 the last letter is another end letter g. Either way f occurs 3 times and g twice (plus
-  chance occurrences), both recur in the middle, and the last letter always occurs earlier too:
+  b = 0 the last letter is another end letter g. Either way f occurs exactly 3 times and g
+  twice (end letters appear nowhere else), both recur in the middle, and the last letter always occurs earlier too:
   letter counts and "does it repeat" carry no information, only whether the letter in the last
   slot is the one in the first slot does. Reading b needs attention between the two ends of
   the sequence, 15-30 positions apart with the default lengths.
@@ -25,8 +25,9 @@ final punctuation mark. Three independent, balanced (p = 0.5) binary features ar
 label = majority(a, b, c) = 1 iff a + b + c >= 2, the features drawn independently. Any one
 feature alone predicts the label 75 % of the time, and so do any two (when they disagree the
 third decides); 100 % needs all three. The texts fit the same `CharTokenizer` as real text.
-The long-range match is the slowest feature to learn: it needs token identity, so it stalls if
-position signals swamp the token embeddings at init.
+If the letters left for S and T are odd in number, the last one (z with the defaults) is unused.
+With RoPE a 2-layer, d_model 64 model learns all three within ~1,000 steps of 32; with
+sinusoidal positions the `previous` feature is the slowest, several times slower.
 """
 
 from __future__ import annotations

@@ -193,3 +193,18 @@ def test_unknown_query_token_is_a_config_error(tmp_path, tiny_config):
     with pytest.raises(ConfigError, match=r"query_tokens='Q'.*vocabulary"):
         train(tiny_config(run, "callbacks.head_metrics.query_tokens=[Q]", "callbacks.head_metrics.figures=false"))
     assert not (run / "head_metrics.parquet").exists() and not (run / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("value, expected", [("y", ["y"]), ("[CLS]", ["[CLS]"]), (["y", "."], ["y", "."]), (None, [])])
+def test_query_tokens_accepts_one_token_or_a_list(value, expected):
+    from headlab.lit.callbacks import HeadMetricsCallback
+
+    assert HeadMetricsCallback(query_tokens=value).query_tokens == expected
+
+
+@pytest.mark.parametrize("value", [["y", "y"], [""], [1]])
+def test_bad_query_tokens_are_config_errors(value):
+    from headlab.lit.callbacks import HeadMetricsCallback
+
+    with pytest.raises(ConfigError, match="query_tokens"):
+        HeadMetricsCallback(query_tokens=value)

@@ -116,10 +116,12 @@ class HeadMetricsCallback(L.Callback):
     ) -> None:
         super().__init__()
         key = "callbacks.head_metrics"
-        query_tokens = list(query_tokens or [])
+        # one string is one token (query_tokens=y), never its characters
+        query_tokens = [query_tokens] if isinstance(query_tokens, str) else list(query_tokens or [])
         bad = [t for t in query_tokens if not isinstance(t, str) or not t]
         if bad or len(set(query_tokens)) != len(query_tokens):
-            raise ConfigError(f"{key}.query_tokens", query_tokens, "a list of distinct, non-empty vocabulary tokens, e.g. [y] or ['[CLS]']")
+            raise ConfigError(f"{key}.query_tokens", query_tokens, "a list of distinct, non-empty vocabulary tokens, "
+                              "e.g. [y] or ['[CLS]'] (quote digits: ['1'])")
         if every_n_steps <= 0:
             raise ConfigError(f"{key}.every_n_steps", every_n_steps, "an integer > 0")
         if early_steps < 0:

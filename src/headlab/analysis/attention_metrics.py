@@ -28,6 +28,7 @@ hold the relation. A head that reads the token before one marker letter is a pre
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import torch
 from torch import Tensor
@@ -107,15 +108,34 @@ def metric_sums_checked(
     Every metric is one pass over `attn` at most (no float64 copy, no `torch.where` over the
     full `[batch, head, q, k]` tensor): the measurement runs at every probe point of every run.
     """
-    counted = mask if queries is None else mask & queries  # which queries count; keys are always `mask`
-    values: _QueryValues = {
-        **_spread_values(attn, mask, counted),
-        **_distance_values(attn, mask, counted),
-        **_neighbour_values(attn, mask, counted),
-        **_mass_values(attn, mask, counted, cls, punct),
+    return _sum_values(_query_values(attn, mask, cls, punct), queries)
+
+
+def conditional_metric_sums_checked(
+    attn: Tensor, mask: Tensor, cls: Tensor | None, punct: Tensor | None, query_sets: Mapping[str, Tensor]
+) -> tuple[MetricSums, dict[str, MetricSums]]:
+    """The all-query sums and the sums over each named (validated) query set, from one pass over
+    `attn`: the per-query values are the same, only which queries count differs."""
+    values = _query_values(attn, mask, cls, punct)
+    return _sum_values(values), {name: _sum_values(values, queries) for name, queries in query_sets.items()}
+
+
+def _query_values(attn: Tensor, mask: Tensor, cls: Tensor | None, punct: Tensor | None) -> _QueryValues:
+    return {
+        **_spread_values(attn, mask),
+        **_distance_values(attn, mask),
+        **_neighbour_values(attn, mask),
+        **_mass_values(attn, mask, cls, punct),
     }
-    dtype = sum_dtype(attn.device)
-    n_heads = attn.shape[1]
+
+
+def _sum_values(values: _QueryValues, queries: Tensor | None = None) -> MetricSums:
+    """Per-head sums and counts over the valid queries, or only over those also in `queries`."""
+    if queries is not None:
+        values = _restricted(values, queries)
+    any_values = values[METRIC_NAMES[0]][0]  # [batch, head, q]
+    dtype = sum_dtype(any_values.device)
+    n_heads = any_values.shape[1]
     sums, counts = {}, {}
     for valid, names in _group_by_validity(values):
         stacked = torch.stack([values[name][0] for name in names])  # [metric, batch, head, q']
@@ -124,6 +144,24 @@ def metric_sums_checked(
         for name, total in zip(names, totals):
             sums[name], counts[name] = total, count.clone()
     return MetricSums(sums, counts)
+
+
+# Which query each entry of a metric's q' axis is: A[i+1, i] for prev, A[i, i+1] for next, else i.
+_QUERY_AXIS = {"prev_score": slice(1, None), "next_score": slice(None, -1)}
+
+
+def _restricted(values: _QueryValues, queries: Tensor) -> _QueryValues:
+    """The same values with validity `& queries` (aligned per metric); metrics that shared one
+    validity still share one, so they are still summed together."""
+    shared: dict[tuple[int, int | None, int | None], Tensor] = {}
+    out: _QueryValues = {}
+    for name, (value, valid) in values.items():
+        axis = _QUERY_AXIS.get(name, slice(None))
+        key = (id(valid), axis.start, axis.stop)
+        if key not in shared:
+            shared[key] = valid & queries[:, axis]
+        out[name] = (value, shared[key])
+    return out
 
 
 def attention_metrics(
@@ -165,7 +203,7 @@ def _xlogx_sum(x: Tensor) -> Tensor:
     return x.clamp_min(torch.finfo(x.dtype).tiny).log_().mul_(x).sum(-1)
 
 
-def _spread_values(attn: Tensor, mask: Tensor, counted: Tensor) -> _QueryValues:
+def _spread_values(attn: Tensor, mask: Tensor) -> _QueryValues:
     """Entropy (raw and over log n), confidence and argmax distance: how spread each row is."""
     n_keys = mask.sum(-1).to(attn.dtype)[:, None, None]  # [batch, 1, 1]
     entropy = _xlogx_sum(attn).neg_()  # [batch, head, q]
@@ -174,14 +212,14 @@ def _spread_values(attn: Tensor, mask: Tensor, counted: Tensor) -> _QueryValues:
     pos = torch.arange(attn.shape[-1], device=attn.device)
     argmax_distance = (pos - argmax).abs().to(attn.dtype)
     return {
-        "entropy": (entropy, counted),
-        "entropy_norm": (entropy_norm, counted),
-        "confidence": (confidence, counted),
-        "argmax_distance": (argmax_distance, counted),
+        "entropy": (entropy, mask),
+        "entropy_norm": (entropy_norm, mask),
+        "confidence": (confidence, mask),
+        "argmax_distance": (argmax_distance, mask),
     }
 
 
-def _distance_values(attn: Tensor, mask: Tensor, counted: Tensor) -> _QueryValues:
+def _distance_values(attn: Tensor, mask: Tensor) -> _QueryValues:
     """Expected distance |i-j|, and expected distance relative to uniform."""
     pos = torch.arange(attn.shape[-1], device=attn.device)
     dist = (pos[:, None] - pos[None, :]).abs().to(attn.dtype)  # [q, k]
@@ -191,30 +229,24 @@ def _distance_values(attn: Tensor, mask: Tensor, counted: Tensor) -> _QueryValue
     uniform = uniform[:, None, :]
     distance_norm = torch.where(uniform > 0, mean_distance / uniform, 1.0)
     return {
-        "mean_distance": (mean_distance, counted),
-        "distance_norm": (distance_norm, counted),
+        "mean_distance": (mean_distance, mask),
+        "distance_norm": (distance_norm, mask),
     }
 
 
-def _neighbour_values(attn: Tensor, mask: Tensor, counted: Tensor) -> _QueryValues:
-    """A[i,i-1], A[i,i], A[i,i+1], each over counted queries whose neighbour is a real key."""
+def _neighbour_values(attn: Tensor, mask: Tensor) -> _QueryValues:
+    """A[i,i-1], A[i,i], A[i,i+1], each over queries whose neighbour is a real key."""
     prev = torch.diagonal(attn, offset=-1, dim1=-2, dim2=-1)  # [batch, head, q-1]: A[i+1, i]
     nxt = torch.diagonal(attn, offset=1, dim1=-2, dim2=-1)  # [batch, head, q-1]: A[i, i+1]
-    if counted is mask:  # every real query: one validity for both (one summed group)
-        has_prev = has_next = mask[:, 1:] & mask[:, :-1]  # [batch, q-1]
-    else:
-        has_prev = counted[:, 1:] & mask[:, :-1]  # query i+1 counted, key i real
-        has_next = counted[:, :-1] & mask[:, 1:]  # query i counted, key i+1 real
+    both = mask[:, 1:] & mask[:, :-1]  # [batch, q-1]
     return {
-        "prev_score": (prev, has_prev),
-        "self_score": (torch.diagonal(attn, dim1=-2, dim2=-1), counted),
-        "next_score": (nxt, has_next),
+        "prev_score": (prev, both),
+        "self_score": (torch.diagonal(attn, dim1=-2, dim2=-1), mask),
+        "next_score": (nxt, both),
     }
 
 
-def _mass_values(
-    attn: Tensor, mask: Tensor, counted: Tensor, cls: Tensor | None, punct: Tensor | None
-) -> _QueryValues:
+def _mass_values(attn: Tensor, mask: Tensor, cls: Tensor | None, punct: Tensor | None) -> _QueryValues:
     """Mass on [CLS], punctuation, the last real token, and on their union (one matmul for all)."""
     pos = torch.arange(mask.shape[-1], device=mask.device)
     last_index = torch.where(mask, pos, -1).amax(-1, keepdim=True)  # [batch, 1]
@@ -225,7 +257,7 @@ def _mass_values(
     columns = torch.stack(list(given.values()), dim=-1).to(attn.dtype)  # [batch, k, set]
     batch, n_heads, n_q, n_k = attn.shape
     mass = (attn.reshape(batch, n_heads * n_q, n_k) @ columns).view(batch, n_heads, n_q, -1)  # [batch, head, q, set]
-    values = {name: (mass[..., i], counted) for i, name in enumerate(given)}
+    values = {name: (mass[..., i], mask) for i, name in enumerate(given)}
     no_query = torch.zeros_like(mask)
     for name in sets.keys() - given.keys():
         values[name] = (attn.new_zeros(attn.shape[:-1]), no_query)

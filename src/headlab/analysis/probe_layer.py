@@ -17,7 +17,7 @@ from torch import Tensor
 
 from headlab.analysis._accumulate import SumAccumulator
 from headlab.analysis._checks import check_mask, check_pattern, check_same_heads
-from headlab.analysis.attention_metrics import MetricSums, metric_sums_checked
+from headlab.analysis.attention_metrics import MetricSums, conditional_metric_sums_checked
 from headlab.analysis.head_similarity import SimilaritySums, similarity_sums_checked
 from headlab.analysis.mean_pattern import PatternSums, _check_map_len, pattern_sums_checked
 
@@ -55,12 +55,9 @@ def probe_layer_sums(
     shape = tuple(mask.shape)
     cls = None if cls_mask is None else check_mask(cls_mask, shape, "cls_mask")
     punct = None if punct_mask is None else check_mask(punct_mask, shape, "punct_mask")
-    conditional = {
-        name: metric_sums_checked(attn, mask, cls, punct, check_mask(queries, shape, f"query_masks[{name!r}]"))
-        for name, queries in (query_masks or {}).items()
-    }
-    return LayerSums(metric_sums_checked(attn, mask, cls, punct), similarity_sums_checked(attn, mask),
-                     pattern_sums_checked(attn, mask, map_len), conditional)
+    query_sets = {name: check_mask(queries, shape, f"query_masks[{name!r}]") for name, queries in (query_masks or {}).items()}
+    metrics, conditional = conditional_metric_sums_checked(attn, mask, cls, punct, query_sets)
+    return LayerSums(metrics, similarity_sums_checked(attn, mask), pattern_sums_checked(attn, mask, map_len), conditional)
 
 
 class ProbeLayerAccumulator(SumAccumulator):

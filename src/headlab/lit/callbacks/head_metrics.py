@@ -189,7 +189,7 @@ class HeadMetricsCallback(L.Callback):
         if self.query_tokens:
             ids = _query_token_ids(self.query_tokens, getattr(trainer.datamodule, "tokenizer", None))
             for chunk in self._probe:
-                chunk["query_masks"] = {tok: (chunk["input_ids"] == i) & chunk["attention_mask"] for tok, i in ids.items()}
+                chunk["query_masks"] = {tok: chunk["input_ids"] == i for tok, i in ids.items()}  # padding never counts
         n_layers, n_heads = len(pl_module.net.blocks), pl_module.net.config.n_heads
         if self._init_weights is None:
             self._init_weights = [_head_weight_dict(block.attn) for block in pl_module.net.blocks]
@@ -392,12 +392,11 @@ def _query_token_ids(tokens: list[str], tokenizer: Any) -> dict[str, int]:
     vocabulary = tuple(getattr(tokenizer, "tokens", ()))
     if not vocabulary:
         raise ConfigError(key, tokens, "a datamodule with a `tokenizer` (headlab's TextDataModule)")
-    index = {token: i for i, token in enumerate(vocabulary)}
-    missing = [t for t in tokens if t not in index]
+    missing = [t for t in tokens if t not in vocabulary]
     if missing:
         sample = " ".join(vocabulary[:40]) + (" ..." if len(vocabulary) > 40 else "")
         raise ConfigError(key, missing[0], f"a token of this run's vocabulary ({len(vocabulary)} tokens: {sample})")
-    return {t: index[t] for t in tokens}
+    return {t: tokenizer.token_to_id(t) for t in tokens}
 
 
 def _head_weight_dict(attn: torch.nn.Module) -> dict[str, torch.Tensor]:

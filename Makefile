@@ -17,7 +17,7 @@ help:
 	@echo "make sweep-smoke   8 tiny jobs through joblib, then headlab-aggregate (prints the sweep dir last)"
 	@echo "make sweep SWEEP=heads [LAUNCHER=joblib] [ARGS='seed=0,1,2,3,4 experiment=sweep_zh']"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet $(TORCH_PIN)
 	$(BIN)/pip install --quiet -e '.[loggers,launchers,dev]'
@@ -41,7 +41,7 @@ bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
-# A versioned sweep from src/headlab/conf/sweep/, then its aggregation. The stamp makes the sweep
+# A versioned sweep from conf/sweep/, then its aggregation. The stamp makes the sweep
 # dir known here: $HEADLAB_LOG_DIR (default logs)/sweeps/<sweep_name>/<stamp>; printed last.
 SWEEP ?= smoke
 LAUNCHER ?= joblib

@@ -633,7 +633,7 @@ def section_sweep(args: argparse.Namespace, out: dict[str, Any]) -> None:
     if args.quick:
         reason = "--quick (a sweep takes minutes)"
     elif not (files("headlab.conf") / "sweep" / "smoke.yaml").is_file():
-        reason = "src/headlab/conf/sweep/smoke.yaml does not exist yet"
+        reason = "conf/sweep/smoke.yaml does not exist yet"
     elif importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None:
         reason = "hydra-joblib-launcher is not installed (`pip install -e '.[launchers]'`)"
     else:

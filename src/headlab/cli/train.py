@@ -375,7 +375,7 @@ def _finish_wandb() -> None:
 EXIT_CONFIG, EXIT_DIVERGED = 2, 3
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+@hydra.main(version_base="1.3", config_path="pkg://headlab.conf", config_name="train")
 def _hydra_main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode

@@ -432,15 +432,17 @@ def _check_group_choices(args: list[str]) -> None:
         if "." in key or "@" in key or not value or any(ch in value for ch in "([{$"):
             continue  # a value override, a package override, a list or sweep syntax: left to Hydra
         candidates.append((key, value))
-    if not candidates:
-        return
+    if not candidates or any(a.split("=")[0] in ("--config-dir", "-cd") for a in args):
+        return  # a user's --config-dir adds options this check cannot see: Hydra reports those
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    # train.yaml's hydra.searchpath (HEADLAB_CONFIG_DIR) or its override adds the user's groups
+    searchpath = [o for o in overrides if o.startswith("hydra.searchpath=")]
     with initialize_config_module("headlab.conf", version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
         for key, value in candidates:
-            options = loader.get_group_options(key)
+            options = loader.get_group_options(key, config_name="train", overrides=searchpath)
             if not options:
                 continue  # not a config group
             for choice in value.split(","):

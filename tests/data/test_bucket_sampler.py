@@ -82,3 +82,30 @@ def test_resumed_loader_never_collates_the_batches_it_skips():
     served = list(loader)
     assert served == sampler.batches(0)[2:] and collated == served  # nothing collated for the 2 skipped
     assert loader.state_dict() == {"epoch": 0, "batches": len(sampler)}
+
+
+def test_ranks_split_one_global_order_into_equal_shares():
+    """Under DDP every rank takes every k-th batch of the same global order; the order is padded by
+    wrapping so all ranks run the same number of steps (an uneven count would hang DDP)."""
+    global_order = BucketBatchSampler(LENGTHS, 32, seed=3).batches(0)  # 32 batches
+    for replicas in (2, 3, 5):
+        shards = [BucketBatchSampler(LENGTHS, 32, seed=3, num_replicas=replicas, rank=r) for r in range(replicas)]
+        per_rank = [s.batches(0) for s in shards]
+        n = -(-len(global_order) // replicas)
+        assert [len(b) for b in per_rank] == [n] * replicas == [len(s) for s in shards]
+        interleaved = [per_rank[i % replicas][i // replicas] for i in range(n * replicas)]
+        assert interleaved[: len(global_order)] == global_order
+        assert interleaved[len(global_order):] == global_order[: n * replicas - len(global_order)]  # the wrap
+        covered = {i for b in interleaved for i in b}
+        assert covered == set(range(len(LENGTHS)))
+
+
+def test_one_replica_is_the_single_process_order():
+    assert BucketBatchSampler(LENGTHS, 32, seed=3, num_replicas=1, rank=0).batches(2) == BucketBatchSampler(LENGTHS, 32, seed=3).batches(2)
+
+
+def test_bad_rank_is_refused():
+    import pytest
+
+    with pytest.raises(ValueError, match="rank"):
+        BucketBatchSampler(LENGTHS, 32, seed=0, num_replicas=2, rank=2)

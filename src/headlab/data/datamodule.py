@@ -142,13 +142,25 @@ class TextDataModule(L.LightningDataModule):
         dataset = _EncodedDataset(self._data().splits["train"])
         seed = self.shuffle_seed if self.shuffle_seed is not None else torch.initial_seed()
         lengths = [len(ids) for ids in dataset.split.input_ids]
-        sampler = BucketBatchSampler(lengths, self.batch_size, seed=seed, pool_batches=50 if self.bucket_by_length else 1)
+        replicas, rank = self._replica()
+        sampler = BucketBatchSampler(lengths, self.batch_size, seed=seed, pool_batches=50 if self.bucket_by_length else 1,
+                                     num_replicas=replicas, rank=rank)
         loader = ResumableLoader(dataset, batch_sampler=sampler, **self._loader_kwargs())
         if self._train_position is not None:
             loader.load_state_dict(self._train_position)
             self._train_position = None
         self._train_loader = loader
         return loader
+
+    def _replica(self) -> tuple[int, int]:
+        """(world size, global rank) of the attached trainer; (1, 0) without one. Under DDP every
+        rank shards the same global batch order itself (the trainer's `use_distributed_sampler`
+        must be off: Lightning cannot rebuild this batch sampler), while val / test / the probe
+        stay whole on every rank, so their metrics are exact, not padded."""
+        trainer = getattr(self, "trainer", None)
+        if trainer is None:
+            return 1, 0
+        return int(trainer.world_size), int(trainer.global_rank)
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("val")

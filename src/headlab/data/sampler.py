@@ -4,7 +4,13 @@ Char-level reviews range from a few characters to max_len, so random batches are
 Each epoch: shuffle all indices, cut them into pools of `batch_size * pool_batches`, sort each
 pool by length, cut the pool into batches, then shuffle the batches. Every index appears once
 per epoch, batches are still random across the data, and the order depends only on
-(seed, epoch). Single process only: not a distributed sampler.
+(seed, epoch).
+
+Distributed (DDP): every rank computes the same global batch order and takes every
+`num_replicas`-th batch from its `rank`. The order is padded by wrapping to a multiple of
+`num_replicas` (as `DistributedSampler` pads), so every rank runs the same number of steps
+(a rank with fewer would hang the others at the gradient all-reduce); with 1 replica nothing
+changes, batch for batch.
 
 Lightning calls `set_epoch` on `dataloader.batch_sampler.sampler` before every epoch (not on
 the batch sampler itself), so `sampler` is an index view that forwards it: a resumed run then
@@ -22,14 +28,18 @@ class BucketBatchSampler:
     """A `batch_sampler` for `DataLoader` yielding lists of indices of similar length."""
 
     def __init__(
-        self, lengths: Sequence[int], batch_size: int, seed: int, pool_batches: int = 50, drop_last: bool = False
+        self, lengths: Sequence[int], batch_size: int, seed: int, pool_batches: int = 50, drop_last: bool = False,
+        num_replicas: int = 1, rank: int = 0,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if pool_batches < 1:
             raise ValueError(f"pool_batches must be >= 1, got {pool_batches}")
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(f"need num_replicas >= 1 and 0 <= rank < num_replicas, got {num_replicas=}, {rank=}")
         self.lengths = list(lengths)
         self.batch_size, self.seed, self.pool_batches, self.drop_last = batch_size, seed, pool_batches, drop_last
+        self.num_replicas, self.rank = num_replicas, rank
         self.epoch = 0
         self._skip = 0
         self.sampler = _IndexOrder(self)
@@ -39,7 +49,15 @@ class BucketBatchSampler:
         self.epoch = epoch
 
     def batches(self, epoch: int) -> list[list[int]]:
-        """The batches of `epoch` (pure: same (seed, epoch) -> same batches)."""
+        """This rank's batches of `epoch` (pure: same (seed, epoch, rank) -> same batches)."""
+        batches = self.global_batches(epoch)
+        if self.num_replicas == 1:
+            return batches
+        padded = batches + batches[: -len(batches) % self.num_replicas]  # whole rounds for every rank
+        return padded[self.rank :: self.num_replicas]
+
+    def global_batches(self, epoch: int) -> list[list[int]]:
+        """Every batch of `epoch`, over all ranks, in order."""
         rng = random.Random(f"{self.seed}/{epoch}")
         order = list(range(len(self.lengths)))
         rng.shuffle(order)
@@ -66,7 +84,8 @@ class BucketBatchSampler:
     def __len__(self) -> int:
         # pools hold whole batches, so only the very last batch can be short
         n = len(self.lengths)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        total = n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return -(-total // self.num_replicas)
 
 
 class _IndexOrder:
@@ -82,4 +101,5 @@ class _IndexOrder:
         return chain.from_iterable(self._owner.batches(self._owner.epoch))
 
     def __len__(self) -> int:
-        return len(self._owner.lengths)
+        owner = self._owner
+        return len(owner.lengths) if owner.num_replicas == 1 else sum(map(len, owner.batches(owner.epoch)))

@@ -8,8 +8,15 @@ causal, ALiBi), so they agree to float precision; a test holds them to it.
 
 Heads are an index, not surgery: `head_gate[h]` scales head h's output before `out_proj`
 (0 removes exactly its contribution, and the gate stays differentiable for importance scores),
-`head_weights()` gives per-head views in TransformerLens layout, and `prune_heads` removes heads
-physically so compute really drops.
+`head_weights()` gives per-head views in TransformerLens layout (`head_weight_grads()` the same
+views of the gradients), and `prune_heads` removes heads physically so compute really drops.
+
+Named points (identity modules, TransformerLens style; a forward hook reads or replaces them):
+`hook_q`, `hook_k` `[batch, head, seq, d_head]` after RoPE, `hook_v` `[batch, head, seq, d_head]`,
+`hook_z` `[batch, head, seq, d_head]` (each head's output after its gate) on both paths;
+`hook_scores` `[batch, head, q, k]` (q.k^T / sqrt(d_head) plus the additive bias: padding and
+causal keys at finfo.min, ALiBi) and `hook_pattern` (softmax of the scores, before dropout) on the
+weight path only, so the fast path never builds a `[batch, head, q, k]` tensor.
 """
 
 from __future__ import annotations
@@ -68,6 +75,10 @@ class MultiHeadSelfAttention(nn.Module):
         self.rotary = RotaryEmbedding(self.d_head) if position == "rope" else None
         slopes = alibi_slopes(n_heads) if position == "alibi" else None
         self.register_buffer("alibi_slopes", slopes, persistent=False)  # [head] or None
+        self.hook_q = nn.Identity()  # [batch, head, seq, d_head]; after RoPE
+        self.hook_k = nn.Identity()  # [batch, head, seq, d_head]; after RoPE
+        self.hook_v = nn.Identity()  # [batch, head, seq, d_head]
+        self.hook_scores = nn.Identity()  # [batch, head, q, k]; scaled, bias added, pre-softmax; weight path only
         self.hook_pattern = nn.Identity()  # [batch, head, q, k]; weight path only
         self.hook_z = nn.Identity()  # [batch, head, seq, d_head]; per-head output after the gate
 
@@ -78,13 +89,14 @@ class MultiHeadSelfAttention(nn.Module):
         q, k, v = (self._split_heads(proj(x)) for proj in (self.q_proj, self.k_proj, self.v_proj))
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
+        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         bias = self._score_bias(attention_mask.bool(), x.size(1), x.dtype)  # [batch, 1|head, 1|q, k]
         dropout_p = self.attn_dropout if self.training else 0.0
         scale = 1.0 / math.sqrt(self.d_head)
         pattern = None
         if need_weights:
             scores = (q @ k.transpose(-2, -1)).mul_(scale).add_(bias)  # in place: no extra [batch, head, q, k] copies
-            pattern = self.hook_pattern(scores.softmax(dim=-1))
+            pattern = self.hook_pattern(self.hook_scores(scores).softmax(dim=-1))
             z = F.dropout(pattern, dropout_p) @ v
         else:
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
@@ -122,17 +134,28 @@ class MultiHeadSelfAttention(nn.Module):
 
     def head_weights(self) -> HeadWeights:
         """Per-head views of the projections; W_Q[h] maps d_model -> d_head for head h."""
-        h, dh, dm = self.n_heads, self.d_head, self.d_model
-
-        def per_head_in(proj: nn.Linear) -> Tensor:  # weight [h*dh, dm] -> [h, dm, dh]
-            return proj.weight.view(h, dh, dm).transpose(1, 2)
-
+        h, dh = self.n_heads, self.d_head
         return HeadWeights(
-            W_Q=per_head_in(self.q_proj), W_K=per_head_in(self.k_proj), W_V=per_head_in(self.v_proj),
-            W_O=self.out_proj.weight.view(dm, h, dh).permute(1, 2, 0),
+            W_Q=self._per_head_in(self.q_proj.weight), W_K=self._per_head_in(self.k_proj.weight),
+            W_V=self._per_head_in(self.v_proj.weight), W_O=self._per_head_out(self.out_proj.weight),
             b_Q=self.q_proj.bias.view(h, dh), b_K=self.k_proj.bias.view(h, dh), b_V=self.v_proj.bias.view(h, dh),
             b_O=self.out_proj.bias,
         )
+
+    def head_weight_grads(self) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
+        """This step's gradients of W_Q, W_K, W_V, W_O in `head_weights()` layout (None: no gradient)."""
+        grads = (self.q_proj.weight.grad, self.k_proj.weight.grad, self.v_proj.weight.grad)
+        g_o = self.out_proj.weight.grad
+        return (*(None if g is None else self._per_head_in(g.detach()) for g in grads),
+                None if g_o is None else self._per_head_out(g_o.detach()))
+
+    def _per_head_in(self, w: Tensor) -> Tensor:
+        """[head * d_head, d_model] -> [head, d_model, d_head] (a view)."""
+        return w.view(self.n_heads, self.d_head, -1).transpose(1, 2)
+
+    def _per_head_out(self, w: Tensor) -> Tensor:
+        """[d_model, head * d_head] -> [head, d_head, d_model] (a view)."""
+        return w.view(-1, self.n_heads, self.d_head).permute(1, 2, 0)
 
     def prune_heads(self, heads: Iterable[int]) -> list[int]:
         """Remove `heads` (current indices) physically; returns the kept current indices.

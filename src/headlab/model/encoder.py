@@ -1,6 +1,7 @@
 """The encoder classifier: embeddings, pre-norm blocks, pooling, a linear head.
 
-Every measured tensor has a named place: `model.blocks[i].attn` (with `hook_pattern`, `hook_z`),
+Every measured tensor has a named place: `model.blocks[i].attn` (with `hook_q`, `hook_k`, `hook_v`,
+`hook_scores`, `hook_pattern`, `hook_z`; see `headlab.model.hooks`),
 `model.head_gates` `[layer, head]`. `ModelConfig` describes the model as built; after
 `prune_heads` the live head count of layer i is `model.blocks[i].attn.n_heads`.
 """

@@ -32,37 +32,11 @@ import lightning as L
 import numpy as np
 import torch
 
-from headlab.analysis import (
-    METRIC_NAMES,
-    ROLES,
-    ProbeLayerAccumulator,
-    classify_roles,
-    head_cosine,
-    per_head_grad_norm,
-    qk_cosine,
-    relative_distance_from_init,
-    subspace_similarity,
-)
 from headlab.errors import ConfigError
+from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, probe_chunks, query_token_ids
+from headlab.measure import snapshot_weights
 from headlab.store import HEAD_METRICS, HEAD_PAIRS, append_part, atomic_write_with, drop_parts_after
 from headlab.store.tables import head_metric_rows, head_pair_rows
-
-_PROBE_KEYS = ("input_ids", "attention_mask", "cls_mask", "punct_mask")
-
-
-@dataclass
-class Measurement:
-    """What one measurement point produced, per layer (numpy, ready for tables)."""
-
-    step: int
-    epoch: int
-    head_metrics: list[dict[str, np.ndarray]]  # per layer: metric -> [head]
-    head_pairs: list[dict[str, np.ndarray]]  # per layer: metric -> [head, head]
-    mean_patterns: np.ndarray  # [layer, head, P, P]
-    roles: list[list[str]]  # [layer][head]
-    capture_s: float = 0.0
-    metrics_s: float = 0.0
-
 
 EARLY_SPACINGS = ("linear", "log")
 
@@ -187,12 +161,10 @@ class HeadMetricsCallback(L.Callback):
         probe = trainer.datamodule.probe_set()
         self._probe = probe_chunks(probe, self.chunk_size, pl_module.device)
         if self.query_tokens:
-            ids = _query_token_ids(self.query_tokens, getattr(trainer.datamodule, "tokenizer", None))
-            for chunk in self._probe:
-                chunk["query_masks"] = {tok: chunk["input_ids"] == i for tok, i in ids.items()}  # padding never counts
+            add_query_masks(self._probe, query_token_ids(self.query_tokens, getattr(trainer.datamodule, "tokenizer", None)))
         n_layers, n_heads = len(pl_module.net.blocks), pl_module.net.config.n_heads
         if self._init_weights is None:
-            self._init_weights = [_head_weight_dict(block.attn) for block in pl_module.net.blocks]
+            self._init_weights = snapshot_weights(pl_module.net)
         if self._cum_grad is None:
             self._cum_grad = torch.zeros(n_layers, n_heads)
             self._last_grad = torch.zeros(n_layers, n_heads)
@@ -217,7 +189,7 @@ class HeadMetricsCallback(L.Callback):
 
     def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         with self._timed("hooks", "grad_norm"):
-            norms = torch.stack([_head_grad_norm(block.attn) for block in pl_module.net.blocks]).cpu()
+            norms = grad_norms(pl_module.net)
             self._last_grad = norms
             self._cum_grad += norms
 
@@ -269,62 +241,15 @@ class HeadMetricsCallback(L.Callback):
                     if self.log_to_loggers:
                         _log_scalars(trainer, result)
 
-    @torch.no_grad()
     def measure(self, pl_module: L.LightningModule, step: int, epoch: int) -> Measurement:
-        """Run the probe through the weight path and reduce it to per-head statistics."""
-        net = pl_module.net
-        was_training = net.training
-        net.eval()
-        try:
-            t0 = time.perf_counter()
-            n_layers = len(net.blocks)
-            layer_accs = [ProbeLayerAccumulator(self.map_len) for _ in range(n_layers)]
-            capture_s = 0.0
-            for chunk in self._probe:
-                t_chunk = time.perf_counter()
-                patterns = capture_patterns(net, chunk["input_ids"], chunk["attention_mask"])
-                capture_s += time.perf_counter() - t_chunk
-                for layer, pattern in enumerate(patterns):
-                    layer_accs[layer].update(pattern, chunk["attention_mask"], chunk["cls_mask"], chunk["punct_mask"],
-                                             chunk.get("query_masks"))
-                del patterns  # free this chunk's maps before the next forward
-            result = self._reduce(net, step, epoch, layer_accs)
-        finally:
-            net.train(was_training)
-        total_s = time.perf_counter() - t0
-        result.capture_s, result.metrics_s = capture_s, total_s - capture_s
-        self.timing.capture_s += capture_s
-        self.timing.metrics_s += total_s - capture_s
+        """Measure `pl_module.net` on this callback's probe (`headlab.measure.measure_probe`) and time it."""
+        result = measure_probe(pl_module.net, self._probe, map_len=self.map_len, step=step, epoch=epoch,
+                               init_weights=self._init_weights, grad_norm=self._last_grad, cum_grad_norm=self._cum_grad)
+        self.timing.capture_s += result.capture_s
+        self.timing.metrics_s += result.metrics_s
         self.timing.n += 1
         self.timing.steps.append(step)
         return result
-
-    def _reduce(self, net: torch.nn.Module, step: int, epoch: int, layer_accs: list[ProbeLayerAccumulator]) -> Measurement:
-        head_metrics, head_pairs, roles, maps = [], [], [], []
-        for layer, block in enumerate(net.blocks):
-            metrics, pair_values, mean_map = layer_accs[layer].compute()
-            layer_roles = classify_roles(metrics)
-            weights = _head_weight_dict(block.attn)
-            init = self._init_weights[layer] if self._init_weights else weights
-            per_head = {name: _np(value) for name, value in metrics.items()}
-            per_head["role"] = np.array([ROLES.index(r) for r in layer_roles], dtype=np.float64)
-            per_head["dist_from_init"] = _np(relative_distance_from_init(
-                [weights[k] for k in ("W_Q", "W_K", "W_V", "W_O")], [init[k] for k in ("W_Q", "W_K", "W_V", "W_O")]))
-            per_head["grad_norm"] = _np(self._last_grad[layer])
-            per_head["cum_grad_norm"] = _np(self._cum_grad[layer])
-            for token, conditional in layer_accs[layer].compute_conditional().items():
-                per_head.update({f"{name}@{token}": _np(conditional[name]) for name in METRIC_NAMES})
-                per_head[f"role@{token}"] = np.array([ROLES.index(r) for r in classify_roles(conditional)], dtype=np.float64)
-            pairs = {name: _np(value) for name, value in pair_values.items()}
-            pairs["q_cosine"] = _np(head_cosine(weights["W_Q"]))
-            pairs["qk_cosine"] = _np(qk_cosine(weights["W_Q"], weights["W_K"]))
-            pairs["q_subspace"] = _np(subspace_similarity(weights["W_Q"]))
-            head_metrics.append(per_head)
-            head_pairs.append(pairs)
-            roles.append(layer_roles)
-            maps.append(_np(mean_map))
-        mean_patterns = np.stack(maps)
-        return Measurement(step, epoch, head_metrics, head_pairs, mean_patterns, roles)
 
     # ------------------------------------------------------------------ outputs
     def _write(self, result: Measurement) -> None:
@@ -341,80 +266,6 @@ class HeadMetricsCallback(L.Callback):
         atomic_write_with(self.output_dir / "attention_maps.npz", lambda tmp: np.savez_compressed(tmp, **arrays))
 
 
-def probe_chunks(probe: Any, chunk_size: int, device: torch.device | str = "cpu") -> list[dict[str, torch.Tensor]]:
-    """The probe's chunks as the callback measures them: grouped by length, longest chunk first.
-
-    Grouping by length cuts padding; longest first keeps memory flat in the probe size: every
-    later chunk's maps fit in the blocks the allocator freed from a bigger one (shortest first,
-    glibc kept growing the heap with each longer chunk: +460 MB of RSS for 8,192 sequences).
-    The pooled sums do not depend on the order.
-    """
-    chunks = [{k: chunk[k].to(device) for k in _PROBE_KEYS} for chunk in probe.batches(chunk_size, by_length=True)]
-    return chunks[::-1]
-
-
-class _PatternsCaptured(Exception):
-    """Raised by the last layer's pattern hook: nothing after it changes any pattern."""
-
-
-def capture_patterns(net: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[torch.Tensor]:
-    """Every layer's pattern `[batch, head, q, k]` through the weight path, skipping the tail.
-
-    The same patterns as `net(..., return_patterns=True).patterns`, but the forward stops at the
-    last layer's `hook_pattern`: that layer's value mixing, out-projection and MLP, the pooling
-    and the classifier cannot change a pattern, and they are about 40% of the weight-path
-    forward of a 2-layer model.
-    """
-    patterns: list[torch.Tensor] = []
-    last = net.blocks[-1].attn.hook_pattern
-
-    def grab(module: torch.nn.Module, args: Any, output: torch.Tensor) -> None:
-        patterns.append(output)
-        if module is last:
-            raise _PatternsCaptured
-
-    handles = [block.attn.hook_pattern.register_forward_hook(grab) for block in net.blocks]
-    try:
-        net(input_ids, attention_mask, return_patterns=True)
-    except _PatternsCaptured:
-        pass
-    finally:
-        for handle in handles:
-            handle.remove()
-    if len(patterns) != len(net.blocks):
-        raise RuntimeError(f"captured {len(patterns)} attention patterns for {len(net.blocks)} layers")
-    return patterns
-
-
-def _query_token_ids(tokens: list[str], tokenizer: Any) -> dict[str, int]:
-    """Vocabulary id of each query token; an unknown one is a config error naming the vocabulary."""
-    key = "callbacks.head_metrics.query_tokens"
-    vocabulary = tuple(getattr(tokenizer, "tokens", ()))
-    if not vocabulary:
-        raise ConfigError(key, tokens, "a datamodule with a `tokenizer` (headlab's TextDataModule)")
-    missing = [t for t in tokens if t not in vocabulary]
-    if missing:
-        sample = " ".join(vocabulary[:40]) + (" ..." if len(vocabulary) > 40 else "")
-        raise ConfigError(key, missing[0], f"a token of this run's vocabulary ({len(vocabulary)} tokens: {sample})")
-    return {t: tokenizer.token_to_id(t) for t in tokens}
-
-
-def _head_weight_dict(attn: torch.nn.Module) -> dict[str, torch.Tensor]:
-    w = attn.head_weights()
-    return {k: getattr(w, k).detach().cpu().clone() for k in ("W_Q", "W_K", "W_V", "W_O")}
-
-
-def _head_grad_norm(attn: torch.nn.Module) -> torch.Tensor:
-    """`[head]` L2 norm of this step's gradient on each head's slices of Q, K, V and O."""
-    h, dh = attn.n_heads, attn.d_head
-    def per_head_in(linear: torch.nn.Linear) -> torch.Tensor:  # [d_attn, d_model] -> [head, d_model, d_head]
-        g = linear.weight.grad
-        return torch.zeros(h, linear.in_features, dh) if g is None else g.detach().view(h, dh, -1).transpose(1, 2)
-    g_out = attn.out_proj.weight.grad  # [d_model, d_attn] -> [head, d_head, d_model]
-    g_o = torch.zeros(h, dh, attn.out_proj.out_features) if g_out is None else g_out.detach().view(-1, h, dh).permute(1, 2, 0)
-    return per_head_grad_norm(per_head_in(attn.q_proj), per_head_in(attn.k_proj), per_head_in(attn.v_proj), g_o)
-
-
 def _log_scalars(trainer: L.Trainer, result: Measurement) -> None:
     scalars: dict[str, float] = {}
     for layer, (metrics, pairs) in enumerate(zip(result.head_metrics, result.head_pairs)):
@@ -428,6 +279,3 @@ def _log_scalars(trainer: L.Trainer, result: Measurement) -> None:
     for logger in trainer.loggers:
         logger.log_metrics(scalars, step=result.step)
 
-
-def _np(t: torch.Tensor | np.ndarray) -> np.ndarray:
-    return t.detach().cpu().double().numpy() if isinstance(t, torch.Tensor) else np.asarray(t, dtype=np.float64)

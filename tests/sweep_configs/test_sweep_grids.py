@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from importlib import resources
 
 import pytest
@@ -143,3 +144,22 @@ def test_lr_sweep_pairs_constant_with_no_warmup_and_cosine_with_warmup():
 def test_init_scale_sweep_toggles_warmup_through_the_ratio():
     cfg = _compose("sweep=init_scale", "optim.warmup_ratio=0.0")
     assert cfg.optim.warmup_steps is None and cfg.optim.schedule == "cosine"
+
+
+@pytest.mark.parametrize("sweep", sorted(GRIDS))
+def test_every_sweep_lands_in_its_versioned_folder_named_in_one_place(sweep):
+    cfg = _compose(f"sweep={sweep}")
+    prefix = f"{cfg.paths.log_dir}/sweeps/{cfg.sweep_name}/"
+    assert cfg.hydra.sweep.dir.startswith(prefix)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d{6}", cfg.hydra.sweep.dir.removeprefix(prefix))
+    # the folder comes from conf/hydra/sweep/versioned.yaml, never from a sweep file's own copy
+    own = OmegaConf.create(resources.files("headlab.conf").joinpath("sweep", f"{sweep}.yaml").read_text())
+    assert OmegaConf.select(own, "hydra.sweep") is None
+    assert cfg.hydra.runtime.choices["hydra/sweep"] == "versioned"
+
+
+def test_the_makefile_stamp_overrides_the_versioned_folder_and_plain_multiruns_keep_theirs():
+    stamped = _compose("sweep=heads", "hydra.sweep.dir=${paths.log_dir}/sweeps/${sweep_name}/STAMP")
+    assert stamped.hydra.sweep.dir == f"{stamped.paths.log_dir}/sweeps/heads-synthetic/STAMP"
+    plain = _compose("model.n_heads=2")
+    assert plain.hydra.sweep.dir.startswith(f"{plain.paths.log_dir}/multiruns/")

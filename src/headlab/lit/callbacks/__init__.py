@@ -1,5 +1,6 @@
-"""Lightning callbacks: they call `headlab.analysis`, never the reverse."""
+"""Lightning callbacks: they call `headlab.measure` and `headlab.analysis`, never the reverse."""
 
-from headlab.lit.callbacks.head_metrics import HeadMetricsCallback, Measurement
+from headlab.lit.callbacks.head_metrics import HeadMetricsCallback
+from headlab.measure import Measurement  # re-exported: the callback's `last_measurement` type
 
 __all__ = ["HeadMetricsCallback", "Measurement"]

@@ -11,6 +11,8 @@ from headlab.analysis.attention_metrics import (
     attention_metric_sums,
     attention_metrics,
 )
+from headlab.analysis.bifurcation import metric_bifurcation_steps, role_bifurcation_steps
+from headlab.analysis.head_matching import HeadMatch, descriptor_distances, match_heads
 from headlab.analysis.head_similarity import (
     JS_SMOOTHING,
     HeadSimilarityAccumulator,
@@ -18,7 +20,9 @@ from headlab.analysis.head_similarity import (
     head_similarity,
     head_similarity_sums,
 )
+from headlab.analysis.init_orthogonality import CosineSummary, InitGeometry, cosine_summary, init_geometry
 from headlab.analysis.mean_pattern import MeanPatternAccumulator, PatternSums, mean_pattern, mean_pattern_sums
+from headlab.analysis.movement_importance import Correlation, movement_importance_correlation
 from headlab.analysis.probe_layer import LayerSums, ProbeLayerAccumulator, probe_layer_sums
 from headlab.analysis.roles import REQUIRED_METRICS, ROLES, RoleThresholds, classify_roles, role_ids
 from headlab.analysis.weight_similarity import (
@@ -59,4 +63,15 @@ __all__ = [
     "random_cosine_std",
     "relative_distance_from_init",
     "subspace_similarity",
+    "metric_bifurcation_steps",
+    "role_bifurcation_steps",
+    "HeadMatch",
+    "descriptor_distances",
+    "match_heads",
+    "CosineSummary",
+    "InitGeometry",
+    "cosine_summary",
+    "init_geometry",
+    "Correlation",
+    "movement_importance_correlation",
 ]

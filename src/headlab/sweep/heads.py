@@ -15,13 +15,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from headlab.analysis.divergence import (
-    cosine_summary,
-    match_heads,
-    metric_bifurcation_steps,
-    movement_importance_correlation,
-    role_bifurcation_steps,
-)
+from headlab.analysis.bifurcation import metric_bifurcation_steps, role_bifurcation_steps
+from headlab.analysis.head_matching import match_heads
+from headlab.analysis.init_orthogonality import cosine_summary
+from headlab.analysis.movement_importance import movement_importance_correlation
 from headlab.analysis.roles import REQUIRED_METRICS, ROLES
 from headlab.errors import HeadlabError
 from headlab.sweep.runs import Run

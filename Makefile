@@ -39,7 +39,7 @@ test-all: $(STAMP)
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
-	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 # A versioned sweep from conf/sweep/, then its aggregation. The stamp makes the sweep
 # dir known here: $HEADLAB_LOG_DIR (default logs)/sweeps/<sweep_name>/<stamp>; printed last.

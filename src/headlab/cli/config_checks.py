@@ -15,6 +15,7 @@ import difflib
 import enum
 import inspect
 import os
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,7 +41,7 @@ _TOP_LEVEL = {
     "threads": Union[int, Literal["auto"], None], "tags": list[str],
 }
 # Groups whose targets are cheap, pure constructors that check their own values: built here.
-_BUILT_TO_CHECK = ("data", "callbacks")
+_BUILT_TO_CHECK = ("data", "callbacks", "optim")
 _MISSING_EXAMPLES = {"data.files.train": "data=files data.files.train=/path/to/train.csv (CSV or JSONL with text, label)"}
 # Placeholder for a value that only resolves inside a Hydra run (`${hydra:runtime.output_dir}`).
 _UNRESOLVED = type("_Unresolved", (), {"__repr__": lambda self: "<resolved by Hydra>"})()
@@ -49,23 +50,47 @@ _UNRESOLVED = type("_Unresolved", (), {"__repr__": lambda self: "<resolved by Hy
 # ---- the composed config --------------------------------------------------------------------------
 def validate_config(cfg: DictConfig) -> None:
     """Raise `ConfigError` for the first mistake in the composed config; return if none."""
-    plain = {key: _plain(_leaf(cfg, key, key), key) for key in cfg.keys() if key != "hydra"}
-    for key, hint in _TOP_LEVEL.items():
-        if key in plain:
-            _check_value(key, plain[key], hint)
-    for group, node in plain.items():
-        if isinstance(node, dict) and group != "paths":
-            _check_group(group, node)
-    _check_ranges(plain)
+    sources: dict[str, str] = {}
+    plain = {key: _plain(_leaf(cfg, key, key), key, sources) for key in cfg.keys() if key != "hydra"}
+    try:
+        for key, hint in _TOP_LEVEL.items():
+            if key in plain:
+                _check_value(key, plain[key], hint)
+        for group, node in plain.items():
+            if isinstance(node, dict) and group != "paths":
+                _check_group(group, node)
+        _check_ranges(plain)
+    except ConfigError as err:
+        source = _source(err.key, sources)
+        if source == err.key:
+            raise
+        raise ConfigError(source, err.value, err.allowed) from None
 
 
-def _plain(node: Any, path: str) -> Any:
+def _source(path: str, sources: dict[str, str]) -> str:
+    """`optim.optimizer.lr` (`${optim.lr}`) -> `optim.lr`: the key the user sets."""
+    seen = {path}
+    while path in sources and sources[path] not in seen:
+        path = sources[path]
+        seen.add(path)
+    return path
+
+
+def _plain(node: Any, path: str, sources: dict[str, str]) -> Any:
     """The config as plain dicts and lists, each leaf resolved alone, so that a missing value or a
-    broken interpolation is reported with its own key (and `${hydra:...}` outside a run is skipped)."""
+    broken interpolation is reported with its own key (and `${hydra:...}` outside a run is skipped).
+    `sources` collects `key -> referenced key` for values that are plain `${key}` references."""
     if isinstance(node, DictConfig):
-        return {str(k): _plain(_leaf(node, k, _join(path, k)), _join(path, k)) for k in node.keys()}
+        plain = {}
+        for key in node.keys():
+            child = _join(path, key)
+            reference = re.fullmatch(r"\$\{([\w.]+)\}", str(_raw(node, key)))
+            if reference:
+                sources[child] = reference.group(1)
+            plain[str(key)] = _plain(_leaf(node, key, child), child, sources)
+        return plain
     if isinstance(node, ListConfig):
-        return [_plain(_leaf(node, i, f"{path}[{i}]"), f"{path}[{i}]") for i in range(len(node))]
+        return [_plain(_leaf(node, i, f"{path}[{i}]"), f"{path}[{i}]", sources) for i in range(len(node))]
     return node
 
 
@@ -102,7 +127,9 @@ def _check_group(group: str, node: dict[str, Any]) -> None:
     if "_target_" in node:
         _check_node(group, node, _locate(f"{group}._target_", node["_target_"]))
         return
-    consumers = [_locate(group, name) for name in _UNTARGETED.get(group, ())]
+    targeted = any(isinstance(v, dict) and "_target_" in v for v in node.values())
+    # flat knobs beside targeted members (optim.lr -> optim.optimizer.lr) are checked where they are used
+    consumers = [] if targeted else [_locate(group, name) for name in _UNTARGETED.get(group, ())]
     for key, value in node.items():
         path = f"{group}.{key}"
         if isinstance(value, dict) and "_target_" in value:
@@ -215,14 +242,20 @@ def _matches(value: Any, hint: Any, path: str) -> bool | None:
     if container is tuple and args and args[-1] is not Ellipsis:
         return isinstance(value, list) and len(value) == len(args) and all(
             _matches(v, a, path) is not False for v, a in zip(value, args))
-    if inspect.isclass(container) and issubclass(container, Mapping):
+    if _is_abstract(container, Mapping):
         return isinstance(value, dict) and (len(args) < 2 or all(_matches(v, args[1], path) is not False
                                                                   for v in value.values()))
-    if inspect.isclass(container) and issubclass(container, (Sequence, Iterable)) and container is not str:
+    if _is_abstract(container, Iterable) and container is not str:
         if isinstance(value, str) and issubclass(container, str | Sequence):
             return None if not args else args[0] is str  # a string is a sequence of strings
         return isinstance(value, list) and (not args or all(_matches(v, args[0], path) is not False for v in value))
     return _matches_class(value, hint, path)
+
+
+def _is_abstract(container: Any, kind: type) -> bool:
+    """A builtin or `collections.abc` container of `kind` (a torch Tensor is iterable, but no list)."""
+    return (inspect.isclass(container) and issubclass(container, kind)
+            and container.__module__ in ("builtins", "collections.abc", "typing"))
 
 
 def _matches_class(value: Any, hint: Any, path: str) -> bool | None:
@@ -244,7 +277,9 @@ def _describe(hint: Any) -> str:
     """`Optional[int]` -> 'an integer or null': what the user should type."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (Union, types.UnionType):
-        words = [_describe(a) for a in args if typing.get_origin(a) is not Literal and a is not type(None)]
+        plain = [a for a in args if typing.get_origin(a) is not Literal and a is not type(None)]
+        typed = [a for a in plain if not _describable(a)]
+        words = [_describe(a) for a in plain if _describable(a)] or [_describe(a) for a in typed]
         words += [_yaml(c) for a in args if typing.get_origin(a) is Literal for c in typing.get_args(a)]
         words += ["null"] if type(None) in args else []
         words = list(dict.fromkeys(words))
@@ -259,17 +294,27 @@ def _describe(hint: Any) -> str:
         kinds = set(args)
         return (f"a list of {len(args)} {_plural(args[0])}" if len(kinds) == 1
                 else "a list [" + ", ".join(_describe(a) for a in args) + "]")
-    if inspect.isclass(container) and issubclass(container, Mapping):
+    if _is_abstract(container, Mapping):
         return "a mapping"
-    if inspect.isclass(container) and issubclass(container, Iterable) and container is not str:
+    if _is_abstract(container, Iterable) and container is not str:
         return f"a list of {_plural(args[0])}" if args else "a list"
     if inspect.isclass(hint) and issubclass(hint, os.PathLike):
         return "a path"
     return f"a {getattr(hint, '__name__', hint)}"
 
 
+def _describable(hint: Any) -> bool:
+    """Can the user type it (a number, text, a list, a path), rather than an object built in code?"""
+    container = typing.get_origin(hint) or hint
+    return hint in (bool, int, float, str) or typing.get_origin(hint) is Literal or (
+        inspect.isclass(container) and (_is_abstract(container, Iterable) or issubclass(container, os.PathLike)))
+
+
 def _plural(hint: Any) -> str:
     words = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
+    if typing.get_origin(hint) in (Union, types.UnionType):  # float | Tensor -> numbers
+        kinds = {words[a] for a in typing.get_args(hint) if a in words}
+        return kinds.pop() if len(kinds) == 1 else "values"
     return words.get(hint, "values")
 
 
@@ -333,10 +378,12 @@ def _build_to_check(group: str, node: Any) -> None:
         return
     members = {group: node} if "_target_" in node else {f"{group}.{k}": v for k, v in node.items()}
     for path, member in members.items():
-        if not isinstance(member, dict) or "_target_" not in member:
+        if not isinstance(member, dict) or "_target_" not in member or member.get("_partial_"):
             continue
         kwargs = {k: (None if v is _UNRESOLVED else v) for k, v in member.items() if not k.startswith("_")}
         target = _locate(f"{path}._target_", member["_target_"])
+        if not _all_required_given(target, kwargs):
+            continue  # completed by train() (an optimiser's params, the data's vocab_size): not built here
         try:
             target(**kwargs)
         except ConfigError:
@@ -345,6 +392,15 @@ def _build_to_check(group: str, node: Any) -> None:
             key = next((k for k in kwargs if k in str(err)), None)
             raise ConfigError(f"{path}.{key}" if key else path, kwargs.get(key, member["_target_"]),
                               f"a value {_qualname(target)} accepts ({_first_line(err)})") from None
+
+
+def _all_required_given(target: Any, kwargs: dict[str, Any]) -> bool:
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return all(p.name in kwargs for p in parameters
+               if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 # ---- helpers -------------------------------------------------------------------------------------

@@ -35,10 +35,12 @@ _NESTED = {
     ("headlab.data.datamodule.TextDataModule", "synthetic"): "headlab.data.synthetic.generate_synthetic",
     ("headlab.data.datamodule.TextDataModule", "files"): {"train": str, "val": Union[str, None], "test": Union[str, None]},
 }
+# Targets whose **kwargs go to another function, which then types the extra keys.
+_KWARGS_GO_TO = {"lightning.pytorch.loggers.wandb.WandbLogger": "wandb.init"}
 # Top-level keys of train.yaml (no target consumes them as a whole).
 _TOP_LEVEL = {
     "seed": int, "resume": Union[bool, Literal["auto"]], "test": bool, "sweep_name": Union[str, None],
-    "threads": Union[int, Literal["auto"], None], "tags": list[str],
+    "threads": Union[int, Literal["auto"], None], "tags": list[str], "resume_allow": list[str],
 }
 # Groups whose targets are cheap, pure constructors that check their own values: built here.
 _BUILT_TO_CHECK = ("data", "callbacks", "optim")
@@ -53,7 +55,7 @@ def validate_config(cfg: DictConfig) -> None:
     sources: dict[str, str] = {}
     plain = {key: _plain(_leaf(cfg, key, key), key, sources) for key in cfg.keys() if key != "hydra"}
     try:
-        for key, hint in _TOP_LEVEL.items():
+        for key, hint in _top_level_types().items():
             if key in plain:
                 _check_value(key, plain[key], hint)
         for group, node in plain.items():
@@ -65,6 +67,16 @@ def validate_config(cfg: DictConfig) -> None:
         if source == err.key:
             raise
         raise ConfigError(source, err.value, err.allowed) from None
+
+
+def _top_level_types() -> dict[str, Any]:
+    """`_TOP_LEVEL`, and for a top-level key added to train.yaml since, the type of its default there."""
+    from importlib.resources import files
+
+    defaults = OmegaConf.load(str(files("headlab.conf") / "train.yaml"))
+    inferred = {key: type(value) for key, value in defaults.items()
+                if key != "defaults" and isinstance(value, (bool, int, float, str, list))}
+    return {**inferred, **_TOP_LEVEL}
 
 
 def _source(path: str, sources: dict[str, str]) -> str:
@@ -154,6 +166,10 @@ def _check_node(path: str, node: dict[str, Any], target: Any) -> None:
         params, var_kwargs = {k: _Param(h, None) for k, h in target.items()}, False
     else:
         params, var_kwargs = _parameters(target)
+        forwarded = _KWARGS_GO_TO.get(_qualname(target))
+        if forwarded and var_kwargs:
+            extra, var_kwargs = _parameters(_locate(f"{path}._target_", forwarded))
+            params = {**extra, **params}
     for key, value in node.items():
         if key.startswith("_") and key.endswith("_"):
             continue  # _target_, _partial_, _recursive_, _convert_, _args_
@@ -277,13 +293,13 @@ def _describe(hint: Any) -> str:
     """`Optional[int]` -> 'an integer or null': what the user should type."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (Union, types.UnionType):
-        plain = [a for a in args if typing.get_origin(a) is not Literal and a is not type(None)]
+        choices = [_yaml(c) for a in args for c in _choices(a)]
+        plain = [a for a in args if not _choices(a)]
         typed = [a for a in plain if not _describable(a)]
         words = [_describe(a) for a in plain if _describable(a)] or [_describe(a) for a in typed]
-        words += [_yaml(c) for a in args if typing.get_origin(a) is Literal for c in typing.get_args(a)]
-        words += ["null"] if type(None) in args else []
-        words = list(dict.fromkeys(words))
-        return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+        words = list(dict.fromkeys(words + choices))
+        text = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+        return f"one of {text}" if len(choices) > 2 and len(words) == len(set(choices)) else text
     if origin is Literal:
         return "one of " + ", ".join(dict.fromkeys(_yaml(a) for a in args))
     simple = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
@@ -301,6 +317,13 @@ def _describe(hint: Any) -> str:
     if inspect.isclass(hint) and issubclass(hint, os.PathLike):
         return "a path"
     return f"a {getattr(hint, '__name__', hint)}"
+
+
+def _choices(hint: Any) -> tuple[Any, ...]:
+    """The values a Literal, bool or None allows (empty for any other type)."""
+    if typing.get_origin(hint) is Literal:
+        return typing.get_args(hint)
+    return {bool: (True, False), type(None): (None,)}.get(hint, ())
 
 
 def _describable(hint: Any) -> bool:

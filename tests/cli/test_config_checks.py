@@ -1,0 +1,95 @@
+"""`check_overrides` (the command line before Hydra runs) and the exit code a user sees.
+
+In-process for the messages; a handful of real `headlab-train` processes for exit code 2, one
+stderr line, and nothing written.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from headlab.cli.config_checks import check_overrides
+from headlab.errors import ConfigError
+
+
+def test_an_unknown_key_is_one_line_with_hydras_advice():
+    with pytest.raises(ConfigError) as info:
+        check_overrides(["data=synthetic", "foo=1"])
+    assert str(info.value) == ("invalid config foo='1': expected an override Hydra accepts "
+                               "(Could not override 'foo'. To append to your config use +foo=1)")
+
+
+def test_a_misspelt_nested_key_is_named():
+    with pytest.raises(ConfigError, match=r"^invalid config trainer\.max_epoch='3'"):
+        check_overrides(["trainer.max_epoch=3"])
+
+
+def test_unquoted_non_ascii_list_points_to_the_quoting_that_works():
+    with pytest.raises(ConfigError) as info:
+        check_overrides(["callbacks.head_metrics.query_tokens=[的,！]"])
+    message = str(info.value)
+    assert message.startswith("invalid config callbacks.head_metrics.query_tokens='[的,！]': expected a value")
+    assert """'callbacks.head_metrics.query_tokens=["的","！"]'""" in message and "\n" not in message
+    check_overrides(['callbacks.head_metrics.query_tokens=["的","！"]'])  # the suggestion itself passes
+
+
+def test_a_sweep_without_multirun_says_how_to_write_one_value():
+    with pytest.raises(ConfigError, match=r"invalid config optim\.lr='1e-3,1e-2': expected one value .* add -m"):
+        check_overrides(["optim.lr=1e-3,1e-2"])
+    check_overrides(["-m", "data=synthetic", "optim.lr=1e-3,1e-2"])
+
+
+@pytest.mark.parametrize("args, culprit", [
+    (["-m", "data=synthetic", "optim.lr=1e-3,abc"], "optim.lr='abc'"),  # the second value of a sweep
+    (["--multirun", "data=synthetic", "model.n_heads=2,3"], "model.n_heads=3"),  # 3 does not divide 128
+    (["-m", "data=synthetic", "seed=range(0,2)", "trainer.max_epochs=choice(1,abc)"], "trainer.max_epochs='abc'"),
+])
+def test_every_value_of_a_sweep_is_checked_before_any_job(args, culprit):
+    with pytest.raises(ConfigError) as info:
+        check_overrides(args)
+    assert str(info.value).startswith(f"invalid config {culprit}: expected ")
+
+
+def test_help_and_another_config_dir_are_left_to_hydra():
+    check_overrides(["--help"])
+    check_overrides(["--config-dir", "/nowhere", "foo=1"])  # its groups are unknown here
+
+
+def test_check_overrides_is_cheap_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    started = time.perf_counter()
+    check_overrides(["data=synthetic", "model.n_heads=8", "trainer.max_epochs=2", "hydra.run.dir=somewhere"])
+    assert time.perf_counter() - started < 5  # ~0.3 s alone; generous for 2 shared cores
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- real processes ---------------------------------------------------------------------------------
+def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HEADLAB_LOG_DIR": str(tmp_path / "logs"), "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-m", "headlab.cli.train", *overrides], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("overrides, first_words", [
+    (["data=synthetic", "foo=1"], "invalid config foo='1'"),
+    (["callbacks.head_metrics.query_tokens=[的,！]"], "invalid config callbacks.head_metrics.query_tokens="),
+    (["data=files"], "invalid config data.files.train='???'"),
+    (["data=synthetic", "trainer.max_epochs=abc"], "invalid config trainer.max_epochs='abc'"),
+    pytest.param(["data=synthetic", "optim.betas=[0.9]"], "invalid config optim.betas=[0.9]", marks=pytest.mark.slow),
+    pytest.param(["data=synthetic", "trainer.enable_progress_bar=false"],
+                 "invalid config trainer.enable_progress_bar=False", marks=pytest.mark.slow),
+], ids=["unknown-key", "non-ascii", "missing", "text-for-int", "list-length", "progress-bar"])
+def test_a_mistake_on_the_command_line_is_one_line_exit_2_and_nothing_written(tmp_path, overrides, first_words):
+    result = _run(tmp_path, *overrides)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"headlab-train: error: {first_words}"), result.stderr[-2000:]
+    written = [p for p in (tmp_path / "logs").rglob("*") if p.suffix in (".ckpt", ".parquet")] if (tmp_path / "logs").exists() else []
+    assert written == []

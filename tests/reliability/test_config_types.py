@@ -172,3 +172,20 @@ def test_an_unknown_added_key_names_the_closest_parameter():
     with pytest.raises(ConfigError, match=r"invalid config trainer\.max_epoch=3: expected a parameter of "
                                           r"lightning\.pytorch\.trainer\.trainer\.Trainer \(did you mean max_epochs\?\)"):
         validate_config(with_value("synthetic", "trainer.max_epoch", 3))
+
+
+def shipped_options() -> list[list[str]]:
+    """One override list per option of each group a user picks (conf/<group>/*.yaml)."""
+    from importlib.resources import files
+
+    root = files("headlab.conf")
+    out = []
+    for group in ("optim", "callbacks", "logger", "experiment", "debug"):
+        for option in sorted(p.name[:-5] for p in (root / group).iterdir() if p.name.endswith(".yaml")):
+            out.append(["data=synthetic", f"{group}={option}"] if group != "experiment" else [f"experiment={option}"])
+    return out
+
+
+@pytest.mark.parametrize("overrides", shipped_options(), ids=lambda o: o[-1])
+def test_every_shipped_option_passes(overrides):
+    validate_config(compose_base(overrides))

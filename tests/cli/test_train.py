@@ -47,7 +47,7 @@ def test_train_writes_the_run_contract(tmp_path, tiny_config):
     assert js[js.head_a == js.head_b].value.abs().max() == 0.0
 
     csv = pd.read_csv(run / "metrics.csv")
-    assert "heads/L1H1/entropy" in csv.columns and "val/acc" in csv.columns
+    assert {"heads/L1H1/entropy", "heads/entropy/L1H1"} & set(csv.columns) and "val/acc" in csv.columns  # naming: H2
     assert (run / "checkpoints" / "last.ckpt").is_file()
     assert (run / "vocab.json").is_file()
     maps = np.load(run / "attention_maps.npz")

@@ -5,6 +5,14 @@ decided in the first few hundred steps), at the end of every training epoch, and
 fit. The early steps are `every_n_steps` apart (`early_spacing="linear"`), or doubling from
 `every_n_steps` on (`"log"`: n, 2n, 4n, ..., as Pythia spaces its early checkpoints), which
 resolves when a role forms to within a factor of two for a fraction of the measurements.
+
+Two schedules can land a few steps apart (an epoch of 250 steps ends at 250, the log cadence
+measures again at 256). Both are kept by default: the sweeps' tables (linear, every 20 up to 200)
+and every recorded run must come out unchanged, and a measurement costs about a second on CPU.
+`min_gap_steps=N` (opt-in) skips an early-cadence or epoch-end measurement that falls fewer than
+N steps after the previous one; step 0 and the fit-end measurement are always taken. The rule
+reads only the steps already measured, which the checkpoint stores, so a resumed run skips
+exactly what the uninterrupted run skipped.
 Each measurement runs the probe through the weight path in eval mode under `no_grad`, chunk by
 chunk; `headlab.analysis` reduces each chunk to per-head sums,
 so memory does not grow with the probe size. Training itself never materialises attention.
@@ -16,7 +24,8 @@ before it, [CLS] gathering the sentence) is diluted in the all-query mean; Clark
 score syntactic heads the same way, on the tokens that hold the relation.
 
 Where: one part file per measurement in `head_metrics.parquet/` and `head_pairs.parquet/`
-(see `headlab.store.tables`), `heads/L{l}H{h}/{metric}` scalars to every Lightning logger, and
+(see `headlab.store.tables`), `heads/{metric}/L{l}H{h}` scalars to every Lightning logger (W&B
+also gets the attention-map grid and the head table, `headlab.lit.wandb_panels`), and
 at fit end `attention_maps.npz` plus the figures in `figures/`.
 """
 
@@ -36,6 +45,7 @@ from headlab.errors import ConfigError
 from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, probe_chunks, query_token_ids
 from headlab.measure import snapshot_weights
 from headlab.store import HEAD_METRICS, HEAD_PAIRS, append_part, atomic_write_with, drop_parts_after
+from headlab.lit.wandb_panels import define_head_panels, head_scalars, log_head_panels, wandb_loggers
 from headlab.store.tables import head_metric_rows, head_pair_rows
 
 EARLY_SPACINGS = ("linear", "log")
@@ -68,8 +78,11 @@ class HeadMetricsCallback(L.Callback):
         measure_epoch_end: also measure after every training epoch.
         chunk_size: probe sequences per forward pass (bounds memory).
         map_len: positions kept in the mean attention maps for the heat-map figure.
-        log_to_loggers: send `heads/L{l}H{h}/{metric}` scalars to every Lightning logger.
+        log_to_loggers: send `heads/{metric}/L{l}H{h}` scalars to every Lightning logger, and to a
+            W&B logger the attention-map grid and the head table too (`headlab.lit.wandb_panels`).
         figures: draw the run figures at fit end.
+        min_gap_steps: skip an early-cadence or epoch-end measurement fewer than this many steps
+            after the previous measurement (0, the default: keep every one).
         query_tokens: vocabulary tokens (characters, or "[CLS]") whose queries also get their
             own metrics and role, `{metric}@{token}`; each must be in the run's vocabulary.
     """
@@ -87,6 +100,7 @@ class HeadMetricsCallback(L.Callback):
         log_to_loggers: bool = True,
         figures: bool = True,
         query_tokens: Sequence[str] | None = None,
+        min_gap_steps: int = 0,
     ) -> None:
         super().__init__()
         key = "callbacks.head_metrics"
@@ -104,6 +118,8 @@ class HeadMetricsCallback(L.Callback):
             raise ConfigError(f"{key}.early_spacing", early_spacing, f"one of {list(EARLY_SPACINGS)}")
         if chunk_size <= 0:
             raise ConfigError(f"{key}.chunk_size", chunk_size, "an integer > 0")
+        if not isinstance(min_gap_steps, int) or min_gap_steps < 0:
+            raise ConfigError(f"{key}.min_gap_steps", min_gap_steps, "an integer >= 0 (0 keeps every measurement)")
         if map_len < 2:
             raise ConfigError(f"{key}.map_len", map_len, "an integer >= 2")
         self.output_dir = Path(output_dir) if output_dir else None
@@ -112,6 +128,7 @@ class HeadMetricsCallback(L.Callback):
         self.measure_epoch_end, self.chunk_size, self.map_len = measure_epoch_end, chunk_size, map_len
         self.log_to_loggers, self.figures = log_to_loggers, figures
         self.query_tokens = query_tokens
+        self.min_gap_steps = min_gap_steps
         self._probe: list[dict[str, Any]] = []
         self._init_weights: list[dict[str, torch.Tensor]] | None = None
         self._last_grad: torch.Tensor | None = None  # [layer, head]
@@ -139,6 +156,17 @@ class HeadMetricsCallback(L.Callback):
         multiple = step // self.every_n_steps
         return self.early_spacing == "linear" or multiple & (multiple - 1) == 0  # 0 or a power of two
 
+    def too_close(self, step: int) -> bool:
+        """Whether `step` falls fewer than `min_gap_steps` after the last measurement before it.
+
+        >>> cb = HeadMetricsCallback(min_gap_steps=8)
+        >>> cb._measured = {0, 128, 250}
+        >>> [cb.too_close(s) for s in (256, 258, 130)]
+        [True, False, True]
+        """
+        earlier = [s for s in self._measured if s < step]
+        return bool(earlier) and step - max(earlier) < self.min_gap_steps
+
     @contextmanager
     def _timed(self, *parts: str) -> Iterator[None]:
         """Add the block's wall time to each `timing.<part>_s`."""
@@ -165,6 +193,9 @@ class HeadMetricsCallback(L.Callback):
         n_layers, n_heads = len(pl_module.net.blocks), pl_module.net.config.n_heads
         if self._init_weights is None:
             self._init_weights = snapshot_weights(pl_module.net)
+        if self.log_to_loggers and trainer.is_global_zero:
+            for logger in wandb_loggers(trainer):
+                define_head_panels(logger)
         if self._cum_grad is None:
             self._cum_grad = torch.zeros(n_layers, n_heads)
             self._last_grad = torch.zeros(n_layers, n_heads)
@@ -185,7 +216,7 @@ class HeadMetricsCallback(L.Callback):
         if step == 0:
             self._measure_once(trainer, pl_module)
         elif self.measure_epoch_end and isinstance(per_epoch, int) and per_epoch > 0 and step % per_epoch == 0:
-            self._measure_once(trainer, pl_module, epoch=step // per_epoch - 1)
+            self._measure_once(trainer, pl_module, epoch=step // per_epoch - 1, scheduled=True)
 
     def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         with self._timed("hooks", "grad_norm"):
@@ -195,11 +226,11 @@ class HeadMetricsCallback(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.is_early_step(trainer.global_step):
-            self._measure_once(trainer, pl_module)
+            self._measure_once(trainer, pl_module, scheduled=True)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.measure_epoch_end:
-            self._measure_once(trainer, pl_module)
+            self._measure_once(trainer, pl_module, scheduled=True)
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._measure_once(trainer, pl_module)
@@ -225,9 +256,13 @@ class HeadMetricsCallback(L.Callback):
         self._measured = set(state_dict["measured"])
 
     # ------------------------------------------------------------------ measurement
-    def _measure_once(self, trainer: L.Trainer, pl_module: L.LightningModule, epoch: int | None = None) -> None:
+    def _measure_once(self, trainer: L.Trainer, pl_module: L.LightningModule, epoch: int | None = None,
+                      scheduled: bool = False) -> None:
+        """Measure this step unless done already; a `scheduled` one also respects `min_gap_steps`."""
         step = int(trainer.global_step)
         if step in self._measured or trainer.sanity_checking:
+            return
+        if scheduled and step > 0 and self.too_close(step):
             return
         self._measured.add(step)
         with self._timed("hooks"):
@@ -239,7 +274,7 @@ class HeadMetricsCallback(L.Callback):
                 with self._timed("write"):
                     self._write(result)
                     if self.log_to_loggers:
-                        _log_scalars(trainer, result)
+                        self._log(trainer, result)
 
     def measure(self, pl_module: L.LightningModule, step: int, epoch: int) -> Measurement:
         """Measure `pl_module.net` on this callback's probe (`headlab.measure.measure_probe`) and time it."""
@@ -258,24 +293,17 @@ class HeadMetricsCallback(L.Callback):
         append_part(self.output_dir / HEAD_PAIRS, result.step,
                     head_pair_rows(self.run_id, result.step, result.epoch, result.head_pairs))
 
+    def _log(self, trainer: L.Trainer, result: Measurement) -> None:
+        """`heads/{metric}/L{l}H{h}` scalars to every logger; W&B also gets the map grid and head table."""
+        scalars = head_scalars(result)
+        for logger in trainer.loggers:
+            logger.log_metrics(scalars, step=result.step)
+        for logger in wandb_loggers(trainer):
+            log_head_panels(logger, result)
+
     def _write_attention_maps(self) -> None:
         first, last = self._first, self._last
         arrays = {"mean_pattern": last.mean_patterns, "step": np.int64(last.step), "roles": np.array(last.roles, dtype=str)}
         if first is not None:
             arrays.update(mean_pattern_first=first.mean_patterns, step_first=np.int64(first.step))
         atomic_write_with(self.output_dir / "attention_maps.npz", lambda tmp: np.savez_compressed(tmp, **arrays))
-
-
-def _log_scalars(trainer: L.Trainer, result: Measurement) -> None:
-    scalars: dict[str, float] = {}
-    for layer, (metrics, pairs) in enumerate(zip(result.head_metrics, result.head_pairs)):
-        for name, values in metrics.items():
-            for head, value in enumerate(values):
-                scalars[f"heads/L{layer}H{head}/{name}"] = float(value)
-        off_diagonal = ~np.eye(len(pairs["js"]), dtype=bool)
-        if off_diagonal.any():
-            scalars[f"heads/L{layer}/mean_js"] = float(pairs["js"][off_diagonal].mean())
-            scalars[f"heads/L{layer}/mean_corr"] = float(pairs["corr"][off_diagonal].mean())
-    for logger in trainer.loggers:
-        logger.log_metrics(scalars, step=result.step)
-

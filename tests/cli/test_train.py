@@ -208,3 +208,19 @@ def test_bad_query_tokens_are_config_errors(value):
 
     with pytest.raises(ConfigError, match="query_tokens"):
         HeadMetricsCallback(query_tokens=value)
+
+
+def test_one_override_swaps_the_optimiser(tmp_path, tiny_config):
+    """optim=sgd: Hydra hands the module a partial SGD; the checkpoint's optimiser state is SGD's
+    (momentum buffers, the config's lr and momentum), with the same warm-up + cosine schedule."""
+    from headlab.lit.checkpointing import load_checkpoint
+
+    run = tmp_path / "run"
+    train(tiny_config(run, "optim=sgd", "optim.lr=0.05", "callbacks.head_metrics.figures=false", "test=false"))
+    checkpoint = load_checkpoint(run / "checkpoints" / "last.ckpt")
+    assert checkpoint["hyper_parameters"]["optimizer"]["_target_"] == "torch.optim.sgd.SGD"
+    state = checkpoint["optimizer_states"][0]
+    decay, no_decay = state["param_groups"]
+    assert decay["momentum"] == 0.9 and decay["nesterov"] and decay["initial_lr"] == 0.05 and no_decay["weight_decay"] == 0.0
+    assert all("momentum_buffer" in s for s in state["state"].values())
+    assert checkpoint["hyper_parameters"]["scheduler"]["schedule"] == "cosine"

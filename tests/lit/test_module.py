@@ -1,8 +1,11 @@
+import functools
+
 import pytest
 import torch
 
 from headlab.errors import ConfigError
 from headlab.lit import HeadClassifierModule, NonFiniteLossError
+from headlab.lit.schedule import WarmupSchedule
 from headlab.model import ModelConfig
 
 CONFIG = ModelConfig(vocab_size=20, n_classes=3, max_len=12, d_model=16, n_heads=2, n_layers=1)
@@ -14,11 +17,14 @@ def _batch():
     return {"input_ids": ids, "attention_mask": torch.ones(4, 8, dtype=torch.bool), "labels": torch.tensor([0, 1, 2, 0])}
 
 
-@pytest.mark.parametrize("kwargs, key", [({"lr": 0.0}, "optim.lr"), ({"schedule": "step"}, "optim.schedule"),
-                                         ({"weight_decay": -1.0}, "optim.weight_decay")])
-def test_bad_optimiser_settings_name_the_key(kwargs, key):
+ADAMW = functools.partial(torch.optim.AdamW, lr=1e-3, weight_decay=0.01, betas=(0.9, 0.98))
+
+
+@pytest.mark.parametrize("kwargs, key", [({"schedule": "step"}, "optim.schedule"), ({"warmup_ratio": 1.5}, "optim.warmup_ratio"),
+                                         ({"warmup_steps": -1}, "optim.warmup_steps")])
+def test_bad_schedule_settings_name_the_key(kwargs, key):
     with pytest.raises(ConfigError, match=key):
-        HeadClassifierModule(CONFIG, **kwargs)
+        WarmupSchedule(**kwargs)
 
 
 def test_model_step_is_cross_entropy_of_the_networks_logits():
@@ -37,18 +43,55 @@ def test_non_finite_loss_stops_training_naming_the_step(monkeypatch):
         module.training_step(_batch(), 0)
 
 
-def test_checkpoint_hyperparameters_rebuild_the_same_network():
-    module = HeadClassifierModule(CONFIG, lr=5e-4)
+def test_checkpoint_hyperparameters_rebuild_the_same_network_and_optimiser():
+    module = HeadClassifierModule(CONFIG, optimizer=functools.partial(torch.optim.SGD, lr=5e-4, momentum=0.9),
+                                  scheduler=WarmupSchedule("linear", warmup_steps=3))
+    assert module.hparams.optimizer == {"_target_": "torch.optim.sgd.SGD", "_partial_": True, "lr": 5e-4, "momentum": 0.9}
     rebuilt = HeadClassifierModule(**module.hparams)
-    assert rebuilt.net.config == CONFIG and rebuilt.hparams.lr == 5e-4
+    assert rebuilt.net.config == CONFIG
+    optimizer = rebuilt.optimizer_factory(rebuilt.net.parameters())
+    assert type(optimizer) is torch.optim.SGD and optimizer.defaults["lr"] == 5e-4 and optimizer.defaults["momentum"] == 0.9
+    assert vars(rebuilt.scheduler_factory) == vars(module.scheduler_factory)
+
+
+def _configured(module: HeadClassifierModule, total_steps: int = 10) -> dict:
+    module._trainer = type("FakeTrainer", (), {"estimated_stepping_batches": total_steps})()
+    return module.configure_optimizers()
+
+
+def test_weight_decay_applies_to_matrices_only():
+    """Biases, LayerNorm and embeddings sit in the group with no decay; every matrix takes the optimiser's."""
+    module = HeadClassifierModule(CONFIG, optimizer=ADAMW)
+    decay, no_decay = _configured(module)["optimizer"].param_groups
+    names = {id(p): n for n, p in module.net.named_parameters()}
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    assert all(p.ndim >= 2 and "embed" not in names[id(p)] for p in decay["params"])
+    assert {names[id(p)] for p in no_decay["params"]} == {n for n, p in module.net.named_parameters() if p.ndim < 2 or "embed" in n}
+
+
+def test_the_scheduler_gets_the_total_step_count():
+    module = HeadClassifierModule(CONFIG, optimizer=ADAMW, scheduler=WarmupSchedule("linear", warmup_steps=2))
+    scheduler = _configured(module, total_steps=12)["lr_scheduler"]["scheduler"]
+    lrs = []
+    for _ in range(12):
+        lrs.append(scheduler.get_last_lr()[0])
+        scheduler.optimizer.step()
+        scheduler.step()
+    # warm-up 1/2, 2/2, then linear decay over the remaining 10 steps: 1 - k/10
+    assert lrs[:4] == pytest.approx([5e-4, 1e-3, 1e-3, 9e-4]) and lrs[-1] == pytest.approx(1e-4)
+
+
+def test_an_optimiser_without_a_scheduler_keeps_its_lr_and_none_cannot_train():
+    assert set(_configured(HeadClassifierModule(CONFIG, optimizer=ADAMW))) == {"optimizer"}
+    with pytest.raises(ValueError, match="without an optimizer"):
+        _configured(HeadClassifierModule(CONFIG))
 
 
 def _optimiser_steps(fused: bool, n_steps: int = 3) -> tuple[torch.optim.Optimizer, torch.nn.Module]:
     """`n_steps` of the module's own optimiser (schedule included) on the same seeded batches."""
     torch.manual_seed(0)
-    module = HeadClassifierModule(CONFIG, fused=fused, warmup_steps=0)
-    module._trainer = type("FakeTrainer", (), {"estimated_stepping_batches": 10})()
-    optim = module.configure_optimizers()
+    module = HeadClassifierModule(CONFIG, optimizer=functools.partial(ADAMW, fused=fused), scheduler=WarmupSchedule(warmup_steps=0))
+    optim = _configured(module)
     optimizer, scheduler = optim["optimizer"], optim["lr_scheduler"]["scheduler"]
     torch.manual_seed(1)
     for _ in range(n_steps):

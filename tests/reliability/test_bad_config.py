@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from headlab.cli.train import _check_group_choices, train
+from headlab.cli.config_checks import check_overrides
+from headlab.cli.train import train
 from headlab.errors import ConfigError
 from tests.reliability.conftest import run_cli
 
@@ -50,14 +51,14 @@ def test_mistake_fails_before_training_naming_key_and_value(tmp_path, tiny_confi
 def test_unknown_group_option_names_group_value_and_options(override, options):
     group, value = override.split("=")
     with pytest.raises(ConfigError) as info:
-        _check_group_choices([override])
+        check_overrides([override])
     message = str(info.value)
     assert message.startswith(f"invalid config {group}='{value}': expected one of ")
     assert all(option in message for option in options) and f"(the config group {group}/)" in message
 
 
 def test_known_group_options_and_value_overrides_pass_the_group_check():
-    _check_group_choices(["data=synthetic", "logger=many", "hydra/launcher=joblib", "model.n_heads=3", "-m"])
+    check_overrides(["data=synthetic", "logger=many", "hydra/launcher=joblib", "model.n_heads=3", "-m"])
 
 
 def test_unknown_data_name_in_a_real_process_is_one_line_exit_2(tmp_path):

@@ -1,52 +1,37 @@
-"""Checkpoints that survive preemption: atomic, safely loaded, saved on SIGTERM / Ctrl-C.
+"""Checkpoints that survive preemption: atomic, safely loaded, `last.ckpt` always the newest state.
 
 - `AtomicCheckpointIO`: every checkpoint is written to a temporary file beside its target and
   renamed over it, so a SIGKILL mid-save leaves the previous `last.ckpt` intact; every load uses
   `torch.load(..., weights_only=True)` (tensors and plain containers only, never code).
-- `RunCheckpoint`: writes `checkpoints/last.ckpt` every `every_n_train_steps` optimiser steps
-  (for mid-epoch resume) and, when SIGTERM or SIGINT arrives during fit, finishes the current
-  training batch, writes `last.ckpt` and stops the run with `RunInterrupted`. Lightning's own
-  SIGTERM handling (`trainer.received_sigterm`) raises `SIGTERMException` at the next batch
-  boundary *without* saving anything, and may stop in the middle of a validation loop; this
-  callback replaces it for the training loop so a stop always lands on a training-batch
-  boundary, where a checkpoint resumes exactly. A second signal stops at once (no checkpoint).
-  SIGUSR1 (Lightning's SLURM auto-requeue signal) is left to Lightning.
+- `RunCheckpoint`: the ONE writer of `checkpoints/last.ckpt`: at every training-epoch end (after
+  the epoch-end head measurement and after `ModelCheckpoint` has chosen the best, so the file
+  records both and a resume never re-measures), every `every_n_train_steps` optimiser steps, and
+  when SIGTERM / SIGINT arrives during fit (see `headlab.lit.signals`). `ModelCheckpoint` keeps only
+  the best (`save_last: false`): its own `save_last` with a `monitor` rewrites last.ckpt only when a
+  new best is saved (Lightning 2.x), so a run whose metric plateaus would resume from a stale step.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import signal
-import threading
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import lightning as L
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 
 from headlab.errors import ConfigError, HeadlabError
+from headlab.lit.signals import RunInterrupted, RunSignals
 from headlab.store import atomic_path
 
 log = logging.getLogger("headlab.checkpoint")
 
 LAST = "last.ckpt"
-EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}  # the shell's 128 + signal number
-
-
-class RunInterrupted(Exception):
-    """A signal stopped the run; `checkpoint` is the file it can resume from (None: none written now)."""
-
-    def __init__(self, signal_name: str, step: int | None = None, checkpoint: str | None = None) -> None:
-        self.signal_name, self.step, self.checkpoint = signal_name, step, checkpoint
-        where = f" at step {step}" if step is not None else ""
-        saved = f"; checkpoint saved to {checkpoint}" if checkpoint else ""
-        super().__init__(f"interrupted by {signal_name}{where}{saved}")
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES.get(self.signal_name, 1)
+__all__ = ["AtomicCheckpointIO", "CheckpointError", "RunCheckpoint", "RunInterrupted", "load_checkpoint",
+           "load_network", "run_last_checkpoint", "saved_model_config"]
 
 
 class CheckpointError(HeadlabError):
@@ -113,14 +98,19 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         return load_checkpoint(path)
 
 
-class RunCheckpoint(L.Callback):
-    """`last.ckpt` every `every_n_train_steps` steps and on SIGTERM / SIGINT (then stop).
+class RunCheckpoint(Checkpoint):
+    """`last.ckpt` at every training-epoch end, every `every_n_train_steps` steps, and on SIGTERM / SIGINT.
+
+    A `Checkpoint` subclass, so Lightning runs its hooks after all other callbacks (the head
+    measurement of a step or epoch end is in the file); it must also come after every
+    `ModelCheckpoint`, so last.ckpt holds the best-model bookkeeping of its own epoch.
 
     Args:
         dirpath: folder of `last.ckpt` (default: `<trainer.default_root_dir>/checkpoints`).
-        every_n_train_steps: null = only the epoch-end checkpoints of `ModelCheckpoint`; N >= 1 =
-            also after every N-th optimiser step, so a kill loses at most N steps.
-        handle_signals: turn SIGTERM / SIGINT into "checkpoint at the next batch end, then stop".
+        every_n_train_steps: null = epoch ends only; N >= 1 = also after every N-th optimiser step,
+            so a kill loses at most N steps.
+        handle_signals: turn SIGTERM / SIGINT during training into "checkpoint at the next batch
+            end, then stop" (otherwise Lightning's own handling stays).
     """
 
     def __init__(self, dirpath: str | None = None, every_n_train_steps: int | None = None, handle_signals: bool = True) -> None:
@@ -132,7 +122,8 @@ class RunCheckpoint(L.Callback):
         self.dirpath = Path(dirpath) if dirpath else None
         self.every_n_train_steps = every_n_train_steps
         self.handle_signals = handle_signals
-        self.stop_requested: str | None = None  # the signal's name once one arrived
+        self.signals: RunSignals | None = None  # the run's handlers (`use_signals`), else its own during fit
+        self._owns_signals = False
         self.saved_step: int | None = None
 
     @property
@@ -140,32 +131,60 @@ class RunCheckpoint(L.Callback):
         assert self.dirpath is not None
         return self.dirpath / LAST
 
+    @property
+    def stop_requested(self) -> str | None:
+        """The name of the signal that asked the run to stop (None: none arrived)."""
+        return self.signals.requested if self.signals is not None else None
+
+    def use_signals(self, signals: RunSignals) -> None:
+        """Share the run's `RunSignals` (installed for the whole of `train()`), instead of installing
+        handlers of its own for the duration of fit."""
+        self.signals, self._owns_signals = signals, False
+
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = Path(trainer.default_root_dir) / "checkpoints"
+        callbacks = list(trainer.callbacks)
+        if any(isinstance(c, ModelCheckpoint) for c in callbacks[callbacks.index(self) + 1:]):
+            raise HeadlabError("RunCheckpoint must come after every ModelCheckpoint in the callbacks, so last.ckpt "
+                               "records the best checkpoint chosen at its own epoch end")
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # Lightning registers its SIGTERM notifier just before training starts; take over here.
-        # Its teardown restores the handlers that were installed before fit.
-        if self.handle_signals and threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, self._on_signal)
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        if self.stop_requested is not None:  # a second signal: stop now, without a checkpoint
-            raise RunInterrupted(name)
-        self.stop_requested = name
-        log.warning("%s received: finishing this training step, then saving %s and stopping "
-                    "(send it again to stop at once)", name, self.last_path)
+        # Lightning registers its SIGTERM notifier just before training starts: take over again here.
+        if not self.handle_signals:
+            return
+        if self.signals is None:
+            self.signals, self._owns_signals = RunSignals(), True
+        self.signals.install()
+        self.signals.deferred = True
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
-        step = int(trainer.global_step)
+        self._stop_if_requested(trainer)
+        if self.every_n_train_steps and trainer.global_step % self.every_n_train_steps == 0:
+            self._save(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._stop_if_requested(trainer)  # a signal during the epoch-end validation
+        self._save(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._release_signals()
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self._release_signals()
+
+    def _stop_if_requested(self, trainer: L.Trainer) -> None:
         if self.stop_requested is not None:
             self._save(trainer)
-            raise RunInterrupted(self.stop_requested, step, str(self.last_path))
-        if self.every_n_train_steps and step % self.every_n_train_steps == 0:
-            self._save(trainer)
+            raise RunInterrupted(self.stop_requested, int(trainer.global_step), str(self.last_path))
+
+    def _release_signals(self) -> None:
+        if self.signals is None:
+            return
+        self.signals.deferred = False
+        if self._owns_signals:
+            self.signals.__exit__()
+            self.signals, self._owns_signals = None, False
 
     def _save(self, trainer: L.Trainer) -> None:
         trainer.save_checkpoint(self.last_path, weights_only=False)

@@ -1,23 +1,26 @@
 """LightningModule that trains a `HeadlabClassifier`; it only wires loss, metrics and optimiser.
 
+Hydra builds it from three config groups (lightning-hydra-template style): the network's
+`ModelConfig` (`model/`, with `vocab_size`, `n_classes` from the data), a `_partial_` optimiser and
+an lr-scheduler factory (`optim/`), so `optim=sgd` swaps the optimiser without code changes.
 Measurement lives in callbacks (`headlab.lit.callbacks`), so this module stays the same whether
 heads are measured or not, and training always uses the fast attention path.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torch.optim.lr_scheduler import LambdaLR
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from headlab.errors import ConfigError
-from headlab.lit.schedule import SCHEDULES, lr_factor, resolve_warmup_steps
 from headlab.model import HeadlabClassifier, ModelConfig
 
 
@@ -37,41 +40,33 @@ class HeadClassifierModule(L.LightningModule):
 
     Args:
         model_config: the network's `ModelConfig` (stored in checkpoints so they reload alone).
-        lr, weight_decay, betas: AdamW settings; decay applies to matrices only, not to biases,
-            LayerNorm or embeddings (the usual Transformer recipe).
-        schedule, warmup_steps, warmup_ratio, min_lr_ratio: see `headlab.lit.schedule`.
+        optimizer: `optimizer(param_groups) -> Optimizer`, e.g. Hydra's `_partial_` AdamW. Its
+            `weight_decay` applies to matrices only, not to biases, LayerNorm or embeddings (the
+            usual Transformer recipe). A `fused=True` keyword falls back to torch's default where
+            torch has no fused kernel for the parameters (integer weights, an exotic device).
+            None: a module for inference or benchmarks only (`configure_optimizers` refuses).
+        scheduler: `scheduler(optimizer, total_steps=...)` or `scheduler(optimizer)` -> an lr
+            scheduler stepped after every optimiser step (e.g. `headlab.lit.schedule.WarmupSchedule`);
+            None: a constant lr.
         compile: wrap the network in `torch.compile` for training steps.
-        fused: the single-kernel AdamW (`fused=True`) where torch has it for the parameters'
-            device; on 2 CPU cores it takes ~6 ms a step where the default multi-tensor one
-            takes 20 ms, and it does not stall when other processes compete for the cores.
+
+    `optimizer` and `scheduler` may also be given as the plain descriptions stored in a checkpoint's
+    hyper-parameters (`{"_target_": ..., **kwargs}`), so `HeadClassifierModule(**hparams)` rebuilds it.
     """
 
     def __init__(
         self,
-        model_config: ModelConfig | dict[str, Any],
-        lr: float = 1e-3,
-        weight_decay: float = 0.01,
-        betas: tuple[float, float] = (0.9, 0.98),
-        schedule: str = "cosine",
-        warmup_steps: int | None = None,
-        warmup_ratio: float = 0.05,
-        min_lr_ratio: float = 0.0,
+        model_config: ModelConfig | Mapping[str, Any],
+        optimizer: Callable[..., torch.optim.Optimizer] | Mapping[str, Any] | None = None,
+        scheduler: Callable[..., Any] | Mapping[str, Any] | None = None,
         compile: bool = False,
-        fused: bool = True,
     ) -> None:
         super().__init__()
         if not isinstance(model_config, ModelConfig):
             model_config = ModelConfig(**model_config)
-        if not lr > 0:
-            raise ConfigError("optim.lr", lr, "a learning rate > 0")
-        if weight_decay < 0:
-            raise ConfigError("optim.weight_decay", weight_decay, "a value >= 0")
-        if schedule not in SCHEDULES:
-            raise ConfigError("optim.schedule", schedule, f"one of {', '.join(SCHEDULES)}")
-        self.save_hyperparameters({"model_config": asdict(model_config), "lr": lr, "weight_decay": weight_decay,
-                                   "betas": tuple(betas), "schedule": schedule, "warmup_steps": warmup_steps,
-                                   "warmup_ratio": warmup_ratio, "min_lr_ratio": min_lr_ratio, "compile": compile,
-                                   "fused": bool(fused)})
+        self.optimizer_factory, self.scheduler_factory = _factory(optimizer), _factory(scheduler)
+        self.save_hyperparameters({"model_config": asdict(model_config), "optimizer": describe(self.optimizer_factory),
+                                   "scheduler": describe(self.scheduler_factory), "compile": bool(compile)})
         self.net = HeadlabClassifier(model_config)
         self._train_forward = torch.compile(self.net) if compile else self.net
         n = model_config.n_classes
@@ -141,22 +136,51 @@ class HeadClassifierModule(L.LightningModule):
         self.test_metrics.reset()
 
     def configure_optimizers(self) -> dict[str, Any]:
-        hp = self.hparams
+        if self.optimizer_factory is None:
+            raise ValueError("HeadClassifierModule was built without an optimizer: pass optimizer=partial(...) to train it")
         decay, no_decay = [], []
         for name, param in self.net.named_parameters():
             if param.requires_grad:
                 (decay if param.ndim >= 2 and "embed" not in name else no_decay).append(param)
-        groups = [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-        fused = hp.get("fused", False) and _fused_adamw_supported(self.net)
-        optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), **({"fused": True} if fused else {}))
+        groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]  # the first takes the optimiser's decay
+        fused = getattr(self.optimizer_factory, "keywords", {}).get("fused")
+        if fused and not _fused_supported(self.net):
+            optimizer = self.optimizer_factory(groups, fused=False)
+        else:
+            optimizer = self.optimizer_factory(groups)
+        if self.scheduler_factory is None:
+            return {"optimizer": optimizer}
         total = max(1, int(self.trainer.estimated_stepping_batches))
-        warmup = resolve_warmup_steps(total, hp.warmup_steps, hp.warmup_ratio)
-        scheduler = LambdaLR(optimizer, lambda step: lr_factor(step, total, warmup, hp.schedule, hp.min_lr_ratio))
+        if "total_steps" in inspect.signature(self.scheduler_factory).parameters:
+            scheduler = self.scheduler_factory(optimizer, total_steps=total)
+        else:
+            scheduler = self.scheduler_factory(optimizer)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
-def _fused_adamw_supported(net: torch.nn.Module) -> bool:
-    """Whether torch has a fused AdamW kernel for these parameters (float, on CPU / CUDA / MPS)."""
+def describe(factory: Any) -> dict[str, Any] | None:
+    """A plain-data description of an optimiser / scheduler factory, for checkpoints' hyper-parameters
+    (loadable with weights_only=True) and for `_factory` to rebuild it."""
+    if factory is None:
+        return None
+    if isinstance(factory, functools.partial):
+        target, kwargs, partial = factory.func, dict(factory.keywords), True
+    else:
+        target, kwargs, partial = type(factory), dict(vars(factory)), False
+    described = {"_target_": f"{target.__module__}.{target.__qualname__}", **kwargs}
+    return {**described, "_partial_": True} if partial else described
+
+
+def _factory(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        import hydra
+
+        return hydra.utils.instantiate(dict(value), _convert_="all")
+    return value
+
+
+def _fused_supported(net: torch.nn.Module) -> bool:
+    """Whether torch has a fused optimiser kernel for these parameters (float, on CPU / CUDA / MPS)."""
     params = list(net.parameters())
     return bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda", "mps") for p in params)
 

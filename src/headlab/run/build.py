@@ -1,0 +1,54 @@
+"""Build a run's objects from the composed config: Hydra instantiates, headlab errors stay themselves.
+
+The LightningModule gets its network config (`model/`, with `vocab_size`, `n_classes` from the
+data), its `_partial_` optimiser and scheduler factory (`optim/`) and `compile` (`module`); the
+callbacks always include one `RunCheckpoint`, after every `ModelCheckpoint`, sharing the run's signals.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from headlab.errors import HeadlabError
+
+
+def instantiate(node: DictConfig, **kwargs: Any) -> Any:
+    """`hydra.utils.instantiate`, but a headlab error inside comes out as itself, not wrapped in
+    Hydra's InstantiationException."""
+    import hydra
+    from hydra.errors import InstantiationException
+
+    try:
+        return hydra.utils.instantiate(node, **kwargs)
+    except InstantiationException as err:
+        cause = err.__cause__
+        while cause is not None and not isinstance(cause, HeadlabError):
+            cause = cause.__cause__
+        if cause is None:
+            raise
+        raise cause from None
+
+
+def build_module(cfg: DictConfig, datamodule: Any) -> Any:
+    """The LightningModule, its network sized by the data."""
+    plain = {"_convert_": "all"}  # lists as lists: the optimiser's state goes into checkpoints
+    network = instantiate(cfg.model, vocab_size=datamodule.vocab_size, n_classes=datamodule.n_classes, **plain)
+    scheduler = instantiate(cfg.optim.scheduler, **plain) if cfg.optim.get("scheduler") is not None else None
+    optimizer = instantiate(cfg.optim.optimizer, **plain)
+    module = instantiate(cfg.module, _partial_=True, **plain)  # objects are passed to it, not merged into its config
+    return module(model_config=network, optimizer=optimizer, scheduler=scheduler)
+
+
+def build_callbacks(cfg: DictConfig, run_dir: Path, signals: Any) -> list[Any]:
+    """The `callbacks/` group, with the run's `RunCheckpoint` last (signals always end in a checkpoint)."""
+    from headlab.lit.checkpointing import RunCheckpoint, run_last_checkpoint
+
+    group = cfg.get("callbacks") or {}
+    callbacks = [instantiate(node) for node in group.values() if node is not None and "_target_" in node]
+    run_checkpoints = [c for c in callbacks if isinstance(c, RunCheckpoint)]
+    run_checkpoint = run_checkpoints[0] if run_checkpoints else RunCheckpoint(dirpath=str(run_last_checkpoint(run_dir).parent))
+    run_checkpoint.use_signals(signals)
+    return [c for c in callbacks if c is not run_checkpoint] + [run_checkpoint]

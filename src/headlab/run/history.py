@@ -1,0 +1,93 @@
+"""Every segment of a run keeps its config: `segments/0/` is the first start, `segments/<n>/` the n-th resume.
+
+Hydra rewrites `.hydra/` of `hydra.run.dir` at every start, so a resume (refused or not) would
+otherwise erase what the run was trained with. Each start copies its `.hydra/` files (or, outside
+a Hydra run, the composed config) to `segments/<n>/` with `segment.json` (the step it started at
+and its overrides), and `.hydra/` is put back to the first start's. `resume=true` compares the
+config against the newest segment's (`resolved.json`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from headlab.store import atomic_write_json, atomic_write_with
+
+SEGMENTS = "segments"
+HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
+RESOLVED = "resolved.json"
+
+
+def experiment_settings(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as flat `key: value` pairs, without output paths and resume switches:
+    equal settings = the same experiment (also the input of `run_info.config_digest`)."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    for key in ("paths", "hydra", "resume", "resume_allow"):
+        container.pop(key, None)
+    for group, path_key in (("callbacks", "output_dir"), ("callbacks", "dirpath"), ("logger", "save_dir")):
+        for member in (container.get(group) or {}).values():
+            if isinstance(member, dict):
+                member.pop(path_key, None)
+    return _flatten(container)
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict) and node:
+        flat: dict[str, Any] = {}
+        for key, value in node.items():
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        return flat
+    return {prefix[:-1]: node}
+
+
+def segment_dirs(run_dir: Path) -> list[Path]:
+    root = run_dir / SEGMENTS
+    found = [p for p in root.iterdir() if p.is_dir() and p.name.isdigit()] if root.is_dir() else []
+    return sorted(found, key=lambda p: int(p.name))
+
+
+def latest_settings(run_dir: Path) -> dict[str, Any] | None:
+    """The settings of the newest segment (None: a run from before segments were kept)."""
+    for segment in reversed(segment_dirs(run_dir)):
+        path = segment / RESOLVED
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+    return None
+
+
+def record_segment(run_dir: Path, cfg: DictConfig, start_step: int, overrides: list[str]) -> Path:
+    """Keep this start's config as `segments/<n>/`, then put `.hydra/` back to the first start's."""
+    segment = run_dir / SEGMENTS / str(len(segment_dirs(run_dir)))
+    segment.mkdir(parents=True)
+    hydra_dir = run_dir / ".hydra"
+    if (hydra_dir / "config.yaml").is_file():
+        for name in HYDRA_FILES:
+            if (hydra_dir / name).is_file():
+                shutil.copy2(hydra_dir / name, segment / name)
+    else:  # train(cfg) called outside a Hydra run
+        atomic_write_with(segment / "config.yaml", lambda tmp: Path(tmp).write_text(OmegaConf.to_yaml(cfg), encoding="utf-8"))
+    atomic_write_json(segment / RESOLVED, experiment_settings(cfg))
+    atomic_write_json(segment / "segment.json", {"segment": int(segment.name), "start_step": start_step, "overrides": overrides})
+    restore_first_hydra(run_dir)
+    return segment
+
+
+def restore_first_hydra(run_dir: Path) -> None:
+    """`.hydra/` = the first start's files again (after Hydra rewrote them for a resume)."""
+    segments = segment_dirs(run_dir)
+    if not segments or not (run_dir / ".hydra").is_dir():
+        return
+    for name in HYDRA_FILES:
+        if (segments[0] / name).is_file():
+            shutil.copy2(segments[0] / name, run_dir / ".hydra" / name)
+
+
+def history(run_dir: Path) -> list[dict[str, Any]]:
+    """`segment.json` of every segment, oldest first (for summary.json's `config_history`)."""
+    return [json.loads((s / "segment.json").read_text(encoding="utf-8")) for s in segment_dirs(run_dir)
+            if (s / "segment.json").is_file()]

@@ -1,0 +1,110 @@
+"""The run's record: `summary.json` from the first line of `train()` to its last, whatever happens.
+
+`RunRecord` is a context manager: `start()` writes status "running" (and the config segment), the
+body fills in results, and on exit the status says how the run ended (completed, interrupted,
+diverged, failed) with `last_checkpoint`. A configuration mistake found before any training step,
+in a run dir this run created, removes that dir instead: typos leave nothing under `logs/runs/`
+or in a sweep folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from omegaconf import DictConfig
+
+from headlab.errors import HeadlabError
+from headlab.run import history
+from headlab.store import atomic_write_json
+
+log = logging.getLogger("headlab.train")
+
+# What Hydra writes into a run dir before train() starts.
+_HYDRA_STARTUP = {".hydra", "train.log"}
+
+
+class RunRecord:
+    def __init__(self, cfg: DictConfig, run_dir: Path) -> None:
+        self.cfg, self.run_dir = cfg, run_dir
+        self.fresh = not run_dir.exists() or {p.name for p in run_dir.iterdir()} <= _HYDRA_STARTUP
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.summary: dict[str, Any] = {}
+        self.trainer: Any = None
+        self._started = time.perf_counter()
+
+    def __enter__(self) -> "RunRecord":
+        return self
+
+    def start(self, resume: Any) -> None:
+        """Status "running", the config segment of this start, and where a resume continues from."""
+        from headlab.cli.run_info import config_digest, job_override_list, job_overrides, swept_values
+
+        previous = _previous_status(self.run_dir)
+        history.record_segment(self.run_dir, self.cfg, resume.step if resume else 0, job_override_list())
+        self.summary = {"status": "running", "run_id": self.run_dir.name, "run_dir": str(self.run_dir.resolve()),
+                        "config_digest": config_digest(self.cfg), "overrides": job_overrides(),
+                        "swept": swept_values(self.cfg), "config_history": history.history(self.run_dir)}
+        if resume:
+            self.summary["resumed_from"] = {"step": resume.step, "previous_status": previous}
+        self._write()
+
+    def complete(self, results: dict[str, Any]) -> None:
+        self.summary.update(results, status="completed")
+
+    def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(err, HeadlabError) and self._before_training() and self.fresh and not self.cfg.get("resume"):
+            self._remove_run_dir()
+            return  # a config mistake before the first training step: leave nothing behind
+        if not self.summary:  # an error before start() (a refused resume): the run's record stays as it was
+            return
+        if err is not None:
+            self.summary.update(_outcome(err))
+        self.summary["last_checkpoint"] = _last_checkpoint(self.run_dir)
+        from headlab.run.summary import run_facts
+
+        self.summary.update(run_facts(self.trainer), wall_s=round(time.perf_counter() - self._started, 3))
+        last = self.summary.get("last")
+        if isinstance(last, dict) and "final_roles" in self.summary:
+            last["roles"] = self.summary["final_roles"]
+        self._write()
+
+    def _write(self) -> None:
+        atomic_write_json(self.run_dir / "summary.json", self.summary)
+
+    def _before_training(self) -> bool:
+        return (self.trainer is None or self.trainer.global_step == 0) and not (self.run_dir / "checkpoints").exists()
+
+    def _remove_run_dir(self) -> None:
+        # Hydra's train.log handler may still hold its file open: unlinking it is fine on POSIX
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        log.debug("removed %s: the run failed its config check", self.run_dir)
+
+
+def _outcome(err: BaseException) -> dict[str, Any]:
+    from headlab.lit.signals import RunInterrupted
+
+    if isinstance(err, RunInterrupted):
+        return {"status": "interrupted", "error": str(err), "signal": err.signal_name}
+    if type(err).__name__ == "NonFiniteLossError":
+        return {"status": "diverged", "error": str(err), "diverged_step": getattr(err, "step", None)}
+    status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+    return {"status": status, "error": str(err) or type(err).__name__}
+
+
+def _previous_status(run_dir: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _last_checkpoint(run_dir: Path) -> str | None:
+    last = run_dir / "checkpoints" / "last.ckpt"
+    return str(last) if last.is_file() else None

@@ -1,0 +1,108 @@
+"""`resume=true|auto`: where a run continues from, refused when the model or the settings changed.
+
+A resume continues `checkpoints/last.ckpt` of the run dir. It is refused (one `ConfigError` line,
+and `.hydra/` put back to the run's own) when the model's shape differs from the checkpoint's, or
+when any setting differs from the run's newest segment (`headlab.run.history`), except
+`trainer.max_epochs` / `trainer.max_steps` going up (extending training), settings that do not
+change the experiment (`NOT_A_CONDITION`), and keys the user lists in `resume_allow`
+(e.g. `resume_allow=[optim.lr]`; a group name allows all of its keys).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from headlab.errors import ConfigError
+from headlab.run.history import experiment_settings, latest_settings, restore_first_hydra
+
+# Settings that change how a run is shown or how fast it goes, never what it computes.
+NOT_A_CONDITION = ("threads", "test", "tags", "sweep_name", "logger", "trainer.enable_progress_bar",
+                   "trainer.enable_model_summary", "callbacks.progress_bar", "callbacks.head_metrics.figures")
+EXTENDABLE = ("trainer.max_epochs", "trainer.max_steps")
+_DATA_SHAPE = {"vocab_size": "vocab_size", "n_classes": "n_classes", "max_len": "data.max_len"}
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    path: str
+    step: int
+    model_config: dict[str, Any]
+
+    def check_data_shape(self, model_config: Any) -> None:
+        """The data-dependent sizes (vocabulary, classes, max_len) must match the checkpoint too."""
+        differ = {k: (self.model_config.get(k), getattr(model_config, k)) for k in _DATA_SHAPE
+                  if self.model_config.get(k) != getattr(model_config, k)}
+        if differ:
+            _refuse_shape(Path(self.path), differ, hint="the data, data.max_len or data.min_freq changed")
+
+
+def find_resume(cfg: DictConfig, run_dir: Path) -> ResumePoint | None:
+    """`resume=true`: the run dir's last.ckpt, checked against this config. `resume=auto`: the same
+    when last.ckpt exists, else None (a fresh start, for requeued jobs). `.hydra/` is restored on refusal."""
+    value = cfg.get("resume")
+    if value in (False, None):
+        return None
+    if value not in (True, "auto"):
+        raise ConfigError("resume", value, "true, false or auto")
+    from headlab.lit.checkpointing import load_checkpoint, run_last_checkpoint, saved_model_config
+
+    last = run_last_checkpoint(run_dir)
+    if not last.is_file():
+        if value == "auto":
+            return None
+        raise ConfigError("resume", True, f"a run dir with checkpoints/last.ckpt; {last} does not exist "
+                          "(point hydra.run.dir at the run to continue)")
+    try:
+        checkpoint = load_checkpoint(last, mmap=True)  # only its metadata here: fit reads the weights
+        saved = saved_model_config(checkpoint, last)
+        model = OmegaConf.to_container(cfg.model, resolve=True)
+        differ = {k: (saved[k], v) for k, v in model.items() if k in saved and k not in _DATA_SHAPE and saved[k] != v}
+        if differ:
+            _refuse_shape(last, differ)
+        _refuse_changed_settings(cfg, run_dir)
+    except ConfigError:
+        restore_first_hydra(run_dir)
+        raise
+    return ResumePoint(str(last), int(checkpoint.get("global_step", 0)), saved)
+
+
+def _refuse_changed_settings(cfg: DictConfig, run_dir: Path) -> None:
+    before = latest_settings(run_dir)
+    if before is None:
+        return  # a run from before segments were kept: only its model shape can be checked
+    now = experiment_settings(cfg)
+    allowed = tuple(str(k) for k in (cfg.get("resume_allow") or ())) + NOT_A_CONDITION
+    changed = {}
+    for key in sorted(set(before) | set(now)):
+        old, new = before.get(key, "<unset>"), now.get(key, "<unset>")
+        if old == new or _matches(key, allowed) or (key in EXTENDABLE and _extends(old, new)):
+            continue
+        changed[key] = (old, new)
+    if changed:
+        diffs = ", ".join(f"{k}: run {a!r} vs now {b!r}" for k, (a, b) in changed.items())
+        raise ConfigError("resume", True, f"the settings the run was trained with ({diffs}); resume with them, "
+                          f"or list the keys to change: resume_allow=[{','.join(changed)}]")
+
+
+def _matches(key: str, prefixes: tuple[str, ...]) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
+def _extends(old: Any, new: Any) -> bool:
+    """max_epochs / max_steps going up (-1 or None: unlimited)."""
+    unlimited = (-1, None)
+    if new in unlimited:
+        return True
+    return isinstance(old, int) and isinstance(new, int) and old not in unlimited and new >= old
+
+
+def _refuse_shape(path: Path, differ: dict[str, tuple[Any, Any]], hint: str | None = None) -> None:
+    first, (old, new) = next(iter(differ.items()))
+    key = _DATA_SHAPE.get(first, f"model.{first}")
+    diffs = ", ".join(f"{k}: checkpoint {a!r} vs config {b!r}" for k, (a, b) in differ.items())
+    raise ConfigError(key, new, f"the value the resumed checkpoint {path} was trained with ({diffs}); "
+                      f"{hint or 'resume with the original model overrides, or start a new run'}")

@@ -1,0 +1,81 @@
+"""What `summary.json` says about a finished run, and which model each number comes from.
+
+Keys (`headlab.run.record.RunRecord` writes the file; sweeps aggregate the top-level ones):
+
+- `status`: running | completed | interrupted | diverged | failed; `error`, `signal`, `diverged_step` say why.
+- `best`: the best checkpoint by val/acc: `step`, `checkpoint`, `val_acc`, `val_f1`, `val_loss`,
+  `test_acc`, `test_f1`, `test_loss` (test only with `test=true`).
+- `last`: the newest state: `step`, `checkpoint` (checkpoints/last.ckpt), `val_acc`, `val_f1`,
+  `val_loss` of the last validation during fit, `roles` (each head's role at the last measurement).
+- Top level, for sweeps (`headlab-aggregate`): `val_acc`, `val_f1`, `val_loss`, `test_acc`, `test_f1`,
+  `test_loss`, `best_step`, `best_checkpoint` = the BEST checkpoint's; `final_roles` = `last.roles`,
+  `last_checkpoint`, `global_step`, `epochs` = the LAST state's.
+- `wall_s`, `measure_s` and the callback's other timings, `n_params`, `head_dim`, `data`, `probe_digest`,
+  `swept` (the values sweeps vary), `config_digest`, `overrides`, `resumed_from`, `config_history`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+_LAST_VAL = {"val_acc": "val/acc", "val_f1": "val/f1", "val_loss": "val/loss"}
+
+
+def last_state(trainer: Any, last_checkpoint: str | None) -> dict[str, Any]:
+    """The newest state right after fit (before any evaluation of the best checkpoint replaces the
+    trainer's metrics): its step, checkpoint and last validation metrics."""
+    last: dict[str, Any] = {"step": int(trainer.global_step), "checkpoint": last_checkpoint}
+    for key, name in _LAST_VAL.items():
+        value = trainer.callback_metrics.get(name)
+        if value is not None:
+            last[key] = float(value)
+    return last
+
+
+def evaluate_best(cfg: DictConfig, trainer: Any, module: Any, datamodule: Any) -> dict[str, Any]:
+    """Validation (and test) metrics of the best checkpoint: the `best` block and its top-level copies."""
+    ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+    best: dict[str, Any] = {"step": _step_from_checkpoint(ckpt), "checkpoint": ckpt}
+    val = trainer.validate(module, datamodule=datamodule, ckpt_path=ckpt, verbose=False, weights_only=True)[0]
+    best.update(val_acc=val.get("val/acc"), val_f1=val.get("val/f1"), val_loss=val.get("val/loss"))
+    if cfg.get("test", True):
+        test = trainer.test(module, datamodule=datamodule, ckpt_path=ckpt, verbose=False, weights_only=True)[0]
+        best.update(test_acc=test.get("test/acc"), test_f1=test.get("test/f1"), test_loss=test.get("test/loss"))
+    top = {k: v for k, v in best.items() if k not in ("step", "checkpoint")}
+    return {"best": best, **top, "best_checkpoint": ckpt, "best_step": best["step"]}
+
+
+def _step_from_checkpoint(path: str | None) -> int | None:
+    match = re.search(r"step(\d+)", Path(path).name) if path else None
+    return int(match.group(1)) if match else None
+
+
+def run_facts(trainer: Any) -> dict[str, Any]:
+    """Steps, sizes, data statistics and the head-metrics callback's timings and final roles."""
+    if trainer is None:
+        return {}
+    facts: dict[str, Any] = {"global_step": int(trainer.global_step), "epochs": int(trainer.current_epoch)}
+    module, datamodule = trainer.lightning_module, trainer.datamodule
+    if datamodule is not None and hasattr(datamodule, "stats"):
+        facts["data"] = datamodule.stats
+        facts["probe_digest"] = datamodule.stats.get("probe_digest")
+    if module is not None:
+        from headlab.model import count_parameters
+
+        facts["n_params"] = count_parameters(module.net, non_embedding=False)
+        facts["n_params_non_embedding"] = count_parameters(module.net, non_embedding=True)
+        facts["head_dim"] = module.net.config.head_dim
+    for callback in trainer.callbacks:
+        timing = getattr(callback, "timing", None)
+        if timing is not None:
+            facts.update(measure_s=round(timing.capture_s + timing.metrics_s, 3), measure_capture_s=round(timing.capture_s, 3),
+                         measure_metrics_s=round(timing.metrics_s, 3), n_measurements=timing.n,
+                         head_metrics_s=round(timing.hooks_s, 3), head_metrics_grad_norm_s=round(timing.grad_norm_s, 3),
+                         head_metrics_write_s=round(timing.write_s, 3), figures_s=round(timing.figures_s, 3))
+            if callback.last_measurement is not None:
+                facts["final_roles"] = callback.last_measurement.roles
+    return facts

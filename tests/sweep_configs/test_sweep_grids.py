@@ -17,7 +17,7 @@ from headlab.model import HeadlabClassifier, ModelConfig, count_parameters
 
 HEADS = [1, 2, 4, 8, 16]
 SEEDS = [0, 1, 2]
-# sweep name -> (the grid as {override key: values}, jobs). The README's Sweeps section documents these.
+# sweep name -> (the grid as {override key: values}, jobs). docs/sweeps.md documents these.
 GRIDS = {
     "heads": ({"model.n_heads": HEADS, "seed": SEEDS}, 15),
     "heads_fixed_dhead": ({"model.n_heads": HEADS, "seed": SEEDS}, 15),

@@ -11,6 +11,8 @@ adds what only W&B shows:
   maps, titled with the step and each head's role) and `heads/table` (a `wandb.Table`, one row per
   head: step, layer, head, role, every per-head metric; conditional roles `role@{token}` as names),
   so the dashboard's image and table panels step through training and show roles changing.
+  Drawing the grid costs about 0.4 s per measurement for 2 x 4 heads and 2 s for 6 x 12 (2-core
+  CPU), counted in the callback's `write` time.
 
 Key layout `heads/{metric}/L{l}H{h}`: sorted by metric, then layer and head, in CSV columns,
 TensorBoard tags and W&B panel names alike, so a metric's heads sit side by side. W&B puts a

@@ -13,9 +13,12 @@ and every recorded run must come out unchanged, and a measurement costs about a 
 N steps after the previous one; step 0 and the fit-end measurement are always taken. The rule
 reads only the steps already measured, which the checkpoint stores, so a resumed run skips
 exactly what the uninterrupted run skipped.
-Each measurement runs the probe through the weight path in eval mode under `no_grad`, chunk by
-chunk; `headlab.analysis` reduces each chunk to per-head sums,
-so memory does not grow with the probe size. Training itself never materialises attention.
+
+How: `headlab.measure.measure_probe` runs the probe through the weight path in eval mode under
+`no_grad`, chunk by chunk, and `headlab.analysis` reduces each chunk to per-head sums, so memory
+does not grow with the probe size. Training itself never materialises attention. This callback
+keeps only the schedule, the state a resume needs (initial weights, gradient norms, measured
+steps) and the writes.
 
 `query_tokens` adds a conditional view: for each listed token, every per-head attention metric
 and the role over the queries *at that token* only, as `{metric}@{token}` (e.g. `prev_score@y`,

@@ -12,7 +12,8 @@ def test_prints_what_it_wrote_and_what_it_skipped(sweep_dir, tmp_path, capsys):
     assert main([str(sweep_dir), "--out", str(tmp_path / "out"), "--no-figures"]) == 0
     out = capsys.readouterr().out
     assert f"wrote {tmp_path / 'out' / 'sweep_summary.csv'}" in out
-    assert "5 of 10 runs aggregated" in out
+    assert "5 of 10 runs aggregated (accuracy and F1: each run's best checkpoint (by val/acc); roles and head metrics: " \
+        "its last measurement)" in out
     for job, word in (("3", "missing"), ("4", "running"), ("7", "failed"), ("8", "unreadable"), ("9", "unreadable")):
         assert f"skipped job {job} " in out and word in out.split(f"skipped job {job} ")[1].splitlines()[0]
 

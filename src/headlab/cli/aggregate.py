@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _quiet_plot_caches(args.sweep_dir, args.out)
     from headlab.sweep import aggregate_sweep  # after argument parsing: --help stays instant
+    from headlab.sweep.aggregate import SOURCES
 
     try:
         result = aggregate_sweep(args.sweep_dir, args.out, figures=not args.no_figures)
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for path in result.written:
         print(f"wrote {path}")
-    print(f"{len(result.usable)} of {len(result.runs)} runs aggregated")
+    print(f"{len(result.usable)} of {len(result.runs)} runs aggregated ({SOURCES})")
     for run in result.skipped:
         print(f"skipped job {run.job} ({run.config}, seed {run.seed}): {run.status}: {run.reason}")
     if not result.usable:

@@ -14,6 +14,10 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 
 Only usable runs (completed, every file readable) enter the statistics; the others are listed
 in `sweep_runs.csv` with the reason.
+
+Which model each number describes (`SOURCES`): val/test accuracy and F1 are each run's BEST
+checkpoint (by val/acc; summary.json `best`, also its top-level `val_acc`, ...); roles, bifurcation
+steps and every head metric are the LAST measurement (summary.json `last`, head_metrics.parquet).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from headlab.sweep.runs import Run, discover_runs
 from headlab.sweep.stats import mean_ci, steps_to_converge
 
 AGGREGATE_DIR = "aggregate"
+SOURCES = "accuracy and F1: each run's best checkpoint (by val/acc); roles and head metrics: its last measurement"
 RESULT_METRICS = ("val_acc", "val_f1", "test_acc", "test_f1")
 # Per-run numbers summarised over seeds with a mean and a 95% t-interval.
 SEED_STATISTICS = (*RESULT_METRICS, "steps_to_converge", "rho_grad_specificity", "rho_dist_specificity")

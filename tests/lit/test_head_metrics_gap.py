@@ -19,7 +19,7 @@ def _setup(tmp_path, min_gap_steps: int):
     torch.manual_seed(0)
     net = HeadlabClassifier(ModelConfig(vocab_size=12, n_classes=2, max_len=8, n_layers=1, n_heads=2, d_model=8))
     probe = ProbeSet(((1, 3, 4), (1, 5, 6, 7)), (0, 1), punctuation_ids=())
-    trainer = SimpleNamespace(global_step=0, current_epoch=0, sanity_checking=False, is_global_zero=True, loggers=[],
+    trainer = SimpleNamespace(global_step=0, current_epoch=0, sanity_checking=False, is_global_zero=True, world_size=1, loggers=[],
                               num_training_batches=PER_EPOCH, accumulate_grad_batches=1,
                               datamodule=SimpleNamespace(probe_set=lambda: probe), default_root_dir=str(tmp_path))
     module = SimpleNamespace(net=net, device=torch.device("cpu"))

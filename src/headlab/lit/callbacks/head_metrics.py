@@ -26,6 +26,11 @@ and the role over the queries *at that token* only, as `{metric}@{token}` (e.g. 
 before it, [CLS] gathering the sentence) is diluted in the all-query mean; Clark et al. (2019)
 score syntactic heads the same way, on the tokens that hold the relation.
 
+Under DDP (`trainer.strategy=ddp trainer.devices=N`) only rank zero measures and writes, through
+the unwrapped network (`pl_module.net`, never the DDP wrapper, so no collective runs inside a
+measurement); the other ranks wait at a barrier. Every rank keeps the same schedule state, so a
+checkpoint written by rank zero resumes every rank alike.
+
 Where: one part file per measurement in `head_metrics.parquet/` and `head_pairs.parquet/`
 (see `headlab.store.tables`), `heads/{metric}/L{l}H{h}` scalars to every Lightning logger (W&B
 also gets the attention-map grid and the head table, `headlab.lit.wandb_panels`), and
@@ -209,8 +214,9 @@ class HeadMetricsCallback(L.Callback):
         step = trainer.global_step
         self._measured = {s for s in self._measured if s <= step}
         keep_through = step if step in self._measured else step - 1
-        for table in (HEAD_METRICS, HEAD_PAIRS):
-            drop_parts_after(self.output_dir / table, keep_through)
+        if trainer.is_global_zero:
+            for table in (HEAD_METRICS, HEAD_PAIRS):
+                drop_parts_after(self.output_dir / table, keep_through)
         # Measure here only what an uninterrupted run measured at this step: step 0, or the end of
         # the epoch the checkpoint closed (recorded with that epoch). A resume from a mid-epoch
         # checkpoint (periodic or SIGTERM) adds no measurement point the uninterrupted run lacks.
@@ -268,16 +274,18 @@ class HeadMetricsCallback(L.Callback):
         if scheduled and step > 0 and self.too_close(step):
             return
         self._measured.add(step)
-        with self._timed("hooks"):
-            result = self.measure(pl_module, step=step, epoch=int(trainer.current_epoch) if epoch is None else epoch)
-            if self._first is None:
-                self._first = result
-            self._last = result
-            if trainer.is_global_zero:
+        if trainer.is_global_zero:  # under DDP: rank zero measures, through the unwrapped network
+            with self._timed("hooks"):
+                result = self.measure(pl_module, step=step, epoch=int(trainer.current_epoch) if epoch is None else epoch)
+                if self._first is None:
+                    self._first = result
+                self._last = result
                 with self._timed("write"):
                     self._write(result)
                     if self.log_to_loggers:
                         self._log(trainer, result)
+        if trainer.world_size > 1:  # the other ranks wait here, so no rank trains past a measurement point
+            trainer.strategy.barrier("head_metrics")
 
     def measure(self, pl_module: L.LightningModule, step: int, epoch: int) -> Measurement:
         """Measure `pl_module.net` on this callback's probe (`headlab.measure.measure_probe`) and time it."""

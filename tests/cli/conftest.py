@@ -58,3 +58,11 @@ def compose_tiny():
         return compose_train_config(run_dir, TINY + list(extra))
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _forget_hydra_config():
+    """`compose_train_config` sets Hydra's global run config; unset it after each test, so later
+    tests (e.g. config checks outside a Hydra run) see no leftover `hydra:` values."""
+    yield
+    HydraConfig.instance().cfg = None

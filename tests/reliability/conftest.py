@@ -55,3 +55,12 @@ def compose_tiny():
         return compose_train_config(run_dir, TINY + list(extra))
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _forget_hydra_config():
+    """See tests/cli/conftest.py: no test inherits Hydra's global run config from another."""
+    yield
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().cfg = None

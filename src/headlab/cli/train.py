@@ -20,6 +20,7 @@ from headlab.cli.config_checks import check_overrides, validate_config
 from headlab.cli.job import setup_job
 from headlab.cli.run_info import configure_cache_dirs
 from headlab.errors import ConfigError, HeadlabError
+from headlab.run.rank import is_rank_zero
 from headlab.run.record import RunRecord
 
 log = logging.getLogger("headlab.train")
@@ -46,14 +47,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
         resume = find_resume(cfg, run_dir)  # refuses a changed model or settings before anything is rewritten
         record.start(resume)
-        with RunSignals() as signals, closing_wandb(), keep_csv_rows(run_dir, resume.step if resume else None):
+        with RunSignals() as signals, closing_wandb(), keep_csv_rows(run_dir, resume.step if resume and is_rank_zero() else None):
             L.seed_everything(cfg.seed, workers=True)
             datamodule = instantiate(cfg.data)
             datamodule.setup("fit")
             module = build_module(cfg, datamodule)
             if resume:
                 resume.check_data_shape(module.net.config)
-            datamodule.tokenizer.save(run_dir / "vocab.json")
+            if is_rank_zero():
+                datamodule.tokenizer.save(run_dir / "vocab.json")
             loggers = build_loggers(cfg, run_dir.name)
             record.trainer = trainer = instantiate(cfg.trainer, callbacks=build_callbacks(cfg, run_dir, signals),
                                                    logger=loggers or False, plugins=[AtomicCheckpointIO()])
@@ -89,7 +91,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         if not isinstance(err, NonFiniteLossError):
             raise
         _fail(err, multirun, "diverged", EXIT_DIVERGED)
-    print(summary.get("run_dir", cfg.paths.output_dir))
+    if is_rank_zero():  # one line from a DDP run, not one per rank
+        print(summary.get("run_dir", cfg.paths.output_dir))
     return summary.get("val_acc")
 
 

@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 
 from headlab.errors import HeadlabError
 from headlab.run import history
+from headlab.run.rank import is_rank_zero
 from headlab.store import atomic_write_json
 
 log = logging.getLogger("headlab.train")
@@ -45,7 +46,8 @@ class RunRecord:
         from headlab.cli.run_info import config_digest, job_override_list, job_overrides, swept_values
 
         previous = _previous_status(self.run_dir)
-        history.record_segment(self.run_dir, self.cfg, resume.step if resume else 0, job_override_list())
+        if is_rank_zero():  # under DDP the other ranks share this dir: one record, written once
+            history.record_segment(self.run_dir, self.cfg, resume.step if resume else 0, job_override_list())
         self.summary = {"status": "running", "run_id": self.run_dir.name, "run_dir": str(self.run_dir.resolve()),
                         "config_digest": config_digest(self.cfg), "overrides": job_overrides(),
                         "swept": swept_values(self.cfg), "config_history": history.history(self.run_dir)}
@@ -57,6 +59,8 @@ class RunRecord:
         self.summary.update(results, status="completed")
 
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> None:
+        if not is_rank_zero():
+            return
         if isinstance(err, HeadlabError) and self._before_training() and self.fresh and not self.cfg.get("resume"):
             self._remove_run_dir()
             return  # a config mistake before the first training step: leave nothing behind
@@ -74,7 +78,8 @@ class RunRecord:
         self._write()
 
     def _write(self) -> None:
-        atomic_write_json(self.run_dir / "summary.json", self.summary)
+        if is_rank_zero():
+            atomic_write_json(self.run_dir / "summary.json", self.summary)
 
     def _before_training(self) -> bool:
         return (self.trainer is None or self.trainer.global_step == 0) and not (self.run_dir / "checkpoints").exists()

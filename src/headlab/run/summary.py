@@ -58,7 +58,8 @@ def run_facts(trainer: Any) -> dict[str, Any]:
     """Steps, sizes, data statistics and the head-metrics callback's timings and final roles."""
     if trainer is None:
         return {}
-    facts: dict[str, Any] = {"global_step": int(trainer.global_step), "epochs": int(trainer.current_epoch)}
+    facts: dict[str, Any] = {"global_step": int(trainer.global_step), "epochs": int(trainer.current_epoch),
+                             "world_size": int(trainer.world_size)}
     module, datamodule = trainer.lightning_module, trainer.datamodule
     if datamodule is not None and hasattr(datamodule, "stats"):
         facts["data"] = datamodule.stats

@@ -20,7 +20,7 @@ help:
 $(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet $(TORCH_PIN)
-	$(BIN)/pip install --quiet -e '.[loggers,launchers,dev]'
+	$(BIN)/pip install --quiet -e '.[loggers,launchers,dev,hf]'
 	@touch $(STAMP)
 
 venv: $(STAMP)

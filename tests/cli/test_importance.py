@@ -1,0 +1,106 @@
+"""headlab-importance on a real tiny run: the table, the reference values, the refusals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from headlab.cli.importance import main
+from headlab.cli.train import train
+from headlab.lit.checkpointing import load_network
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, compose_tiny):
+    run = tmp_path_factory.mktemp("importance") / "run"
+    train(compose_tiny(run, "callbacks.head_metrics.figures=false", "test=false"))
+    return run
+
+
+@pytest.fixture
+def run_copy(trained, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(trained, copy)
+    return copy
+
+
+def _listing(path):
+    return sorted((str(p.relative_to(path)), p.stat().st_mtime_ns) for p in path.rglob("*"))
+
+
+def test_ablation_rows_equal_a_hand_computed_gated_val_loss(run_copy):
+    assert main([str(run_copy), "importance.figures=false"]) == 0
+    table = pd.read_parquet(run_copy / "head_importance.parquet")
+    assert list(table.columns) == ["run_id", "step", "epoch", "layer", "head", "metric", "value"]
+    assert {"ablation_dloss", "ablation_dacc", "ablation_df1", "grad_importance", "grad_importance_l2",
+            "random_score"} == set(table.metric)
+    assert len(table) == 6 * 2 * 2 and table.step.nunique() == 1
+
+    from headlab.cli.run_inputs import build_datamodule, run_config  # the run's own val split, batched as in training
+
+    net = load_network(run_copy / "checkpoints" / "last.ckpt")
+    loader = build_datamodule(run_config(run_copy)).val_dataloader()
+
+    def val_loss(gates):
+        losses = [F.cross_entropy(net(b["input_ids"], b["attention_mask"], head_gates=gates).logits, b["labels"],
+                                  reduction="sum") for b in loader]
+        return float(sum(losses)) / len(loader.dataset)
+
+    with torch.no_grad():
+        base = val_loss(torch.ones(2, 2))
+        gates = torch.ones(2, 2)
+        gates[1, 0] = 0.0
+        expected = val_loss(gates) - base
+    got = table[(table.metric == "ablation_dloss") & (table.layer == 1) & (table["head"] == 0)].value.item()
+    assert got == pytest.approx(expected, abs=1e-5)
+    report = json.loads((run_copy / "importance.json").read_text())
+    assert report["checkpoints"][0]["base"]["loss"] == pytest.approx(base, abs=1e-5)
+    curves = pd.read_parquet(run_copy / "importance_curves.parquet")
+    full = curves[(curves.curve == "keep_top_k") & (curves.k == 4) & (curves.metric == "loss")]
+    assert full.value.to_numpy() == pytest.approx([base] * 3, abs=1e-5)  # all heads kept = the intact model
+
+
+def test_all_checkpoints_then_last_keeps_the_other_steps(run_copy):
+    assert main([str(run_copy), "--checkpoint", "all"]) == 0
+    steps = sorted(pd.read_parquet(run_copy / "head_importance.parquet").step.unique())
+    assert (run_copy / "figures" / "importance.png").stat().st_size > 0
+    assert main([str(run_copy), "--checkpoint=last", "importance.curves=false", "importance.figures=false"]) == 0
+    again = pd.read_parquet(run_copy / "head_importance.parquet")
+    assert sorted(again.step.unique()) == steps and not again.duplicated(["step", "layer", "head", "metric"]).any()
+
+
+def _break_config(run):
+    for config in run.rglob("config.yaml"):
+        config.write_text(config.read_text().replace("n_heads: 2", "n_heads: 4"))
+
+
+def _drop_checkpoints(run):
+    shutil.rmtree(run / "checkpoints")
+
+
+@pytest.mark.parametrize(("damage", "args", "expected"), [
+    (None, ["--checkpoint", "newest"], "--checkpoint"),
+    (None, ["importance.batch_size=0"], "importance.batch_size"),
+    (None, ["importance.bogus=1"], "importance.bogus"),
+    (None, ["importance.device=cuda:7"] if not torch.cuda.is_available() else ["importance.split=train"], "importance."),
+    (_drop_checkpoints, [], "has no checkpoints"),
+    (_break_config, [], "does not match the run's config"),
+])
+def test_bad_input_is_one_line_exit_2_nothing_written(run_copy, capsys, damage, args, expected):
+    if damage is not None:
+        damage(run_copy)
+    before = _listing(run_copy)
+    assert main([str(run_copy), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("headlab-importance: error:") and expected in err
+    assert _listing(run_copy) == before
+
+
+def test_missing_run_dir(tmp_path, capsys):
+    assert main([str(tmp_path / "nope")]) == 2
+    assert "no such run directory" in capsys.readouterr().err

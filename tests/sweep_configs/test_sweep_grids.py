@@ -26,6 +26,7 @@ GRIDS = {
     "lr": ({"optim": ["adamw_constant", "adamw"], "optim.lr": [2e-3, 6e-3], "seed": SEEDS}, 12),
     "posenc": ({"model.pos_encoding": ["none", "sinusoidal", "learned", "rope", "alibi"], "seed": SEEDS}, 15),
     "smoke": ({"model.n_heads": [2, 4], "model.init_scale": [0.5, 1.0], "seed": [0, 1]}, 8),
+    "templates": ({"model.template_mode": ["free", "soft", "hard"], "seed": SEEDS}, 9),
 }
 
 

@@ -86,7 +86,14 @@ class HeadClassifierModule(L.LightningModule):
         return F.cross_entropy(logits, batch["labels"]), logits
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss, logits = self.model_step(batch, training=True)
+        template_weight = self.net.template_loss_weight(self.global_step)
+        if template_weight > 0:  # soft templates (model.template_mode=soft): their KL is its own loss term
+            out = self._train_forward(batch["input_ids"], batch["attention_mask"], template_kl=True)
+            logits = out.logits
+            loss = F.cross_entropy(logits, batch["labels"]) + template_weight * out.template_kl
+            self.log("train/template_kl", out.template_kl.detach(), batch_size=len(logits))
+        else:
+            loss, logits = self.model_step(batch, training=True)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(self.global_step, float(loss))
         self.train_metrics.update(logits.detach(), batch["labels"])

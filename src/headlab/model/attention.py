@@ -17,6 +17,15 @@ Named points (identity modules, TransformerLens style; a forward hook reads or r
 `hook_scores` `[batch, head, q, k]` (q.k^T / sqrt(d_head) plus the additive bias: padding and
 causal keys at finfo.min, ALiBi) and `hook_pattern` (softmax of the scores, before dropout) on the
 weight path only, so the fast path never builds a `[batch, head, q, k]` tensor.
+
+Templates (`headlab.model.templates`): a `hard` templated head's pattern is its template, built
+from the mask (its Q/K are unused, so they get zero gradient; V/O train). SDPA cannot take a fixed
+pattern, so the fast path runs SDPA for all heads and then recomputes the templated heads' outputs
+as template @ v: one explicit `[batch, n_hard, q, k]` pattern and matmul per templated layer (the
+cost of the weight path for those heads only). A `soft` templated head attends freely; when asked
+(`template_kl=True`) the layer also returns KL(template || head) per soft head, from a second
+`[batch, n_soft, q, k]` score computation. `fixed_pattern` gives other heads a pattern the same way
+as a hard template (`freeze_pattern` interventions).
 """
 
 from __future__ import annotations
@@ -31,12 +40,23 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headlab.model.posenc import ATTENTION_ENCODINGS, RotaryEmbedding, alibi_bias, alibi_slopes
+from headlab.model.templates import FREE, build_layer_templates, check_pattern, template_kl
+from headlab.model.templates import MODES as TEMPLATE_MODES
 
 
 @dataclass
 class AttentionOutput:
     output: Tensor  # [batch, seq, d_model]
     pattern: Tensor | None  # [batch, head, q, k], pre-dropout; None on the fast path
+    template_kl: Tensor | None = None  # [n_soft_heads] KL(template || head); only when asked
+
+
+@dataclass
+class FixedPattern:
+    """Heads whose pattern is given instead of computed: `heads` `[n]` (indices), `pattern` `[batch, n, q, k]`."""
+
+    heads: Tensor
+    pattern: Tensor
 
 
 @dataclass
@@ -57,10 +77,12 @@ class MultiHeadSelfAttention(nn.Module):
     """Self-attention over `[batch, seq, d_model]`; `position` is `none`, `rope` or `alibi`.
 
     Additive position encodings (sinusoidal, learned) live at the embedding, not here.
+    `template`: one pattern name per head (`free` for a learned head), enforced as `template_mode`.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_head: int | None = None, *, attn_dropout: float = 0.0,
-                 causal: bool = False, position: str = "none") -> None:
+                 causal: bool = False, position: str = "none", template: Iterable[str] | None = None,
+                 template_mode: str = "hard") -> None:
         super().__init__()
         if position not in ("none",) + ATTENTION_ENCODINGS:
             raise ValueError(f"attention-level position must be one of none, rope, alibi; got {position!r}")
@@ -81,10 +103,19 @@ class MultiHeadSelfAttention(nn.Module):
         self.hook_scores = nn.Identity()  # [batch, head, q, k]; scaled, bias added, pre-softmax; weight path only
         self.hook_pattern = nn.Identity()  # [batch, head, q, k]; weight path only
         self.hook_z = nn.Identity()  # [batch, head, seq, d_head]; per-head output after the gate
+        names = [check_pattern(name) for name in template] if template is not None else [FREE] * n_heads
+        if len(names) != n_heads:
+            raise ValueError(f"expected one template pattern per head ({n_heads}); got {len(names)}")
+        if template_mode not in TEMPLATE_MODES:
+            raise ValueError(f"template_mode must be one of {TEMPLATE_MODES}; got {template_mode!r}")
+        self.template = names if any(name != FREE for name in names) and template_mode != "free" else None
+        self.template_mode = template_mode
 
     def forward(self, x: Tensor, attention_mask: Tensor, *, need_weights: bool = False,
-                head_gate: Tensor | None = None) -> AttentionOutput:
-        """x: [batch, seq, d_model]; attention_mask: [batch, seq] (True = real); head_gate: [head]."""
+                head_gate: Tensor | None = None, fixed_pattern: FixedPattern | None = None,
+                template_kl: bool = False) -> AttentionOutput:
+        """x: [batch, seq, d_model]; attention_mask: [batch, seq] (True = real); head_gate: [head];
+        template_kl: also return KL(template || head) of the soft templated heads."""
         self._check_inputs(x, attention_mask, head_gate)
         q, k, v = (self._split_heads(proj(x)) for proj in (self.q_proj, self.k_proj, self.v_proj))
         if self.rotary is not None:
@@ -93,17 +124,51 @@ class MultiHeadSelfAttention(nn.Module):
         bias = self._score_bias(attention_mask.bool(), x.size(1), x.dtype)  # [batch, 1|head, 1|q, k]
         dropout_p = self.attn_dropout if self.training else 0.0
         scale = 1.0 / math.sqrt(self.d_head)
+        fixed = self._fixed_patterns(attention_mask, fixed_pattern)
+        kl = self._soft_template_kl(q, k, bias, attention_mask, scale) if template_kl and self._heads("soft") else None
         pattern = None
         if need_weights:
             scores = (q @ k.transpose(-2, -1)).mul_(scale).add_(bias)  # in place: no extra [batch, head, q, k] copies
-            pattern = self.hook_pattern(self.hook_scores(scores).softmax(dim=-1))
+            pattern = self.hook_scores(scores).softmax(dim=-1)
+            if fixed is not None:
+                pattern = pattern.index_copy(1, fixed.heads, fixed.pattern.to(pattern.dtype))
+            pattern = self.hook_pattern(pattern)
             z = F.dropout(pattern, dropout_p) @ v
         else:
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
+            if fixed is not None:
+                given = F.dropout(fixed.pattern.to(v.dtype), dropout_p) @ v.index_select(1, fixed.heads)
+                z = z.index_copy(1, fixed.heads, given)
         if head_gate is not None:
             z = z * head_gate.to(z.dtype)[:, None, None]
         z = self.hook_z(z)  # [batch, head, seq, d_head]
-        return AttentionOutput(self.out_proj(z.transpose(1, 2).flatten(2)), pattern)
+        return AttentionOutput(self.out_proj(z.transpose(1, 2).flatten(2)), pattern, kl)
+
+    def _heads(self, mode: str) -> list[int]:
+        """The heads templated in `mode` (hard or soft)."""
+        if self.template is None or self.template_mode != mode:
+            return []
+        return [h for h, name in enumerate(self.template) if name != FREE]
+
+    def _fixed_patterns(self, attention_mask: Tensor, given: FixedPattern | None) -> FixedPattern | None:
+        """The hard templates of this layer, built from the mask, plus the patterns `given`."""
+        hard = self._heads("hard")
+        if not hard:
+            return given
+        heads = torch.tensor(hard, device=attention_mask.device)
+        built = FixedPattern(heads, build_layer_templates([self.template[h] for h in hard], attention_mask, self.causal))
+        if given is None:
+            return built
+        return FixedPattern(torch.cat([built.heads, given.heads]), torch.cat([built.pattern, given.pattern.to(built.pattern.dtype)], 1))
+
+    def _soft_template_kl(self, q: Tensor, k: Tensor, bias: Tensor, attention_mask: Tensor, scale: float) -> Tensor:
+        """KL(template || head) `[n_soft]` of the soft templated heads, from their own scores."""
+        soft = self._heads("soft")
+        heads = torch.tensor(soft, device=q.device)
+        head_bias = bias.index_select(1, heads) if bias.dim() == 4 and bias.size(1) > 1 else bias
+        scores = (q.index_select(1, heads) @ k.index_select(1, heads).transpose(-2, -1)) * scale + head_bias
+        template = build_layer_templates([self.template[h] for h in soft], attention_mask, self.causal)
+        return template_kl(template.to(scores.dtype), scores.log_softmax(dim=-1), attention_mask)
 
     def _split_heads(self, t: Tensor) -> Tensor:
         """[batch, seq, head * d_head] -> [batch, head, seq, d_head]."""
@@ -172,6 +237,9 @@ class MultiHeadSelfAttention(nn.Module):
         self.out_proj = _select_linear(self.out_proj, columns, dim=1)
         if self.alibi_slopes is not None:
             self.alibi_slopes = self.alibi_slopes[index]
+        if self.template is not None:
+            kept = [self.template[h] for h in keep]
+            self.template = kept if any(name != FREE for name in kept) else None
         self.n_heads = len(keep)
         return keep
 

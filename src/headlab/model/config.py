@@ -12,6 +12,8 @@ from typing import Any
 
 from headlab.errors import ConfigError
 from headlab.model.posenc import POS_ENCODINGS
+from headlab.model.templates import MODES as TEMPLATE_MODES
+from headlab.model.templates import resolve_template
 
 POOLINGS = ("cls", "mean")
 
@@ -35,11 +37,27 @@ class ModelConfig:
     causal: bool = False
     init_scale: float = 1.0  # Xavier gain of the Q/K/V projections only
     pad_id: int = 0
+    # Attention templates (headlab.model.templates): a preset name or one pattern name per
+    # (layer, head); `hard`: the head's pattern is the template (its V/O still train); `soft`:
+    # template_weight * KL(template || head) joins the loss, falling to 0 over template_anneal_steps
+    # (0: constant); `free`: checked but not applied, so one sweep can compare free / soft / hard.
+    template: str | list[list[str]] | None = None
+    template_mode: str = "hard"
+    template_weight: float = 1.0
+    template_anneal_steps: int = 0
 
     def __post_init__(self) -> None:
         self._check_sizes()
         self._check_choices()
         self._check_geometry()
+        self._check_template()
+
+    @property
+    def templates(self) -> list[list[str]] | None:
+        """The template as one pattern name per (layer, head), presets resolved; None: no template
+        (or template_mode=free, which checks the template but applies none)."""
+        templates = resolve_template(self.template, self.n_layers, self.n_heads)
+        return None if self.template_mode == "free" else templates
 
     @property
     def head_dim(self) -> int:
@@ -94,6 +112,17 @@ class ModelConfig:
                 f"an even head dimension for pos_encoding=rope; got head_dim={self.head_dim} "
                 f"(d_model={self.d_model}, n_heads={self.n_heads}, d_head={self.d_head})",
             )
+
+
+    def _check_template(self) -> None:
+        if self.template_mode not in TEMPLATE_MODES:
+            raise ConfigError("model.template_mode", self.template_mode, f"one of {', '.join(TEMPLATE_MODES)}")
+        templates = self.templates  # raises ConfigError for a wrong shape or an unknown pattern
+        if not _is_real(self.template_weight) or not self.template_weight >= 0:
+            raise ConfigError("model.template_weight", self.template_weight, "a number >= 0")
+        _require_int("template_anneal_steps", self.template_anneal_steps, 0)
+        if self.causal and templates and any(name in ("next", "last") for row in templates for name in row):
+            raise ConfigError("model.template", self.template, "no next or last pattern in a causal model (they look ahead)")
 
 
 def _is_real(value: Any) -> bool:

@@ -16,16 +16,18 @@ import torch
 from torch import Tensor, nn
 
 from headlab.errors import ConfigError
-from headlab.model.attention import MultiHeadSelfAttention, heads_to_keep
+from headlab.model.attention import AttentionOutput, MultiHeadSelfAttention, heads_to_keep
 from headlab.model.config import ModelConfig
 from headlab.model.init import init_weights
 from headlab.model.posenc import ATTENTION_ENCODINGS, build_additive_encoding
+from headlab.model.templates import template_weight
 
 
 @dataclass
 class ClassifierOutput:
     logits: Tensor  # [batch, n_classes]
     patterns: list[Tensor] | None  # one [batch, head, q, k] per layer when return_patterns
+    template_kl: Tensor | None = None  # [] mean KL(template || head) over soft templated heads, when asked
 
 
 class MLP(nn.Module):
@@ -44,23 +46,25 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm block: x + attn(LN(x)), then x + MLP(LN(x))."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, template: list[str] | None = None) -> None:
         super().__init__()
         position = config.pos_encoding if config.pos_encoding in ATTENTION_ENCODINGS else "none"
         self.ln_1 = nn.LayerNorm(config.d_model)
         self.attn = MultiHeadSelfAttention(config.d_model, config.n_heads, config.d_head,
-                                           attn_dropout=config.attn_dropout, causal=config.causal, position=position)
+                                           attn_dropout=config.attn_dropout, causal=config.causal, position=position,
+                                           template=template, template_mode=config.template_mode)
         self.drop = nn.Dropout(config.dropout)
         self.ln_2 = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config.d_model, config.ff_dim, config.dropout)
 
     def forward(self, x: Tensor, attention_mask: Tensor, *, need_weights: bool = False,
-                head_gate: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        """x: [batch, seq, d_model] -> (x, pattern [batch, head, q, k] or None)."""
-        attn = self.attn(self.ln_1(x), attention_mask, need_weights=need_weights, head_gate=head_gate)
+                head_gate: Tensor | None = None, template_kl: bool = False) -> tuple[Tensor, AttentionOutput]:
+        """x: [batch, seq, d_model] -> (x, the attention's output: pattern [batch, head, q, k] or None, KL)."""
+        attn = self.attn(self.ln_1(x), attention_mask, need_weights=need_weights, head_gate=head_gate,
+                         template_kl=template_kl)
         x = x + self.drop(attn.output)
         x = x + self.mlp(self.ln_2(x))
-        return x, attn.pattern
+        return x, attn
 
 
 class HeadlabClassifier(nn.Module):
@@ -70,7 +74,8 @@ class HeadlabClassifier(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
         self.pos_enc = build_additive_encoding(config.pos_encoding, config.max_len, config.d_model)
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        templates = config.templates or [None] * config.n_layers
+        self.blocks = nn.ModuleList(Block(config, template) for template in templates)
         self.ln_f = nn.LayerNorm(config.d_model)
         self.classifier = nn.Linear(config.d_model, config.n_classes)
         # [layer, head]; after ragged pruning the row of layer i is padded with 0 beyond its live heads
@@ -78,19 +83,24 @@ class HeadlabClassifier(nn.Module):
         init_weights(self, config.init_scale)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, return_patterns: bool = False,
-                head_gates: Tensor | None = None) -> ClassifierOutput:
-        """input_ids, attention_mask: [batch, seq]; head_gates: [layer, head] (default: the buffer)."""
+                head_gates: Tensor | None = None, template_kl: bool = False) -> ClassifierOutput:
+        """input_ids, attention_mask: [batch, seq]; head_gates: [layer, head] (default: the buffer);
+        template_kl: also return the mean KL(template || head) over the soft templated heads."""
         self._check_inputs(input_ids, attention_mask, head_gates)
         mask = attention_mask.bool()
         gates = self.head_gates if head_gates is None else head_gates
         x = self.drop(self.pos_enc(self.tok_emb(input_ids)))  # [batch, seq, d_model]
         patterns = [] if return_patterns else None
+        kls = []
         for layer, block in enumerate(self.blocks):
-            x, pattern = block(x, mask, need_weights=return_patterns, head_gate=gates[layer, : block.attn.n_heads])
+            x, attn = block(x, mask, need_weights=return_patterns, head_gate=gates[layer, : block.attn.n_heads],
+                            template_kl=template_kl)
             if patterns is not None:
-                patterns.append(pattern)
+                patterns.append(attn.pattern)
+            if attn.template_kl is not None:
+                kls.append(attn.template_kl)
         pooled = self._pool(self.ln_f(x), mask)  # [batch, d_model]
-        return ClassifierOutput(self.classifier(self.drop(pooled)), patterns)
+        return ClassifierOutput(self.classifier(self.drop(pooled)), patterns, torch.cat(kls).mean() if kls else None)
 
     def _pool(self, x: Tensor, mask: Tensor) -> Tensor:
         """x: [batch, seq, d_model] -> [batch, d_model]: position 0 ([CLS]) or mean over real tokens."""
@@ -109,6 +119,12 @@ class HeadlabClassifier(nn.Module):
         if head_gates is not None and head_gates.shape != self.head_gates.shape:
             raise ValueError(f"expected head_gates of shape {tuple(self.head_gates.shape)}; "
                              f"got {tuple(head_gates.shape)}")
+
+    def template_loss_weight(self, step: int) -> float:
+        """The weight of the soft-template KL in the training loss at `step`; 0 without soft templated heads."""
+        if self.config.template_mode != "soft" or all(block.attn.template is None for block in self.blocks):
+            return 0.0
+        return template_weight(step, self.config.template_weight, self.config.template_anneal_steps)
 
     @property
     def heads_per_layer(self) -> list[int]:

@@ -2,7 +2,8 @@
 
 The LightningModule gets its network config (`model/`, with `vocab_size`, `n_classes` from the
 data), its `_partial_` optimiser and scheduler factory (`optim/`) and `compile` (`module`); the
-callbacks always include one `RunCheckpoint`, after every `ModelCheckpoint`, sharing the run's signals.
+callbacks always include one `RunCheckpoint`, after every `ModelCheckpoint`, sharing the run's signals,
+and `ResumedOptimizerSettings`, so a resume trains with the optimiser settings of its config.
 """
 
 from __future__ import annotations
@@ -51,4 +52,6 @@ def build_callbacks(cfg: DictConfig, run_dir: Path, signals: Any) -> list[Any]:
     run_checkpoints = [c for c in callbacks if isinstance(c, RunCheckpoint)]
     run_checkpoint = run_checkpoints[0] if run_checkpoints else RunCheckpoint(dirpath=str(run_last_checkpoint(run_dir).parent))
     run_checkpoint.use_signals(signals)
-    return [c for c in callbacks if c is not run_checkpoint] + [run_checkpoint]
+    from headlab.lit.resumed_optimizer import ResumedOptimizerSettings
+
+    return [c for c in callbacks if c is not run_checkpoint] + [ResumedOptimizerSettings(), run_checkpoint]

@@ -1,0 +1,37 @@
+"""A resume that is allowed to change an optimiser setting really trains with the new value
+(Lightning's restored optimiser state would otherwise keep the first start's)."""
+
+from __future__ import annotations
+
+import torch
+
+from headlab.cli.train import train
+
+QUIET = ("callbacks.head_metrics.figures=false", "test=false", "optim=adamw_constant")
+
+
+def _param_groups(run):
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    return checkpoint["optimizer_states"][0]["param_groups"]
+
+
+def test_an_allowed_lr_change_takes_effect_from_the_resumed_step(tmp_path, compose_tiny):
+    run = tmp_path / "run"
+    train(compose_tiny(run, *QUIET))
+    assert {g["lr"] for g in _param_groups(run)} == {1e-3}
+    result = train(compose_tiny(run, *QUIET, "resume=true", "trainer.max_epochs=2", "optim.lr=5e-4",
+                                "optim.weight_decay=0.1", "resume_allow=[optim]"))
+    assert result["status"] == "completed" and result["global_step"] == 12
+    groups = _param_groups(run)
+    assert [g["lr"] for g in groups] == [5e-4, 5e-4] and [g["initial_lr"] for g in groups] == [5e-4, 5e-4]
+    assert [g["weight_decay"] for g in groups] == [0.1, 0.0]  # decay still on matrices only
+
+
+def test_an_unchanged_resume_keeps_the_schedule_exactly(tmp_path, compose_tiny):
+    """Warm-up + cosine: the rate after resuming equals the uninterrupted run's at the same step."""
+    steady, split = tmp_path / "steady", tmp_path / "split"
+    quiet = ("callbacks.head_metrics.figures=false", "test=false")
+    train(compose_tiny(steady, *quiet, "trainer.max_epochs=2"))
+    train(compose_tiny(split, *quiet))
+    train(compose_tiny(split, *quiet, "resume=true", "trainer.max_epochs=2"))
+    assert [g["lr"] for g in _param_groups(split)] == [g["lr"] for g in _param_groups(steady)]

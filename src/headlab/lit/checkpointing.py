@@ -74,11 +74,14 @@ def saved_model_config(checkpoint: dict[str, Any], path: Any) -> dict[str, Any]:
 
 def load_network(path: str | os.PathLike) -> torch.nn.Module:
     """The trained `HeadlabClassifier` of a checkpoint, in eval mode: for analysis after a run
-    (the checkpoint stores its `ModelConfig`, so nothing else is needed)."""
+    (the checkpoint stores its `ModelConfig`, and `pruned_heads` when headlab-prune removed heads)."""
     from headlab.model import HeadlabClassifier, ModelConfig
 
     checkpoint = load_checkpoint(path)
     net = HeadlabClassifier(ModelConfig(**saved_model_config(checkpoint, path)))
+    pruned = (checkpoint.get("hyper_parameters") or {}).get("pruned_heads")
+    if pruned:  # a headlab-prune checkpoint: per layer, the original heads it removed
+        net.prune_heads({layer: heads for layer, heads in enumerate(pruned) if heads})
     prefix = "net."
     state = {k[len(prefix):]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
     net.load_state_dict(state)

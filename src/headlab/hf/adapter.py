@@ -108,6 +108,7 @@ class HFEncoder(nn.Module):
         n_heads = max(block.attn.n_heads for block in self.blocks)
         self.register_buffer("head_gates", torch.ones(len(layers), n_heads))
         self.active_gates: Tensor = self.head_gates
+        self.train(model.training)  # a fresh nn.Module says training; the wrapped model decides
 
     @property
     def n_heads(self) -> int:

@@ -1,0 +1,90 @@
+"""headlab-analyze-hf: the run contract for MiniLM, and one line + exit 2 for each bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from headlab.analysis import ROLES
+from headlab.cli.analyze_hf import compose, main
+from headlab.errors import ConfigError
+from headlab.hf import AnalyzeSettings, HFEncoder
+from headlab.hf.analyze import build_probe
+from headlab.measure import measure_probe
+from headlab.store import read_table
+
+SMALL = ["data=en_polarity", "data.probe_size=24", "measure.map_len=8", "measure.chunk_size=8"]
+
+
+def test_writes_the_run_contract_with_the_seams_numbers(tmp_path, minilm, capsys):
+    run_dir = tmp_path / "run"
+    assert main(SMALL + [f"run_dir={run_dir}"]) == 0
+    assert capsys.readouterr().out.strip() == str(run_dir)
+    metrics, pairs = read_table(run_dir / "head_metrics.parquet"), read_table(run_dir / "head_pairs.parquet")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["data"]["unk_rate"] == 0.0
+    assert summary["model"] | {"path": None} == {"name": "minilm", "path": None, "n_layers": 6, "n_heads": 12,
+                                                  "d_head": 32, "architecture": "BertModel"}
+    assert {"attention_grid.png", "head_similarity.png"} <= {p.name for p in (run_dir / "figures").iterdir()}
+    assert (run_dir / ".hydra" / "config.yaml").is_file()
+    # the same numbers as the seam on the same probe, recomputed independently of the files
+    model, tokenizer = minilm
+    probe, _ = build_probe(tokenizer, AnalyzeSettings(source="en_polarity", probe_size=24))
+    m = measure_probe(HFEncoder(model), probe.chunks(8), map_len=8)
+    entropy = metrics[metrics.metric == "entropy"].sort_values(["layer", "head"]).value.to_numpy()
+    np.testing.assert_allclose(entropy, np.concatenate([layer["entropy"] for layer in m.head_metrics]), atol=1e-9)
+    roles = metrics[metrics.metric == "role"].sort_values(["layer", "head"]).value.astype(int)
+    assert [ROLES[r] for r in roles] == [r for layer in m.roles for r in layer] == sum(summary["roles"], [])
+    assert set(pairs.metric) >= {"js", "q_cosine"} and len(pairs[pairs.metric == "js"]) == 6 * 12 * 12
+    assert len(summary["layers"]) == 6 and summary["layers"][0]["prev_score_max"] > 0.5  # MiniLM has a prev head in L0
+
+
+def test_mostly_unk_data_is_refused_before_anything_is_written(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main(["data=zh_reviews", "data.probe_size=32", f"run_dir={run_dir}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "[UNK]" in err[0] and "data.max_unk_rate" in err[0]
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (["model.path=/nonexistent/folder"], "model.path"),
+    (["data.probe_size=many"], "data.probe_size"),
+    (["data.nope=1"], "data.nope"),
+    (["data=klingon"], "data"),
+    (["data=files"], "data.path"),
+])
+def test_config_mistakes_name_the_key(overrides, key, tmp_path):
+    with pytest.raises(ConfigError) as err:
+        from headlab.cli.analyze_hf import run
+
+        run(compose(overrides + [f"run_dir={tmp_path / 'run'}"]))
+    assert err.value.key == key
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_folder_without_weights_and_a_model_without_attention_exit_2_with_one_line(tmp_path, minilm, capsys):
+    from transformers import FNetConfig, FNetModel
+
+    no_weights = tmp_path / "no_weights"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text("{}")
+    env = {**os.environ, "HEADLAB_LOG_DIR": str(tmp_path / "logs")}
+    proc = subprocess.run([sys.executable, "-m", "headlab.cli.analyze_hf", f"model.path={no_weights}"],
+                          capture_output=True, text=True, env=env, timeout=120)  # the real process: exit code, stderr
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("headlab-analyze-hf: error: invalid config model.path=") and \
+        "weights" in lines[0]
+    fnet = tmp_path / "fnet"  # a real, loadable encoder whose layers mix tokens by FFT: no attention to return
+    FNetModel(FNetConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, intermediate_size=32)).save_pretrained(fnet)
+    minilm[1].save_pretrained(fnet)
+    assert main([f"model.path={fnet}", "data=en_polarity", f"run_dir={tmp_path / 'run'}"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "attention outputs" in lines[0] and "FNetModel" in lines[0]
+    assert not (tmp_path / "logs").exists() and not (tmp_path / "run").exists()

@@ -12,7 +12,7 @@ One module per section, each a `section(args, out)` that prints its table and fi
   Warm-up rounds are discarded; the table gives the median. Model FLOPs per step:
   6 x non-embedding params x tokens + 12 x layers x seq x d_model x tokens.
 - `step_profile` (``profile``): torch.profiler table of one headlab fast-path step.
-- `compiled` (``compile``): `torch.compile` of the training forward, as `model.compile=true` does
+- `compiled` (``compile``): `torch.compile` of the training forward, as `module.compile=true` does
   it: compile time (first step) and the step-time ratio to eager, interleaved.
 - `overhead` (``overhead``): wall time of one epoch (`trainer.fit`, validation included) on
   zh_reviews with the demo model, head-metrics callback at its default cadence vs

@@ -1,7 +1,7 @@
-"""Section ``compile``: `model.compile=true` against eager, through the training module's own step.
+"""Section ``compile``: `module.compile=true` against eager, through the training module's own step.
 
 Both variants are `HeadClassifierModule`s and run `model_step(batch, training=True)`, the step
-Lightning trains with, so the compiled one is exactly what `model.compile=true` gives a run.
+Lightning trains with, so the compiled one is exactly what `module.compile=true` gives a run.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def section(args: argparse.Namespace, out: dict[str, Any]) -> None:
         out["compile"] = {"skipped": "--quick"}
         return
     device = torch.device(args.device)
-    compiled = module_candidate("headlab compiled (model.compile=true)", True, args, device)
+    compiled = module_candidate("headlab compiled (module.compile=true)", True, args, device)
     eager = module_candidate("headlab eager", False, args, device)
     batch = make_batch(args, device)
     try:
@@ -50,7 +50,7 @@ def section(args: argparse.Namespace, out: dict[str, Any]) -> None:
             if r >= args.warmup:
                 c.times_ms.append(ms)
     e, cmp = median(eager.times_ms), median(compiled.times_ms)
-    print("\n## torch.compile of the training forward (`model.compile=true`), same shape, interleaved\n")
+    print("\n## torch.compile of the training forward (`module.compile=true`), same shape, interleaved\n")
     print(table(["variant", "ms/step", "ratio to eager", "first step (compile) s"],
                 [["headlab eager", e, 1.0, ""], ["headlab compiled", cmp, cmp / e, f"{compile_s:.1f}"]]))
     out["compile"] = {"eager_ms": e, "compiled_ms": cmp, "ratio": cmp / e, "compile_s": compile_s, "first_step_ms": first}

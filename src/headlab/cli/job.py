@@ -22,6 +22,7 @@ log = logging.getLogger("headlab.job")
 def setup_job(cfg: DictConfig) -> int:
     """Check the run mode against `sweep=`, set torch's threads from `cfg.threads`; returns the count."""
     _check_sweep_mode()
+    _check_ddp_in_multirun(cfg)
     return set_torch_threads(cfg.get("threads"), _launcher_config())
 
 
@@ -100,3 +101,19 @@ def _check_sweep_mode() -> None:
     if sweep is not None and hydra_cfg.mode != RunMode.MULTIRUN:
         raise ConfigError("sweep", sweep, f"a multirun: headlab-train -m sweep={sweep} (without -m Hydra ignores "
                           "the sweep's grid and would train a single run)")
+
+
+def _check_ddp_in_multirun(cfg: DictConfig) -> None:
+    """Lightning re-launches a DDP run's command per device into the *single-run* directory
+    (`hydra.run.dir`), so in a multirun on this machine the extra ranks would train elsewhere.
+    Under SLURM the ranks come from SLURM's tasks instead (the `slurm` launcher), which works."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    strategy = str((cfg.get("trainer") or {}).get("strategy") or "auto")
+    if not strategy.startswith("ddp") or not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return
+    launcher = str((HydraConfig.get().get("launcher") or {}).get("_target_") or "")
+    if "Slurm" not in launcher:
+        raise ConfigError("trainer.strategy", strategy, "auto in a multirun on this machine (DDP re-launches into the "
+                          "single-run directory); train DDP runs one at a time, or sweep them with hydra/launcher=slurm")

@@ -3,7 +3,7 @@
 `train(cfg)` only wires (so tests and sweeps call it with a composed config): the pieces live in
 `headlab.run` (resume, config history, the run record, CSV rows, evaluation), `headlab.lit`
 (module, checkpoints, signals) and `headlab.cli.loggers`. `main` is the thin wrapper behind the
-console script and `python -m headlab.cli.train`; its exit codes are in README "When things go wrong".
+console script and `python -m headlab.cli.train`; its exit codes are in docs/troubleshooting.md.
 """
 
 from __future__ import annotations

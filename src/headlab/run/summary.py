@@ -71,6 +71,8 @@ def run_facts(trainer: Any) -> dict[str, Any]:
         facts["n_params_non_embedding"] = count_parameters(module.net, non_embedding=True)
         facts["head_dim"] = module.net.config.head_dim
     for callback in trainer.callbacks:
+        if callable(getattr(callback, "summary_facts", None)):  # e.g. an intervention: what it did, when
+            facts.update(callback.summary_facts())
         timing = getattr(callback, "timing", None)
         if timing is not None:
             facts.update(measure_s=round(timing.capture_s + timing.metrics_s, 3), measure_capture_s=round(timing.capture_s, 3),

@@ -15,10 +15,22 @@ from headlab.cli.train import train
 from headlab.lit.checkpointing import load_network
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models on a shared machine: extra threads only spin
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, compose_tiny):
     run = tmp_path_factory.mktemp("importance") / "run"
-    train(compose_tiny(run, "callbacks.head_metrics.figures=false", "test=false"))
+    threads = torch.get_num_threads()
+    try:
+        train(compose_tiny(run, "callbacks.head_metrics.figures=false", "test=false", "threads=1"))
+    finally:
+        torch.set_num_threads(threads)  # threads=1 sets torch's process-wide count
     return run
 
 

@@ -90,3 +90,34 @@ def _draw_curves(ax: Axes, curves: pd.DataFrame) -> None:
     ax.set_ylabel("val accuracy", fontsize=7)
     ax.legend(fontsize=6, title="ranking", title_fontsize=6)
     ax.set_title("keep top-k heads", fontsize=8)
+
+
+def plot_prune_curve(prune_curve: pd.DataFrame, path: str | os.PathLike, metric: str = "val_acc") -> Path:
+    """Write accuracy vs fraction of heads pruned, one line per ranking (dashed: with fine-tune)."""
+    return save_figure(build_prune_curve_figure(prune_curve, metric), path)
+
+
+def build_prune_curve_figure(prune_curve: pd.DataFrame, metric: str = "val_acc") -> Figure:
+    """x = fraction of heads pruned, y = `metric`; the round that broke `max_drop` is drawn as an open marker."""
+    rows = prune_curve[prune_curve["metric"] == metric]
+    if rows.empty:
+        raise DataError("prune_curve", f"no {metric!r} rows; metrics: {sorted(prune_curve['metric'].unique())}")
+    palette = categorical_palette(sorted(rows["ranking"].unique()))
+    with figure_style():
+        fig = new_figure(5.5, 3.6)
+        ax = fig.subplots()
+        for (ranking, ft), line in rows.groupby(["ranking", "finetune_steps"]):
+            line = line.sort_values("prune_step")
+            style = "-" if ft == 0 else "--"
+            label = f"{ranking}" + ("" if ft == 0 else f" + {ft} fine-tune steps")
+            ax.plot(line["fraction_heads_pruned"], line["value"], style, marker="o", color=palette[ranking], label=label)
+            broke = line[~line["accepted"].astype(bool)]
+            ax.plot(broke["fraction_heads_pruned"], broke["value"], "o", color="white", markeredgecolor=palette[ranking])
+        base = rows[rows["prune_step"] == 0]["value"]
+        if len(base):
+            ax.axhline(float(base.iloc[0]), color="0.6", linewidth=0.8, linestyle=":")
+        ax.set_xlabel("fraction of heads pruned")
+        ax.set_ylabel(metric.replace("_", " "))
+        ax.legend(fontsize=7)
+        ax.set_title("iterative head pruning (open marker: the round that exceeded max_drop)", fontsize=8)
+    return fig

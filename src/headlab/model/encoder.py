@@ -8,6 +8,7 @@ Every measured tensor has a named place: `model.blocks[i].attn` (with `hook_q`, 
 
 from __future__ import annotations
 
+import copy
 import operator
 from dataclasses import dataclass
 from typing import Iterable, Mapping
@@ -16,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from headlab.errors import ConfigError
-from headlab.model.attention import AttentionOutput, MultiHeadSelfAttention, heads_to_keep
+from headlab.model.attention import AttentionOutput, FixedPattern, MultiHeadSelfAttention, heads_to_keep
 from headlab.model.config import ModelConfig
 from headlab.model.init import init_weights
 from headlab.model.posenc import ATTENTION_ENCODINGS, build_additive_encoding
@@ -58,10 +59,11 @@ class Block(nn.Module):
         self.mlp = MLP(config.d_model, config.ff_dim, config.dropout)
 
     def forward(self, x: Tensor, attention_mask: Tensor, *, need_weights: bool = False,
-                head_gate: Tensor | None = None, template_kl: bool = False) -> tuple[Tensor, AttentionOutput]:
+                head_gate: Tensor | None = None, template_kl: bool = False,
+                fixed_pattern: FixedPattern | None = None) -> tuple[Tensor, AttentionOutput]:
         """x: [batch, seq, d_model] -> (x, the attention's output: pattern [batch, head, q, k] or None, KL)."""
         attn = self.attn(self.ln_1(x), attention_mask, need_weights=need_weights, head_gate=head_gate,
-                         template_kl=template_kl)
+                         template_kl=template_kl, fixed_pattern=fixed_pattern)
         x = x + self.drop(attn.output)
         x = x + self.mlp(self.ln_2(x))
         return x, attn
@@ -80,6 +82,7 @@ class HeadlabClassifier(nn.Module):
         self.classifier = nn.Linear(config.d_model, config.n_classes)
         # [layer, head]; after ragged pruning the row of layer i is padded with 0 beyond its live heads
         self.register_buffer("head_gates", torch.ones(config.n_layers, config.n_heads))
+        self.frozen_patterns: FrozenPatterns | None = None  # see freeze_patterns
         init_weights(self, config.init_scale)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, return_patterns: bool = False,
@@ -92,9 +95,10 @@ class HeadlabClassifier(nn.Module):
         x = self.drop(self.pos_enc(self.tok_emb(input_ids)))  # [batch, seq, d_model]
         patterns = [] if return_patterns else None
         kls = []
+        fixed = self.frozen_patterns(input_ids, mask) if self.frozen_patterns is not None else {}
         for layer, block in enumerate(self.blocks):
             x, attn = block(x, mask, need_weights=return_patterns, head_gate=gates[layer, : block.attn.n_heads],
-                            template_kl=template_kl)
+                            template_kl=template_kl, fixed_pattern=fixed.get(layer))
             if patterns is not None:
                 patterns.append(attn.pattern)
             if attn.template_kl is not None:
@@ -142,6 +146,31 @@ class HeadlabClassifier(nn.Module):
         for layer, n_heads in enumerate(self.heads_per_layer):
             self.head_gates[layer, :n_heads] = 1.0
 
+    def freeze_patterns(self, heads: Mapping[int, Iterable[int]], state: Mapping[str, Tensor] | None = None) -> None:
+        """From now on, heads `{layer: [head]}` attend as the network does NOW (or as the network
+        with weights `state` does): a frozen copy computes their patterns from each input, and those
+        patterns replace the heads' own (a hard template taken from the model; V/O still train).
+
+        Costs one weight-path forward of the frozen copy per forward. The copy is not a submodule:
+        it is neither trained nor in `state_dict()` (`frozen_state()` gives it, for checkpoints).
+        """
+        heads = {operator.index(layer): sorted({operator.index(h) for h in hs}) for layer, hs in heads.items()}
+        for layer, hs in heads.items():
+            if not 0 <= layer < len(self.blocks) or not all(0 <= h < self.blocks[layer].attn.n_heads for h in hs):
+                raise ValueError(f"no heads {hs} in layer {layer}; heads per layer: {self.heads_per_layer}")
+            templated = set(hs) & set(self.blocks[layer].attn._heads("hard"))
+            if templated:
+                raise ValueError(f"heads {sorted(templated)} of layer {layer} already have a hard template")
+        self.frozen_patterns = None  # the copy must not carry (and recurse into) a freezer of its own
+        frozen = copy.deepcopy(self).eval().requires_grad_(False)
+        if state is not None:
+            frozen.load_state_dict(state)
+        self.frozen_patterns = FrozenPatterns(frozen, heads)
+
+    def frozen_state(self) -> dict[str, Tensor] | None:
+        """The frozen copy's weights (None: no frozen patterns)."""
+        return None if self.frozen_patterns is None else self.frozen_patterns.network.state_dict()
+
     def prune_heads(self, heads: Mapping[int, Iterable[int]]) -> None:
         """Remove heads physically, `{layer: [current head indices]}`; same logits as gating them to 0.
 
@@ -160,6 +189,22 @@ class HeadlabClassifier(nn.Module):
         for layer, kept in enumerate(keep):
             gates[layer, : len(kept)] = self.head_gates[layer, kept]
         self.head_gates = gates
+
+
+class FrozenPatterns:
+    """Patterns of some heads computed by a frozen copy of the network (see `freeze_patterns`)."""
+
+    def __init__(self, network: HeadlabClassifier, heads: dict[int, list[int]]) -> None:
+        self.network, self.heads = network, heads
+
+    @torch.no_grad()
+    def __call__(self, input_ids: Tensor, attention_mask: Tensor) -> dict[int, FixedPattern]:
+        """{layer: FixedPattern} for `input_ids`, `attention_mask` `[batch, seq]`."""
+        from headlab.model.hooks import capture_patterns
+
+        patterns = capture_patterns(self.network, input_ids, attention_mask)  # [batch, head, q, k] per layer
+        return {layer: FixedPattern(torch.tensor(hs, device=input_ids.device), patterns[layer][:, hs])
+                for layer, hs in self.heads.items() if hs}
 
 
 def count_parameters(model: nn.Module, non_embedding: bool = True) -> int:

@@ -48,7 +48,7 @@ def write_run_figures(run_dir: str | os.PathLike) -> list[Path]:
         written.append(plot_attention_grid(maps.mean_pattern, out / "attention_grid.png", roles=maps.roles, title=title))
     metrics = _read_optional(run_dir / HEAD_METRICS)
     if metrics is not None and _has_any(metrics, HEAD_METRICS_PLOTTED, run_dir / HEAD_METRICS):
-        written.append(plot_metric_trajectories(metrics, out / "metric_trajectories.png"))
+        written.append(plot_metric_trajectories(metrics, out / "metric_trajectories.png", events=_events(run_dir)))
     if metrics is not None and _has_any(metrics, (ROLE_METRIC,), run_dir / HEAD_METRICS):
         written.append(plot_role_timeline(metrics, out / "role_timeline.png"))
     pairs = _read_optional(run_dir / HEAD_PAIRS)
@@ -72,6 +72,17 @@ def load_attention_maps(path: str | os.PathLike) -> AttentionMaps | None:
             raise DataError(path, f"'roles' must be a string array [layer, head] ({exc})") from None
         step = int(npz["step"]) if "step" in npz.files else None
         return AttentionMaps(mean_pattern=np.asarray(npz["mean_pattern"], dtype=np.float64), step=step, roles=roles)
+
+
+def _events(run_dir: Path) -> list[tuple[int, str]]:
+    """(step, label) of each intervention the run applied (`interventions.json`; none: [])."""
+    import json
+
+    path = run_dir / "interventions.json"
+    if not path.is_file():
+        return []
+    return [(int(e["applied_step"]), f"{e['kind']} {e['heads']}") for e in json.loads(path.read_text(encoding="utf-8"))
+            if e.get("applied_step") is not None]
 
 
 def _read_optional(table_dir: Path) -> pd.DataFrame | None:

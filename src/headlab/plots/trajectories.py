@@ -32,19 +32,22 @@ def plot_metric_trajectories(
     path: str | os.PathLike,
     metrics: Sequence[str] = DEFAULT_METRICS,
     log_x: bool = True,
+    events: Sequence[tuple[int, str]] = (),
 ) -> Path:
     """Write the trajectories of one run's long `head_metrics` table to `path` (PNG, atomic)."""
-    return save_figure(build_metric_trajectories_figure(head_metrics, metrics=metrics, log_x=log_x), path)
+    return save_figure(build_metric_trajectories_figure(head_metrics, metrics=metrics, log_x=log_x, events=events), path)
 
 
 def build_metric_trajectories_figure(
-    head_metrics: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS, log_x: bool = True
+    head_metrics: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS, log_x: bool = True,
+    events: Sequence[tuple[int, str]] = (),
 ) -> Figure:
     """Facets rows = metric, cols = layer; one line per head, same colour for a head everywhere.
 
     The x axis is symlog by default: roles are mostly decided in the first few hundred steps,
     which a linear axis squeezes against the origin. Metrics absent from the table are skipped
     and named in the title; if none is present the available ones are listed in the error.
+    `events` (step, label), e.g. an intervention, are dashed vertical lines on every panel.
     """
     wanted = checked_metrics(metrics)
     df = checked_table(head_metrics, _SOURCE, _COLUMNS, _KEYS)
@@ -61,6 +64,8 @@ def build_metric_trajectories_figure(
         for ax, metric, layer, first_column in metric_by_layer_axes(fig, present, layers):
             _draw_heads(ax, df[(df["metric"] == metric) & (df["layer"] == layer)], palette)
             _set_step_scale(ax, df["step"], log_x)
+            for step, label in events:
+                ax.axvline(step, color="0.3", ls="--", lw=1.0, label=label)
             ax.set_ylabel(metric if first_column else "")
         fig.legend(handles=_head_handles(palette), loc="outside right upper", title="head", fontsize=7)
         fig.suptitle(_trajectory_title(df, absent))

@@ -2,7 +2,8 @@
 
 `load_encoder` loads a local folder offline with eager attention; `HFEncoder` puts it behind the
 measurement seam's named points (`blocks[i].attn.hook_pattern`, `hook_z`) with per-head gates
-before the output projection; `analyze` measures it on a probe set and writes the run contract.
+before the output projection; `HFClassifier` adds a linear head so `headlab.interventions`
+(ablation, gradient importance) scores its heads; `analyze` measures it on a probe set and writes the run contract.
 
     from headlab.hf import AnalyzeSettings, HFEncoder, analyze, load_encoder, resolve_model_path
     model, tokenizer = load_encoder(resolve_model_path("minilm", None))
@@ -11,6 +12,7 @@ before the output projection; `analyze` measures it on a probe set and writes th
 """
 
 from headlab.hf.adapter import EncoderOutput, HFEncoder, HFHeadAttention
+from headlab.hf.classifier import HFClassifier, fit_linear_head, mean_pool
 from headlab.hf.analyze import AnalyzeSettings, analyze, layer_means
 from headlab.hf.loading import load_encoder, minilm_path, resolve_model_path
 from headlab.hf.probe import HFProbe, encode_probe, punctuation_ids
@@ -19,15 +21,18 @@ from headlab.hf.texts import SOURCES, load_texts
 __all__ = [
     "AnalyzeSettings",
     "EncoderOutput",
+    "HFClassifier",
     "HFEncoder",
     "HFHeadAttention",
     "HFProbe",
     "SOURCES",
     "analyze",
     "encode_probe",
+    "fit_linear_head",
     "layer_means",
     "load_encoder",
     "load_texts",
+    "mean_pool",
     "minilm_path",
     "punctuation_ids",
     "resolve_model_path",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from headlab.data.labeled import LabeledTexts
 from headlab.errors import ConfigError, DataError
 
 SOURCES = ("zh_reviews", "synthetic", "files", "en_polarity", "en_news")
@@ -46,7 +47,15 @@ def load_texts(source: str, path: str | None = None, synthetic_n: int = 2000, sy
     raise ConfigError("data.source", source, f"one of {list(SOURCES)}")
 
 
-def _gensim_lines(name: str) -> list[str]:
+def load_en_polarity() -> LabeledTexts:
+    """The 200 Pang & Lee sentences with their labels (0 = neg, 1 = pos; 100 each), e.g. for importance."""
+    lines = _gensim_lines(_GENSIM_FILES["en_polarity"], strip_labels=False)
+    labels = [int(line.startswith("__label__pos")) for line in lines]
+    texts = [line.split(" ", 1)[1].strip() for line in lines]
+    return LabeledTexts(texts=texts, labels=labels, label_names=["neg", "pos"], stats={"n_examples": len(texts)})
+
+
+def _gensim_lines(name: str, strip_labels: bool = True) -> list[str]:
     """Non-blank lines of a gensim test-data file, fastText `__label__x ` prefixes removed."""
     spec = importlib.util.find_spec("gensim")  # finds the folder without importing gensim
     if spec is None or not spec.submodule_search_locations:
@@ -59,5 +68,5 @@ def _gensim_lines(name: str) -> list[str]:
         lines = raw.decode("utf-8").splitlines()
     except UnicodeDecodeError:  # lee_background.cor is Windows-1252 (0x97 = em dash)
         lines = raw.decode("cp1252", errors="replace").splitlines()
-    return [line.split(" ", 1)[1].strip() if line.startswith("__label__") else line.strip()
+    return [line.split(" ", 1)[1].strip() if strip_labels and line.startswith("__label__") else line.strip()
             for line in lines if line.strip()]

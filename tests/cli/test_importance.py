@@ -86,6 +86,18 @@ def test_all_checkpoints_then_last_keeps_the_other_steps(run_copy):
     assert sorted(again.step.unique()) == steps and not again.duplicated(["step", "layer", "head", "metric"]).any()
 
 
+def test_redundancy_from_the_runs_pair_table(run_copy):
+    """mass 1.0 = threshold ln 2, the largest JS there is: every layer is one cluster of duplicates."""
+    assert main([str(run_copy), "importance.redundancy_mass=1.0", "importance.curves=false"]) == 0
+    report = json.loads((run_copy / "importance.json").read_text())
+    assert report["redundant_heads"] == 2 * (2 - 1)
+    assert report["redundancy"]["layers"][0]["clusters"] == [[0, 1]]
+    assert (run_copy / "figures" / "redundancy.png").stat().st_size > 0
+    assert main([str(run_copy), "importance.figures=false"]) == 0  # default: 10% of the mass
+    report = json.loads((run_copy / "importance.json").read_text())
+    assert report["redundancy"]["js_threshold"] == pytest.approx(0.1 * 0.6931471805599453)
+
+
 def _break_config(run):
     for config in run.rglob("config.yaml"):
         config.write_text(config.read_text().replace("n_heads: 2", "n_heads: 4"))
@@ -99,6 +111,7 @@ def _drop_checkpoints(run):
     (None, ["--checkpoint", "newest"], "--checkpoint"),
     (None, ["importance.batch_size=0"], "importance.batch_size"),
     (None, ["importance.bogus=1"], "importance.bogus"),
+    (None, ["importance.redundancy_mass=0"], "importance.redundancy_mass"),
     (None, ["importance.device=cuda:7"] if not torch.cuda.is_available() else ["importance.split=train"], "importance."),
     (_drop_checkpoints, [], "has no checkpoints"),
     (_break_config, [], "does not match the run's config"),

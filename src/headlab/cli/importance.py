@@ -34,8 +34,12 @@ class ImportanceSettings:
     figures: bool = True
     device: str = "cpu"
     threads: int | None = None
+    redundancy_mass: float = 0.1
 
     def __post_init__(self) -> None:
+        if isinstance(self.redundancy_mass, bool) or not isinstance(self.redundancy_mass, (int, float)) \
+                or not 0.0 < self.redundancy_mass <= 1.0:
+            raise ConfigError("importance.redundancy_mass", self.redundancy_mass, "a share of attention mass in (0, 1]")
         if self.split not in ("val", "test"):
             raise ConfigError("importance.split", self.split, "val or test")
         for key in ("batch_size", "max_rows"):
@@ -108,6 +112,7 @@ class ImportanceOutcome:
     run_id: str
     settings: ImportanceSettings
     checkpoints: list[CheckpointImportance]
+    redundancy: dict[str, Any] | None = None  # see `run_redundancy`
 
 
 def compute(run_dir: Path, which: str, overrides: list[str]) -> ImportanceOutcome:
@@ -129,7 +134,40 @@ def compute(run_dir: Path, which: str, overrides: list[str]) -> ImportanceOutcom
         result = measure_importance(net, batches, normalize=settings.normalize_layers, random_seed=settings.random_seed,
                                     curves=settings.curves, max_rows=settings.max_rows)
         results.append(CheckpointImportance(str(ckpt.path), ckpt.step, ckpt.epoch, result, probe_roles(net, datamodule, settings.device)))
-    return ImportanceOutcome(run_id_of(run_dir), settings, results)
+    newest = max(c.step for c in results)
+    return ImportanceOutcome(run_id_of(run_dir), settings, results, run_redundancy(run_dir, newest, settings.redundancy_mass))
+
+
+def run_redundancy(run_dir: Path, step: int, mass: float) -> dict[str, Any] | None:
+    """Near-duplicate head clusters per layer from the run's `head_pairs.parquet` (`js`), at the last
+    measurement at or before `step`; None when the run has no pair table."""
+    import numpy as np
+
+    from headlab.analysis.redundancy import duplicate_clusters, js_threshold, redundant_heads
+    from headlab.store import HEAD_PAIRS, read_table
+
+    try:
+        pairs = read_table(run_dir / HEAD_PAIRS)
+    except FileNotFoundError:
+        return None
+    js = pairs[(pairs["metric"] == "js") & (pairs["step"] <= step)]
+    if js.empty:
+        return None
+    at = int(js["step"].max())
+    js = js[js["step"] == at]
+    threshold = js_threshold(mass)
+    layers, matrices = [], []
+    for layer, rows in js.groupby("layer"):
+        n = int(max(rows["head_a"].max(), rows["head_b"].max())) + 1
+        matrix = np.zeros((n, n))
+        matrix[rows["head_a"].to_numpy(), rows["head_b"].to_numpy()] = rows["value"].to_numpy()
+        clusters = duplicate_clusters(matrix, threshold)
+        layers.append({"layer": int(layer), "clusters": clusters, "redundant_heads": redundant_heads(clusters), "n_heads": n})
+        matrices.append(matrix)
+    total = sum(entry["n_heads"] for entry in layers)
+    n_redundant = sum(entry["redundant_heads"] for entry in layers)
+    return {"step": at, "mass": mass, "js_threshold": threshold, "layers": layers, "redundant_heads": n_redundant,
+            "duplicate_fraction": n_redundant / total, "js": [m.tolist() for m in matrices]}
 
 
 def probe_roles(net: Any, datamodule: Any, device: str) -> list[list[str]]:
@@ -170,6 +208,10 @@ def write_outputs(run_dir: Path, outcome: ImportanceOutcome) -> list[Path]:
         all_heads = pd.read_parquet(written[0])
         all_curves = pd.read_parquet(written[1]) if outcome.settings.curves else None
         written.append(plot_importance(all_heads, run_dir / "figures" / "importance.png", newest.step, newest.roles, all_curves))
+        if outcome.redundancy is not None:
+            from headlab.plots.importance import plot_redundancy
+
+            written.append(plot_redundancy(outcome.redundancy, run_dir / "figures" / "redundancy.png"))
     return written
 
 
@@ -206,8 +248,10 @@ def write_report(path: Path, outcome: ImportanceOutcome) -> Path:
             "leave_one_layer_in_acc": None if r.layers is None else [round(float(a), 6) for a in r.layers.acc],
             "roles": c.roles,
         }
+    redundancy = None if outcome.redundancy is None else {k: v for k, v in outcome.redundancy.items() if k != "js"}
     atomic_write_json(path, {"run_id": outcome.run_id, "settings": asdict(outcome.settings),
-                             "checkpoints": [entries[s] for s in sorted(entries)]})
+                             "checkpoints": [entries[s] for s in sorted(entries)], "redundancy": redundancy,
+                             "redundant_heads": None if redundancy is None else redundancy["redundant_heads"]})
     return path
 
 

@@ -12,7 +12,7 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 from headlab.errors import DataError
 from headlab.plots._figure import categorical_palette, figure_style, new_figure, save_figure
@@ -121,3 +121,36 @@ def build_prune_curve_figure(prune_curve: pd.DataFrame, metric: str = "val_acc")
         ax.legend(fontsize=7)
         ax.set_title("iterative head pruning (open marker: the round that exceeded max_drop)", fontsize=8)
     return fig
+
+
+def plot_redundancy(redundancy: dict, path: str | os.PathLike) -> Path:
+    """Write one JS matrix per layer with its near-duplicate clusters outlined (PNG, atomic)."""
+    return save_figure(build_redundancy_figure(redundancy), path)
+
+
+def build_redundancy_figure(redundancy: dict) -> Figure:
+    """`redundancy` as `headlab-importance` computes it: `js` `[layer][head][head]`, `layers[i].clusters`,
+    `js_threshold`, `step`. Cells at or below the threshold are the near-duplicate pairs."""
+    matrices = [np.asarray(m, dtype=np.float64) for m in redundancy["js"]]
+    with figure_style():
+        fig = new_figure(3.0 * len(matrices) + 0.8, 3.2)
+        axes = fig.subplots(1, len(matrices), squeeze=False)[0]
+        vmax = max(float(m.max()) for m in matrices) or 1.0
+        for ax, matrix, entry in zip(axes, matrices, redundancy["layers"]):
+            image = ax.imshow(matrix, cmap="mako", vmin=0.0, vmax=vmax, interpolation="nearest")
+            for cluster in entry["clusters"]:
+                for a in cluster:
+                    for b in cluster:
+                        ax.add_patch(_cell(b, a))
+            n = matrix.shape[0]
+            ax.set_xticks(range(n), [f"H{h}" for h in range(n)], fontsize=6)
+            ax.set_yticks(range(n), [f"H{h}" for h in range(n)], fontsize=6)
+            ax.set_title(f"L{entry['layer']}: {entry['redundant_heads']} redundant", fontsize=8)
+        fig.colorbar(image, ax=list(axes), shrink=0.8, label="JS (nats)")
+        fig.suptitle(f"near-duplicate heads at step {redundancy['step']} (JS <= {redundancy['js_threshold']:.3f}, "
+                     f"{redundancy['redundant_heads']} redundant)", fontsize=9)
+    return fig
+
+
+def _cell(x: int, y: int) -> Rectangle:
+    return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="orange", linewidth=1.5)

@@ -25,6 +25,7 @@ GRIDS = {
     "init_scale": ({"model.init_scale": [0.25, 0.5, 1.0, 1.5, 2.0], "optim.warmup_ratio": [0.0, 0.1], "seed": SEEDS}, 30),
     "lr": ({"optim": ["adamw_constant", "adamw"], "optim.lr": [2e-3, 6e-3], "seed": SEEDS}, 12),
     "posenc": ({"model.pos_encoding": ["none", "sinusoidal", "learned", "rope", "alibi"], "seed": SEEDS}, 15),
+    "data_size": ({"data.train_fraction": [0.05, 0.2, 1.0], "seed": SEEDS}, 9),
     "smoke": ({"model.n_heads": [2, 4], "model.init_scale": [0.5, 1.0], "seed": [0, 1]}, 8),
     "templates": ({"model.template_mode": ["free", "soft", "hard"], "seed": SEEDS}, 9),
 }

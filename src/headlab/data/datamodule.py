@@ -89,6 +89,7 @@ class TextDataModule(L.LightningDataModule):
         min_freq: int = 1,
         bucket_by_length: bool = True,
         shuffle_seed: int | None = None,
+        train_fraction: float = 1.0,
     ) -> None:
         super().__init__()
         if source not in SOURCES:
@@ -113,6 +114,9 @@ class TextDataModule(L.LightningDataModule):
         self.files = _check_mapping("data.files", files, _FILES_KEYS)
         if source == "files" and not self.files.get("train"):
             raise ConfigError("data.files.train", self.files.get("train"), "the path of a CSV or JSONL file")
+        if isinstance(train_fraction, bool) or not isinstance(train_fraction, (int, float)) or not 0.0 < train_fraction <= 1.0:
+            raise ConfigError("data.train_fraction", train_fraction, "a share of the train split in (0, 1]")
+        self.train_fraction = float(train_fraction)  # < 1: a stratified share of train (seeded); val and test stay whole
         self._prepared: _Prepared | None = None
         self._train_loader: ResumableLoader | None = None
         self._train_position: dict[str, int] | None = None
@@ -243,6 +247,8 @@ class TextDataModule(L.LightningDataModule):
         idx = stratified_split(pool.labels, val_fraction, test_fraction, self.seed)
         parts = {"train": pool.subset(idx.train), "val": pool.subset(idx.val), "test": pool.subset(idx.test)}
         parts.update({name: given[name] for name in ("val", "test") if name in given})
+        if self.train_fraction < 1.0:  # the same stratified split, keeping train_fraction of each class
+            parts["train"] = parts["train"].subset(stratified_split(parts["train"].labels, 1.0 - self.train_fraction, 0.0, self.seed).train)
         stats = dict(pool.stats)
         for name in ("val", "test"):
             stats.update({f"{name}_{key}": v for key, v in (given[name].stats if name in given else {}).items()})

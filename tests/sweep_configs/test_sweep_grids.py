@@ -28,6 +28,7 @@ GRIDS = {
     "data_size": ({"data.train_fraction": [0.05, 0.2, 1.0], "seed": SEEDS}, 9),
     "smoke": ({"model.n_heads": [2, 4], "model.init_scale": [0.5, 1.0], "seed": [0, 1]}, 8),
     "templates": ({"model.template_mode": ["free", "soft", "hard"], "seed": SEEDS}, 9),
+    "knockout": ({"intervention.knockout.step": [None, 50, 200, 600], "seed": SEEDS}, 12),
 }
 
 

@@ -93,6 +93,8 @@ class HeadMetricsCallback(L.Callback):
             after the previous measurement (0, the default: keep every one).
         query_tokens: vocabulary tokens (characters, or "[CLS]") whose queries also get their
             own metrics and role, `{metric}@{token}`; each must be in the run's vocabulary.
+        importance: also the `grad_importance` metric (Michel et al. E|dL/dgate| over the labelled
+            probe, `headlab.interventions.gradient_importance`): one extra backward per measurement.
     """
 
     def __init__(
@@ -109,6 +111,7 @@ class HeadMetricsCallback(L.Callback):
         figures: bool = True,
         query_tokens: Sequence[str] | None = None,
         min_gap_steps: int = 0,
+        importance: bool = False,
     ) -> None:
         super().__init__()
         key = "callbacks.head_metrics"
@@ -137,6 +140,10 @@ class HeadMetricsCallback(L.Callback):
         self.log_to_loggers, self.figures = log_to_loggers, figures
         self.query_tokens = query_tokens
         self.min_gap_steps = min_gap_steps
+        if not isinstance(importance, bool):
+            raise ConfigError(f"{key}.importance", importance, "true or false")
+        self.importance = importance
+        self._labeled_probe: list[dict[str, torch.Tensor]] = []  # with labels, for grad_importance
         self._probe: list[dict[str, Any]] = []
         self._init_weights: list[dict[str, torch.Tensor]] | None = None
         self._last_grad: torch.Tensor | None = None  # [layer, head]
@@ -196,6 +203,9 @@ class HeadMetricsCallback(L.Callback):
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         probe = trainer.datamodule.probe_set()
         self._probe = probe_chunks(probe, self.chunk_size, pl_module.device)
+        if self.importance:
+            self._labeled_probe = [{k: b[k].to(pl_module.device) for k in ("input_ids", "attention_mask", "labels")}
+                                   for b in probe.batches(self.chunk_size, by_length=True)]
         if self.query_tokens:
             add_query_masks(self._probe, query_token_ids(self.query_tokens, getattr(trainer.datamodule, "tokenizer", None)))
         n_layers, n_heads = len(pl_module.net.blocks), pl_module.net.config.n_heads
@@ -291,6 +301,12 @@ class HeadMetricsCallback(L.Callback):
         """Measure `pl_module.net` on this callback's probe (`headlab.measure.measure_probe`) and time it."""
         result = measure_probe(pl_module.net, self._probe, map_len=self.map_len, step=step, epoch=epoch,
                                init_weights=self._init_weights, grad_norm=self._last_grad, cum_grad_norm=self._cum_grad)
+        if self.importance:  # per-example gate gradients; no parameter's .grad is touched
+            from headlab.interventions import gradient_importance
+
+            grad = gradient_importance(pl_module.net, self._labeled_probe)
+            for layer, per_head in enumerate(result.head_metrics):
+                per_head["grad_importance"] = grad[layer].numpy()
         self.timing.capture_s += result.capture_s
         self.timing.metrics_s += result.metrics_s
         self.timing.n += 1

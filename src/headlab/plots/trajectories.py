@@ -20,6 +20,7 @@ from headlab.plots._figure import categorical_palette, figure_style, metric_by_l
 from headlab.plots._frames import checked_metrics, checked_table
 
 DEFAULT_METRICS = ("entropy_norm", "mean_distance", "prev_score", "cls_attention", "distance_norm")
+OPTIONAL_METRICS = ("grad_importance",)  # added to the default figure when the run measured them
 ROLE_METRIC = "role"
 
 _COLUMNS = ("step", "layer", "head", "metric", "value")
@@ -53,6 +54,8 @@ def build_metric_trajectories_figure(
     df = checked_table(head_metrics, _SOURCE, _COLUMNS, _KEYS)
     available = sorted(map(str, df["metric"].unique()))
     present = [m for m in wanted if m in available]
+    if tuple(metrics) == DEFAULT_METRICS:
+        present += [m for m in OPTIONAL_METRICS if m in available and m not in present]
     if not present:
         raise DataError(_SOURCE, f"none of the metrics {wanted} is in the table; available: {available}")
     absent = [m for m in wanted if m not in available]

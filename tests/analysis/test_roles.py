@@ -1,12 +1,16 @@
+import random
+
 import pytest
 import torch
 
 from headlab.analysis import (
-    REQUIRED_METRICS,
+    ROLE_METRICS,
     ROLES,
     RoleThresholds,
     attention_metrics,
     classify_roles,
+    mean_pattern,
+    position_metrics,
     role_ids,
 )
 from headlab.errors import ConfigError, DataError
@@ -18,18 +22,39 @@ from ._patterns import (
     identity,
     last_staring,
     near_uniform,
+    one_target,
     pad_positions,
     padded_batch,
     previous_token,
     window,
 )
 
+def next_token(n):
+    """Each query attends to the next token; the last query (no next token) to itself."""
+    return one_target((torch.arange(n) + 1).clamp_max(n - 1))
+
+
+def keyword(n):
+    """Every query attends to one content position that depends on the sequence, not on position:
+    a token picked by identity (here: drawn with the length as seed; the test lengths all differ)."""
+    target = random.Random(101 * n).randrange(2, n - 1)
+    return one_target(torch.full((n,), target, dtype=torch.long))
+
+
+def punctuation_staring(n):
+    """Every query attends to a mid-sequence punctuation mark (position n // 2, marked in the tests)."""
+    return one_target(torch.full((n,), n // 2, dtype=torch.long))
+
+
 PLANTED = {
     "previous_token": previous_token,
     "long_range": back_offset(15),
-    "vertical": cls_staring,
+    "sink": cls_staring,
     "broad": near_uniform,
     "local": identity,
+    "next_token": next_token,
+    "content": keyword,
+    "vertical": punctuation_staring,
 }
 
 
@@ -38,16 +63,19 @@ def _mixture(n):
     return 0.35 * previous_token(n) + 0.35 * first_content(n) + 0.3 * near_uniform(n)
 
 
-def _layer_roles(builders, lengths, pad_to):
-    """Roles of a layer whose heads are `builders`, measured on sequences of `lengths` (padded)."""
+def _layer_roles(builders, lengths, pad_to, thresholds=RoleThresholds()):
+    """Roles of a layer whose heads are `builders`, measured on sequences of `lengths` (padded),
+    with the position evidence of their 32-position mean map, as `measure_probe` computes it."""
     maps = [[build(n) for build in builders] for n in lengths]
     pattern, mask = padded_batch(maps, pad_to)
     cls = pad_positions([[j == 0 for j in range(n)] for n in lengths], pad_to)
-    punct = pad_positions([[j == n - 1 for j in range(n)] for n in lengths], pad_to)
-    return classify_roles(attention_metrics(pattern, mask, cls_mask=cls, punct_mask=punct))
+    punct = pad_positions([[j in (n // 2, n - 1) for j in range(n)] for n in lengths], pad_to)
+    metrics = attention_metrics(pattern, mask, cls_mask=cls, punct_mask=punct)
+    return classify_roles(metrics, thresholds, position=position_metrics(mean_pattern(pattern, mask, map_len=32)))
 
 
-@pytest.mark.parametrize("lengths", [(40, 52, 45), (64, 70), (100, 128), (40, 128, 60)])
+@pytest.mark.parametrize("lengths", [(40, 52, 45, 61, 37, 49), (64, 70, 66, 75, 81), (100, 128, 111, 97),
+                                     (40, 128, 60, 45, 90)])
 def test_planted_roles_are_recovered(lengths):
     assert _layer_roles(list(PLANTED.values()), lengths, pad_to=max(lengths) + 3) == list(PLANTED)
 
@@ -57,12 +85,13 @@ def test_planted_roles_are_recovered(lengths):
     "builder, role",
     [
         (first_content, "long_range"),
-        (last_staring, "vertical"),
+        (last_staring, "sink"),
         (window(2), "local"),
         (previous_token, "previous_token"),
         (identity, "local"),
         (near_uniform, "broad"),
-        (cls_staring, "vertical"),
+        (cls_staring, "sink"),
+        (next_token, "next_token"),
         (_mixture, "mixed"),
     ],
 )
@@ -71,15 +100,47 @@ def test_constructed_patterns_at_many_lengths(builder, role, lengths):
 
 
 def test_thresholds_are_used():
-    metrics = attention_metrics(*padded_batch([[_mixture(30)]], pad_to=30))
-    assert classify_roles(metrics) == ["mixed"]
-    assert classify_roles(metrics, RoleThresholds(previous_token_score=0.3)) == ["previous_token"]
-    assert classify_roles(metrics, RoleThresholds(focused_confidence=0.3)) == ["long_range"]
+    pattern, mask = padded_batch([[_mixture(30)]], pad_to=30)
+    metrics = attention_metrics(pattern, mask)
+    position = position_metrics(mean_pattern(pattern, mask, map_len=32))
+    assert classify_roles(metrics, position=position) == ["mixed"]
+    assert classify_roles(metrics, RoleThresholds(previous_token_score=0.3), position) == ["previous_token"]
+    assert classify_roles(metrics, RoleThresholds(focused_confidence=0.3), position) == ["content"]
+    assert classify_roles(metrics, RoleThresholds(focused_confidence=0.3, position_mass=0.3), position) == ["long_range"]
+
+
+def test_content_heads_land_far_but_are_not_long_range():
+    """The control: focused, far attention whose target moves with the sequence is `content`; the same
+    metrics with a fixed target (one absolute position) are `long_range`."""
+    lengths = (40, 52, 45, 61, 37, 49, 58, 43)
+    roles = _layer_roles([keyword, first_content], lengths, pad_to=64)
+    assert roles == ["content", "long_range"]
+    # without the position evidence no head is long-range: the far, focused one reads as content
+    pattern, mask = padded_batch([[first_content(n)] for n in lengths], pad_to=64)
+    assert classify_roles(attention_metrics(pattern, mask)) == ["content"]
+
+
+def test_position_metrics_on_hand_built_maps():
+    p = 12
+    back3 = torch.diag(torch.ones(p - 3), -3)  # query i -> key i - 3 where it exists
+    column2 = torch.zeros(p, p)
+    column2[:, 2] = 1.0
+    spread = torch.full((p, p), 1.0 / p)
+    corner = torch.zeros(p, p)
+    corner[p - 1, 0], corner[0, p - 1] = 1.0, 1.0  # offsets with one cell each: never decide
+    out = position_metrics(torch.stack([back3, column2, spread, corner]), min_rows=4)
+    # column2: each offset holds one of its p - |d| cells: 1 / 4 at the longest offset with 4 cells
+    torch.testing.assert_close(out["offset_mass"], torch.tensor([1.0, 1 / 4, 1 / p, 0.0], dtype=torch.float64))
+    assert out["column_mass"][1] == 1.0 and out["column_mass"][0] == pytest.approx(1 / p)
+    assert out["position_mass"].tolist() == pytest.approx([1.0, 1.0, 1 / p, 1 / p])
+    with_nan = back3.clone()
+    with_nan[6:] = float("nan")  # no probe sequence longer than 6: only 3 real cells on offset -3
+    assert position_metrics(with_nan[None], min_rows=4)["offset_mass"].item() < 1.0
 
 
 def test_nan_metrics_fall_back_to_mixed():
     nan = torch.tensor([float("nan")])
-    metrics = {k: nan for k in REQUIRED_METRICS}
+    metrics = {k: nan for k in ROLE_METRICS}
     assert classify_roles(metrics) == ["mixed"]
 
 
@@ -93,6 +154,8 @@ def test_missing_or_ragged_metrics_raise():
 
 def test_role_ids():
     assert role_ids(list(ROLES)).tolist() == list(range(len(ROLES)))
+    # tables store the index: the first six keep the indices they had before sink/next/content
+    assert ROLES[:6] == ("previous_token", "local", "long_range", "broad", "vertical", "mixed")
     assert role_ids(["vertical", "previous_token"]).dtype == torch.long
     with pytest.raises(ConfigError, match="role"):
         role_ids(["induction"])

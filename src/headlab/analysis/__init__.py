@@ -24,7 +24,15 @@ from headlab.analysis.init_orthogonality import CosineSummary, InitGeometry, cos
 from headlab.analysis.mean_pattern import MeanPatternAccumulator, PatternSums, mean_pattern, mean_pattern_sums
 from headlab.analysis.movement_importance import Correlation, movement_importance_correlation
 from headlab.analysis.probe_layer import LayerSums, ProbeLayerAccumulator, probe_layer_sums
-from headlab.analysis.roles import REQUIRED_METRICS, ROLES, RoleThresholds, classify_roles, role_ids
+from headlab.analysis.roles import (
+    REQUIRED_METRICS,
+    ROLE_METRICS,
+    ROLES,
+    RoleThresholds,
+    classify_roles,
+    position_metrics,
+    role_ids,
+)
 from headlab.analysis.weight_similarity import (
     head_cosine,
     per_head_grad_norm,
@@ -54,8 +62,10 @@ __all__ = [
     "probe_layer_sums",
     "REQUIRED_METRICS",
     "ROLES",
+    "ROLE_METRICS",
     "RoleThresholds",
     "classify_roles",
+    "position_metrics",
     "role_ids",
     "head_cosine",
     "per_head_grad_norm",

@@ -20,6 +20,7 @@ from headlab.analysis import (
     ProbeLayerAccumulator,
     classify_roles,
     head_cosine,
+    position_metrics,
     qk_cosine,
     relative_distance_from_init,
     subspace_similarity,
@@ -103,7 +104,7 @@ def _reduce(net: torch.nn.Module, step: int, epoch: int, layer_accs: list[ProbeL
     head_metrics, head_pairs, roles, maps = [], [], [], []
     for layer, block in enumerate(net.blocks):
         metrics, pair_values, mean_map = layer_accs[layer].compute()
-        layer_roles = classify_roles(metrics)
+        layer_roles = classify_roles(metrics, position=position_metrics(mean_map))  # long_range needs the map
         per_head = {name: _np(value) for name, value in metrics.items()}
         per_head["role"] = _role_codes(layer_roles)
         weights = head_weight_snapshot(block.attn) if weight_metrics or init_weights is not None else None

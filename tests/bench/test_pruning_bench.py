@@ -8,6 +8,14 @@ import torch
 from benchmarks.pruning import build_pair, measure
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model on a shared machine: extra threads only spin
+    yield
+    torch.set_num_threads(before)
+
+
 def test_pruning_section_times_the_same_network_with_heads_removed():
     args = argparse.Namespace(vocab=50, seq=16, layers=2, heads=4, d_model=32, ff=64, prune_fraction=0.25,
                               device="cpu", steps=2, warmup=1)

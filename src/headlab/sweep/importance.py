@@ -1,0 +1,126 @@
+"""Head importance across the seeds of a sweep config: averaged after matching, and how stable its ranking is.
+
+Head indices mean nothing across seeds (head 2 of seed 0 need not do what head 2 of seed 1
+does), so heads are first matched layer by layer with the same Hungarian matching of attention
+descriptors as `sweep_matches.csv` (`headlab.sweep.heads.seed_matches`; here each seed pair is
+scaled by its own std), at each run's last measurement. Then, per config and layer:
+
+- `sweep_importance.csv`: each head of the config's first seed (the reference) with the mean and
+  std over seeds of `ablation_dloss` of the heads matched to it;
+- `sweep_importance_tau.csv`: per seed pair, Kendall's tau between the ablation importance of
+  matched heads, beside the mean tau under random matchings (the shuffled baseline: what tau
+  is when the matching carries no information).
+
+Input: `head_importance.parquet` in each run dir (from `headlab-importance RUN_DIR`), its newest
+step. Runs without it are left out; nothing is written when no run has one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import kendalltau
+
+from headlab.analysis.head_matching import match_heads
+from headlab.sweep.heads import DESCRIPTOR_METRICS, final_values
+from headlab.sweep.runs import Run
+
+HEAD_IMPORTANCE = "head_importance.parquet"
+METRIC = "ablation_dloss"
+N_SHUFFLES = 200
+
+
+def final_importance(run_dir: Path) -> pd.Series | None:
+    """`ablation_dloss` per (layer, head) at the newest checkpoint measured; None without the file."""
+    path = Path(run_dir) / HEAD_IMPORTANCE
+    if not path.is_file():
+        return None
+    table = pd.read_parquet(path)
+    rows = table[(table["metric"] == METRIC) & (table["step"] == table["step"].max())]
+    return rows.set_index(["layer", "head"])["value"] if not rows.empty else None
+
+
+def config_importance(runs: Sequence[Run], seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(`sweep_importance` rows, `sweep_importance_tau` rows) of one config's runs (see module docstring)."""
+    usable = [(r, final_importance(r.run_dir)) for r in runs if r.head_metrics is not None and not r.head_metrics.empty]
+    usable = [(r, imp) for r, imp in usable if imp is not None]
+    if len(usable) < 2:
+        return pd.DataFrame(), pd.DataFrame()
+    finals = {r.job: final_values(r.head_metrics) for r, _ in usable}
+    importance = {r.job: imp for r, imp in usable}
+    reference = usable[0][0].job
+    rng = np.random.default_rng(seed)
+    averaged, taus = [], []
+    for layer in sorted(importance[reference].index.get_level_values("layer").unique()):
+        mapped = {reference: importance[reference].xs(layer).to_numpy()}
+        perms = {}
+        for job_a, job_b in itertools.combinations(importance, 2):
+            perm = _match(finals[job_a], finals[job_b], layer)
+            if perm is None:
+                continue
+            perms[(job_a, job_b)] = perm
+            a, b = importance[job_a].xs(layer).to_numpy(), importance[job_b].xs(layer).to_numpy()[perm]
+            shuffled = [_tau(a, importance[job_b].xs(layer).to_numpy()[rng.permutation(len(a))]) for _ in range(N_SHUFFLES)]
+            taus.append({"layer": int(layer), "job_a": job_a, "job_b": job_b, "n_heads": len(a), "kendall_tau": _tau(a, b),
+                         "tau_shuffled_mean": float(np.nanmean(shuffled)), "tau_shuffled_std": float(np.nanstd(shuffled))})
+        for job in importance:
+            if job != reference and (reference, job) in perms:
+                mapped[job] = importance[job].xs(layer).to_numpy()[perms[(reference, job)]]
+        stack = np.stack(list(mapped.values()))  # [seed, head of the reference]
+        for head in range(stack.shape[1]):
+            averaged.append({"layer": int(layer), "head": head, "reference_job": reference, "n_seeds": stack.shape[0],
+                             f"{METRIC}_mean": float(stack[:, head].mean()), f"{METRIC}_std": float(stack[:, head].std(ddof=0))})
+    return pd.DataFrame(averaged), pd.DataFrame(taus)
+
+
+def _match(final_a: pd.DataFrame, final_b: pd.DataFrame, layer: int) -> np.ndarray | None:
+    """Head of run b matched to each head of run a (None when the layer cannot be matched)."""
+    try:
+        a, b = final_a.xs(layer, level="layer"), final_b.xs(layer, level="layer")
+    except KeyError:
+        return None
+    metrics = [m for m in DESCRIPTOR_METRICS if m in a.columns and m in b.columns and a[m].notna().all() and b[m].notna().all()]
+    if not metrics or len(a) != len(b):
+        return None
+    scale = pd.concat([a[metrics], b[metrics]]).std(ddof=0).to_numpy(float)
+    return match_heads(a[metrics].to_numpy(float), b[metrics].to_numpy(float), scale=scale).permutation.numpy()
+
+
+def _tau(a: np.ndarray, b: np.ndarray) -> float:
+    if len(a) < 2:
+        return math.nan
+    tau = kendalltau(a, b).statistic
+    return float(tau) if tau is not None else math.nan
+
+
+def sweep_importance(groups: dict[str, list[Run]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`config_importance` of every config, with a `config` column; empty frames when no run has importance."""
+    averaged, taus = [], []
+    for config, runs in groups.items():
+        avg, tau = config_importance(runs)
+        if not avg.empty:
+            averaged.append(avg.assign(config=config))
+        if not tau.empty:
+            taus.append(tau.assign(config=config))
+    return (pd.concat(averaged, ignore_index=True) if averaged else pd.DataFrame(),
+            pd.concat(taus, ignore_index=True) if taus else pd.DataFrame())
+
+
+def write_sweep_importance(out_dir: Path, groups: dict[str, list[Run]]) -> list[Path]:
+    """Write `sweep_importance.csv` and `sweep_importance_tau.csv` (atomically) when any config has
+    two or more runs with `head_importance.parquet`; returns the paths written."""
+    from headlab.store import atomic_write_with
+
+    averaged, taus = sweep_importance(groups)
+    written = []
+    for name, frame in (("sweep_importance.csv", averaged), ("sweep_importance_tau.csv", taus)):
+        if not frame.empty:
+            path = Path(out_dir) / name
+            atomic_write_with(path, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
+            written.append(path)
+    return written

@@ -1,0 +1,47 @@
+"""Sweep-level importance: matched across seeds, averaged, and its rank stability vs shuffled matchings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from headlab.store import head_metric_rows
+from headlab.sweep.heads import DESCRIPTOR_METRICS
+from headlab.sweep.importance import config_importance, write_sweep_importance
+from headlab.sweep.runs import Run
+
+
+def _run(tmp_path, job, descriptors, importance):
+    """A usable run with one measurement (descriptors [head, metric]) and head_importance.parquet."""
+    run_dir = tmp_path / job
+    run_dir.mkdir()
+    per_layer = [{m: descriptors[:, i] for i, m in enumerate(DESCRIPTOR_METRICS)}]
+    metrics = head_metric_rows(job, 10, 0, per_layer)
+    head_metric_rows(job, 10, 0, [{"ablation_dloss": importance}]).to_parquet(run_dir / "head_importance.parquet")
+    return Run(job=job, run_dir=run_dir, status="completed", head_metrics=metrics)
+
+
+def test_permuted_seed_is_matched_back_and_ranks_agree(tmp_path):
+    rng = np.random.default_rng(0)
+    desc = rng.normal(size=(6, len(DESCRIPTOR_METRICS))) * 3
+    importance = np.array([0.5, 0.01, 0.2, 0.0, 0.3, 0.05])
+    perm = np.array([3, 0, 5, 1, 4, 2])  # head i of seed b is head perm[i] of seed a
+    a = _run(tmp_path, "0", desc, importance)
+    b = _run(tmp_path, "1", desc[perm], importance[perm] * 2)
+    averaged, taus = config_importance([a, b])
+    assert taus.kendall_tau.item() == pytest.approx(1.0)
+    assert abs(taus.tau_shuffled_mean.item()) < 0.2
+    assert averaged["ablation_dloss_mean"].to_numpy() == pytest.approx(importance * 1.5)
+
+    written = write_sweep_importance(tmp_path / "agg", {"cfg": [a, b]})
+    assert [p.name for p in written] == ["sweep_importance.csv", "sweep_importance_tau.csv"]
+    assert set(pd.read_csv(written[1]).config) == {"cfg"}
+
+
+def test_nothing_without_importance_files(tmp_path):
+    desc = np.eye(4, len(DESCRIPTOR_METRICS))
+    a = _run(tmp_path, "0", desc, np.ones(4))
+    (a.run_dir / "head_importance.parquet").unlink()
+    b = _run(tmp_path, "1", desc, np.ones(4))
+    assert write_sweep_importance(tmp_path / "agg", {"cfg": [a, b]}) == []

@@ -10,6 +10,7 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 | `sweep_layer_pairs.parquet` | (run, step, layer, metric): mean JS, 1 - corr, W_Q / W_Q W_K^T cosine RMS |
 | `sweep_matches.csv` | (config, layer, seed pair): Hungarian head matching vs random |
 | `sweep_summary.csv` | config (overrides without `seed`): means and 95% t-intervals over seeds |
+| `sweep_importance.csv`, `sweep_importance_tau.csv` | only when runs hold `head_importance.parquet`: see `headlab.sweep.importance` |
 | `figures/*.png` | see `headlab.plots.sweep` |
 
 Only usable runs (completed, every file readable) enter the statistics; the others are listed
@@ -34,6 +35,7 @@ import pandas as pd
 from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_with
 from headlab.sweep import heads as head_stats
+from headlab.sweep.importance import write_sweep_importance
 from headlab.sweep.runs import Run, discover_runs
 from headlab.sweep.stats import mean_ci, steps_to_converge
 
@@ -95,6 +97,7 @@ def aggregate_sweep(
         _write_csv(out / "sweep_matches.csv", matches),
         _write_csv(out / "sweep_summary.csv", summary),
     ]
+    result.written += write_sweep_importance(out, _by_config(usable))
     if figures:
         from headlab.plots.sweep import write_sweep_figures  # plotting only when asked
 

@@ -20,7 +20,7 @@ def test_an_allowed_lr_change_takes_effect_from_the_resumed_step(tmp_path, compo
     train(compose_tiny(run, *QUIET))
     assert {g["lr"] for g in _param_groups(run)} == {1e-3}
     result = train(compose_tiny(run, *QUIET, "resume=true", "trainer.max_epochs=2", "optim.lr=5e-4",
-                                "optim.weight_decay=0.1", "resume_allow=[optim]"))
+                                "optim.weight_decay=0.1", "resume_allow=[optim.lr,optim.weight_decay]"))
     assert result["status"] == "completed" and result["global_step"] == 12
     groups = _param_groups(run)
     assert [g["lr"] for g in groups] == [5e-4, 5e-4] and [g["initial_lr"] for g in groups] == [5e-4, 5e-4]

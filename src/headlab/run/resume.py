@@ -76,16 +76,29 @@ def _refuse_changed_settings(cfg: DictConfig, run_dir: Path) -> None:
         return  # a run from before segments were kept: only its model shape can be checked
     now = experiment_settings(cfg)
     allowed = tuple(str(k) for k in (cfg.get("resume_allow") or ())) + NOT_A_CONDITION
+    follows = _interpolated_keys(cfg)  # e.g. optim.optimizer.lr = ${optim.lr}: its source is compared itself
     changed = {}
     for key in sorted(set(before) | set(now)):
         old, new = before.get(key, "<unset>"), now.get(key, "<unset>")
-        if old == new or _matches(key, allowed) or (key in EXTENDABLE and _extends(old, new)):
+        if old == new or key in follows or _matches(key, allowed) or (key in EXTENDABLE and _extends(old, new)):
             continue
         changed[key] = (old, new)
     if changed:
         diffs = ", ".join(f"{k}: run {a!r} vs now {b!r}" for k, (a, b) in changed.items())
         raise ConfigError("resume", True, f"the settings the run was trained with ({diffs}); resume with them, "
                           f"or list the keys to change: resume_allow=[{','.join(changed)}]")
+
+
+def _interpolated_keys(node: Any, prefix: str = "") -> set[str]:
+    """Dotted keys whose value is an interpolation of another key in this config."""
+    keys: set[str] = set()
+    if isinstance(node, DictConfig):
+        for key in node.keys():
+            if OmegaConf.is_interpolation(node, key):
+                keys.add(f"{prefix}{key}")
+            else:
+                keys |= _interpolated_keys(node._get_node(key), f"{prefix}{key}.")
+    return keys
 
 
 def _matches(key: str, prefixes: tuple[str, ...]) -> bool:

@@ -58,6 +58,9 @@ def test_mostly_unk_data_is_refused_before_anything_is_written(tmp_path, capsys)
     (["data.nope=1"], "data.nope"),
     (["data=klingon"], "data"),
     (["data=files"], "data.path"),
+    (["data.source=klingon"], "data.source"),
+    (["nope.x=1"], "nope.x"),
+    (["threads=all"], "threads"),
 ])
 def test_config_mistakes_name_the_key(overrides, key, tmp_path):
     with pytest.raises(ConfigError) as err:

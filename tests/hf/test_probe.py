@@ -58,6 +58,12 @@ def test_english_texts_ship_in_the_gensim_wheel():
     assert news[0].startswith("Hundreds of people have been forced to vacate their homes")
 
 
+def test_files_give_their_text_column(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text("text,label\nthe plot is thin .,neg\na warm film .,pos\n", encoding="utf-8")
+    assert load_texts("files", str(path)) == ["the plot is thin .", "a warm film ."]
+
+
 def test_synthetic_texts_keep_one_letter_per_token(minilm):
     _, tokenizer = minilm
     texts = load_texts("synthetic", synthetic_n=20)

@@ -87,14 +87,28 @@ def compose(overrides: list[str]) -> DictConfig:
             raise ConfigError(group, choice, f"one of {options} (conf/hf/{group}/)")
         layers.append(OmegaConf.create({group: OmegaConf.create((root / group / f"{choice}.yaml").read_text("utf-8"))}))
     layers.append(OmegaConf.masked_copy(base, [k for k in base if k not in GROUPS]))
+    given = dict(item.split("=", 1) for item in dotted)
     try:
         cfg = OmegaConf.merge(*layers)
+        for key in given:
+            _check_key(cfg, key, given[key])
         cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(dotted))
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except OmegaConfBaseException as exc:
-        key = getattr(exc, "full_key", None) or "?"
-        raise ConfigError(str(key), getattr(exc, "value", None), _first_line(exc)) from None
+        key = str(getattr(exc, "full_key", None) or "?")
+        raise ConfigError(key, given.get(key), _first_line(exc)) from None
     return cfg
+
+
+def _check_key(cfg: DictConfig, key: str, value: str) -> None:
+    """An override must name an existing key; the error lists the keys of its section."""
+    parent, _, leaf = key.rpartition(".")
+    section = OmegaConf.select(cfg, parent) if parent else cfg
+    if not isinstance(section, DictConfig):
+        parent, section = "", cfg
+    if leaf not in section or key.rpartition(".")[0] != parent:
+        keys = sorted(section.keys()) if isinstance(section, DictConfig) else []
+        raise ConfigError(key, value, f"an existing key{f' of {parent}' if parent else ''}: {', '.join(map(str, keys))}")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -104,6 +118,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     from headlab.hf import AnalyzeSettings, HFEncoder, analyze, load_encoder, resolve_model_path
     from headlab.store import atomic_write_text
 
+    from headlab.hf.texts import SOURCES
+
+    if cfg.data.source not in SOURCES:  # before any loading: a typo answers at once
+        raise ConfigError("data.source", cfg.data.source, f"one of {list(SOURCES)}")
+    if cfg.data.source == "files" and not cfg.data.get("path"):
+        raise ConfigError("data.path", None, "a CSV or JSONL file with a text column (data=files data.path=...)")
     folder = resolve_model_path(cfg.model.name, cfg.model.path)  # before the run dir: a bad path writes nothing
     settings = AnalyzeSettings(source=cfg.data.source, path=cfg.data.path, probe_size=cfg.data.probe_size,
                                max_len=cfg.data.max_len, seed=cfg.data.seed, max_unk_rate=cfg.data.max_unk_rate,

@@ -3,7 +3,7 @@
 Pure tensor functions (no Lightning, no files): `attention_kl` (MiniLM), `score_mse` (TinyBERT),
 `value_relation`; `layer_map` (uniform | last | first_middle | explicit), `mean_head_groups` and
 `relation_heads` (MiniLMv2) for different head counts. `headlab-distill` (the training loop and
-the sweep) is not built yet: see docs/pretrained.md.
+the sweep) is not built yet (docs/pretrained.md).
 """
 
 from headlab.distill.losses import attention_kl, score_mse, value_relation

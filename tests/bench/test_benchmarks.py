@@ -31,7 +31,7 @@ def test_docstring_examples_hold(module):
 
 
 def test_every_section_runs_in_the_documented_order():
-    assert tuple(RUNNERS) == SECTIONS == ("train", "profile", "compile", "overhead", "memory", "sweep")
+    assert tuple(RUNNERS) == SECTIONS == ("train", "profile", "compile", "overhead", "memory", "sweep", "pruning")
 
 
 def test_overhead_fractions_come_from_the_arms_numbers():

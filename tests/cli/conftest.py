@@ -66,3 +66,28 @@ def _forget_hydra_config():
     tests (e.g. config checks outside a Hydra run) see no leftover `hydra:` values."""
     yield
     HydraConfig.instance().cfg = None
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models on a shared machine: extra torch threads only spin."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def train_keeping_threads(cfg: DictConfig) -> dict:
+    """`train(cfg)` for a module-scoped fixture: `threads=1` in cfg sets torch's process-wide count,
+    which is put back afterwards."""
+    import torch
+
+    from headlab.cli.train import train
+
+    threads = torch.get_num_threads()
+    try:
+        return train(cfg)
+    finally:
+        torch.set_num_threads(threads)

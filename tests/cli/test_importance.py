@@ -11,26 +11,17 @@ import torch
 import torch.nn.functional as F
 
 from headlab.cli.importance import main
-from headlab.cli.train import train
+from tests.cli.conftest import train_keeping_threads
 from headlab.lit.checkpointing import load_network
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models on a shared machine: extra threads only spin
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, compose_tiny):
     run = tmp_path_factory.mktemp("importance") / "run"
-    threads = torch.get_num_threads()
-    try:
-        train(compose_tiny(run, "callbacks.head_metrics.figures=false", "test=false", "threads=1"))
-    finally:
-        torch.set_num_threads(threads)  # threads=1 sets torch's process-wide count
+    train_keeping_threads(compose_tiny(run, "callbacks.head_metrics.figures=false", "test=false", "threads=1"))
     return run
 
 

@@ -10,27 +10,18 @@ import pytest
 import torch
 
 from headlab.cli.prune import main
-from headlab.cli.train import train
+from tests.cli.conftest import train_keeping_threads
 from headlab.lit.checkpointing import load_network
 from headlab.model.encoder import count_parameters
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models on a shared machine: extra threads only spin
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, compose_tiny):
     run = tmp_path_factory.mktemp("prune") / "run"
-    threads = torch.get_num_threads()
-    try:
-        train(compose_tiny(run, "callbacks.head_metrics.figures=false", "test=false", "model.n_heads=4", "threads=1"))
-    finally:
-        torch.set_num_threads(threads)  # threads=1 sets torch's process-wide count
+    train_keeping_threads(compose_tiny(run, "callbacks.head_metrics.figures=false", "test=false", "model.n_heads=4", "threads=1"))
     return run
 
 

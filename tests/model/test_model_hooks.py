@@ -11,6 +11,7 @@ from torch import nn
 from headlab.model import HeadlabClassifier, ModelConfig, MultiHeadSelfAttention
 from headlab.model.hooks import capture_patterns
 from headlab.model.init import init_weights
+from tests.model._reference import torch_attention_like
 
 D_MODEL, N_HEADS, D_HEAD = 16, 4, 6  # attention width 24 != d_model: layout errors would show
 POINTS = ("hook_q", "hook_k", "hook_v", "hook_scores", "hook_pattern", "hook_z")
@@ -69,12 +70,7 @@ def test_scores_and_pattern_follow_from_q_and_k_by_hand(causal, position):
 
 def test_hooked_q_k_v_agree_with_torch_multihead_attention():
     attn = _attention()
-    ref = nn.MultiheadAttention(D_MODEL, N_HEADS, batch_first=True).eval()
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]))
-        ref.in_proj_bias.copy_(torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias]))
-        ref.out_proj.weight.copy_(attn.out_proj.weight)
-        ref.out_proj.bias.copy_(attn.out_proj.bias)
+    ref = torch_attention_like(attn)
     torch.manual_seed(1)
     x, mask = torch.randn(3, 7, D_MODEL), _mask([7, 4, 2], 7)
     expected, expected_weights = ref(x, x, x, key_padding_mask=~mask, need_weights=True, average_attn_weights=False)

@@ -11,6 +11,7 @@ checkpoint or setting (nothing written).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from dataclasses import asdict, dataclass
@@ -118,12 +119,11 @@ def compute(run_dir: Path, overrides: list[str]) -> PruneOutcome:
     datamodule = build_datamodule(cfg)
     splits = {name: eval_batches(datamodule, name, settings.batch_size, settings.device) for name in SPLITS}
     net = load_matching_network(checkpoint.path, cfg, datamodule).to(settings.device)
-    finetune = None
+    finetune = None  # None: prune without fine-tuning
     if settings.finetune_steps > 0:
         train = eval_batches(datamodule, "train", settings.batch_size, settings.device)
-
-        def finetune(candidate: Any) -> None:
-            finetune_steps(candidate, train, settings.finetune_steps, settings.finetune_lr, settings.random_seed)
+        finetune = functools.partial(finetune_steps, batches=train, steps=settings.finetune_steps,
+                                     lr=settings.finetune_lr, seed=settings.random_seed)
 
     n_params = count_parameters(net, non_embedding=False)
     result = iterative_prune(net, splits, ranking=settings.ranking, fraction_per_step=settings.fraction_per_step,

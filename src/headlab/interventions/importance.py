@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import torch
 from torch import Tensor, nn
 
 from headlab.interventions.ablation import AblationResult, keep_top_k, leave_one_layer_in, single_head_ablation

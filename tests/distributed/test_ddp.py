@@ -25,6 +25,7 @@ DDP = [
     "callbacks.progress_bar=null", "callbacks.head_metrics.every_n_steps=4", "callbacks.head_metrics.early_steps=8",
     "callbacks.head_metrics.early_spacing=linear", "callbacks.head_metrics.figures=false", "threads=1",
     "trainer.strategy=ddp", "trainer.devices=2", "trainer.accelerator=cpu",
+    "optim=adamw_constant",  # a schedule that does not depend on max_epochs, so a run can be extended on resume
 ]
 KEYS = ["step", "layer", "head", "metric"]
 
@@ -77,3 +78,20 @@ def test_metrics_equal_a_single_process_measurement_of_the_same_weights(ddp_run:
         np.testing.assert_allclose(row["value"].iloc[0], value, rtol=1e-5, atol=1e-6, err_msg=f"L{layer}H{head} {metric}")
         compared += 1
     assert compared >= 2 * 2 * 10
+
+
+def test_a_resumed_ddp_run_ends_like_an_uninterrupted_one(ddp_run: Path, tmp_path: Path) -> None:
+    """Each rank's loader position is the same count of its own shard, so the checkpoint rank zero
+    writes resumes every rank: one epoch, then resume to two, equals the two-epoch run."""
+    run = tmp_path / "run"
+    first = [o for o in DDP if not o.startswith("trainer.max_epochs")] + ["trainer.max_epochs=1", f"hydra.run.dir={run}"]
+    assert run_cli(tmp_path, *first, timeout=900).returncode == 0
+    second = run_cli(tmp_path, *DDP, f"hydra.run.dir={run}", "resume=true", timeout=900)
+    assert second.returncode == 0, second.stderr[-3000:]
+    resumed, reference = (json.loads((d / "summary.json").read_text()) for d in (run, ddp_run))
+    assert resumed["resumed_from"]["step"] == 10 and resumed["global_step"] == reference["global_step"] == 20
+    for key in ("val_acc", "val_f1", "val_loss", "test_acc", "test_f1"):
+        assert resumed[key] == pytest.approx(reference[key], abs=1e-6), key
+    ours, theirs = (read_table(d / "head_metrics.parquet").sort_values(KEYS).reset_index(drop=True) for d in (run, ddp_run))
+    assert ours[KEYS].equals(theirs[KEYS])
+    np.testing.assert_allclose(ours["value"], theirs["value"], rtol=1e-5, atol=1e-6)

@@ -9,8 +9,7 @@ from headlab.analysis import (
     RoleThresholds,
     attention_metrics,
     classify_roles,
-    mean_pattern,
-    position_metrics,
+    PositionAccumulator,
     role_ids,
 )
 from headlab.errors import ConfigError, DataError
@@ -65,17 +64,23 @@ def _mixture(n):
 
 def _layer_roles(builders, lengths, pad_to, thresholds=RoleThresholds()):
     """Roles of a layer whose heads are `builders`, measured on sequences of `lengths` (padded),
-    with the position evidence of their 32-position mean map, as `measure_probe` computes it."""
+    with the position evidence `measure_probe` gives the rule."""
     maps = [[build(n) for build in builders] for n in lengths]
     pattern, mask = padded_batch(maps, pad_to)
     cls = pad_positions([[j == 0 for j in range(n)] for n in lengths], pad_to)
     punct = pad_positions([[j in (n // 2, n - 1) for j in range(n)] for n in lengths], pad_to)
     metrics = attention_metrics(pattern, mask, cls_mask=cls, punct_mask=punct)
-    return classify_roles(metrics, thresholds, position=position_metrics(mean_pattern(pattern, mask, map_len=32)))
+    return classify_roles(metrics, thresholds, position=_position(pattern, mask))
 
 
-@pytest.mark.parametrize("lengths", [(40, 52, 45, 61, 37, 49), (64, 70, 66, 75, 81), (100, 128, 111, 97),
-                                     (40, 128, 60, 45, 90)])
+def _position(pattern, mask):
+    acc = PositionAccumulator()
+    acc.update(pattern, mask)
+    return acc.compute()
+
+
+@pytest.mark.parametrize("lengths", [(40, 52, 45, 61, 37, 49), (64, 70, 66, 75, 81, 68), (100, 128, 111, 97, 105, 113),
+                                     (40, 100, 60, 45, 90, 77, 83, 67)])
 def test_planted_roles_are_recovered(lengths):
     assert _layer_roles(list(PLANTED.values()), lengths, pad_to=max(lengths) + 3) == list(PLANTED)
 
@@ -102,11 +107,12 @@ def test_constructed_patterns_at_many_lengths(builder, role, lengths):
 def test_thresholds_are_used():
     pattern, mask = padded_batch([[_mixture(30)]], pad_to=30)
     metrics = attention_metrics(pattern, mask)
-    position = position_metrics(mean_pattern(pattern, mask, map_len=32))
+    position = _position(pattern, mask)
     assert classify_roles(metrics, position=position) == ["mixed"]
     assert classify_roles(metrics, RoleThresholds(previous_token_score=0.3), position) == ["previous_token"]
-    assert classify_roles(metrics, RoleThresholds(focused_confidence=0.3), position) == ["content"]
-    assert classify_roles(metrics, RoleThresholds(focused_confidence=0.3, position_mass=0.3), position) == ["long_range"]
+    # 0.35 of it on the previous token and 0.35 on the first token: position-dependent at 0.25, not at 0.5
+    assert classify_roles(metrics, RoleThresholds(focused_confidence=0.3), position) == ["long_range"]
+    assert classify_roles(metrics, RoleThresholds(focused_confidence=0.3, position_mass=0.5), position) == ["content"]
 
 
 def test_content_heads_land_far_but_are_not_long_range():
@@ -120,22 +126,24 @@ def test_content_heads_land_far_but_are_not_long_range():
     assert classify_roles(attention_metrics(pattern, mask)) == ["content"]
 
 
-def test_position_metrics_on_hand_built_maps():
-    p = 12
-    back3 = torch.diag(torch.ones(p - 3), -3)  # query i -> key i - 3 where it exists
-    column2 = torch.zeros(p, p)
-    column2[:, 2] = 1.0
-    spread = torch.full((p, p), 1.0 / p)
-    corner = torch.zeros(p, p)
-    corner[p - 1, 0], corner[0, p - 1] = 1.0, 1.0  # offsets with one cell each: never decide
-    out = position_metrics(torch.stack([back3, column2, spread, corner]), min_rows=4)
-    # column2: each offset holds one of its p - |d| cells: 1 / 4 at the longest offset with 4 cells
-    torch.testing.assert_close(out["offset_mass"], torch.tensor([1.0, 1 / 4, 1 / p, 0.0], dtype=torch.float64))
-    assert out["column_mass"][1] == 1.0 and out["column_mass"][0] == pytest.approx(1 / p)
-    assert out["position_mass"].tolist() == pytest.approx([1.0, 1.0, 1 / p, 1 / p])
-    with_nan = back3.clone()
-    with_nan[6:] = float("nan")  # no probe sequence longer than 6: only 3 real cells on offset -3
-    assert position_metrics(with_nan[None], min_rows=4)["offset_mass"].item() < 1.0
+@pytest.mark.parametrize("builder, name", [(back_offset(3), "offset_mass"), (first_content, "start_mass"),
+                                           (lambda n: one_target(torch.full((n,), n - 2, dtype=torch.long)), "end_mass")])
+def test_position_masses_on_hand_built_patterns(builder, name):
+    """One offset, one position from the start, one from the end: each ~1 in its own family."""
+    lengths = (20, 27, 33)
+    pattern, mask = padded_batch([[builder(n)] for n in lengths], pad_to=36)
+    out = _position(pattern, mask)
+    assert out[name].item() > 0.8 and out["position_mass"].item() == out[name].item()
+
+
+def test_position_masses_skip_sinks_and_spread_attention():
+    lengths = (20, 27, 33)
+    for builder in (cls_staring, last_staring, identity, near_uniform):
+        pattern, mask = padded_batch([[builder(n)] for n in lengths], pad_to=36)
+        assert _position(pattern, mask)["position_mass"].item() < 0.2, builder
+    # neighbour offsets are the previous/next rules' business, not position evidence for long_range
+    pattern, mask = padded_batch([[previous_token(n)] for n in lengths], pad_to=36)
+    assert _position(pattern, mask)["offset_mass"].item() < 0.2
 
 
 def test_nan_metrics_fall_back_to_mixed():

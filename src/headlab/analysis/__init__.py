@@ -30,9 +30,9 @@ from headlab.analysis.roles import (
     ROLES,
     RoleThresholds,
     classify_roles,
-    position_metrics,
     role_ids,
 )
+from headlab.analysis.position import PositionAccumulator, PositionSums, position_sums
 from headlab.analysis.weight_similarity import (
     head_cosine,
     per_head_grad_norm,
@@ -65,7 +65,9 @@ __all__ = [
     "ROLE_METRICS",
     "RoleThresholds",
     "classify_roles",
-    "position_metrics",
+    "PositionAccumulator",
+    "PositionSums",
+    "position_sums",
     "role_ids",
     "head_cosine",
     "per_head_grad_norm",

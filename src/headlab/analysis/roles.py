@@ -1,7 +1,8 @@
 """Name each head's role from its attention metrics with a fixed, ordered rule.
 
 The rule reads the per-head metrics of `attention_metrics` (means over probe queries) and, when
-given, the position evidence of `position_metrics` (from the head's mean map), and takes the
+given, the position evidence of `headlab.analysis.position` (`PositionAccumulator.compute()`),
+and takes the
 first role whose test passes:
 
 1. ``broad``: ``entropy_norm >= broad_entropy_norm``.
@@ -15,8 +16,9 @@ first role whose test passes:
 5. ``long_range``: focused (``confidence >= focused_confidence``), far (``distance_norm >=
    long_range_distance_norm`` or ``mean_distance >= long_range_distance``) AND position-dependent:
    ``position_mass >= position_mass`` threshold, i.e. at least that share of the attention of
-   the average query lands on one relative offset or one absolute position (not [CLS]). Without
-   position evidence (`position=None`) no head is long-range.
+   the average query lands on one relative offset, or one position counted from the start or
+   from the end (not [CLS], not the last token: those are the sink's). Without position
+   evidence (`position=None`) no head is long-range.
 6. ``local``: ``mean_distance <= local_distance``.
 7. ``content``: focused on something other than the boundary tokens (``confidence -
    cls_attention - last_attention >= focused_confidence``) but not at a consistent place: heads
@@ -77,11 +79,13 @@ class RoleThresholds:
     - focused_confidence = 0.4: the typical query puts >= 40% on one key (a planted head ~1).
     - long_range_distance_norm = 0.6 / long_range_distance = 8 tokens: at least 60% as far as
       uniform on the same keys, or 8 tokens in absolute terms (15 back at n = 128 has 0.35).
-    - position_mass = 0.5: half the average query's mass on one offset or one absolute position.
-      Planted offset / first-token heads score ~1; MiniLM's heads below the previous/next
-      thresholds score <= 0.39 (en_polarity; the top ones are partial neighbour heads), the demo
-      model's heads on zh_reviews 0.04-0.08 (docs/pretrained.md): their far, focused attention
-      follows content, not position.
+    - position_mass = 0.25: a quarter of the average query's mass on one offset (|d| >= 3) or one
+      position from either end; spread attention gives each such bin about 1/n (0.04 at
+      n = 25). Planted offset / first-token heads score ~1; the synthetic task's learned
+      first/last head 0.32 (mass at a fixed distance from the end; the rest follows the end
+      letters by identity); the demo model's heads on zh_reviews 0.03-0.07; MiniLM's heads below
+      the previous/next thresholds <= 0.14 (en_polarity; 0.12 en_news) apart from its punctuation
+      head L3H11 (0.28, `vertical` first) (docs/pretrained.md).
     - local_distance = 2.0 tokens: self, previous, next and +-2 windows are ~0-1.2.
     - content uses focused_confidence after removing the [CLS] and last-token mass: MiniLM's
       `mixed` and `sink` heads keep at most 0.23 beyond it (en_polarity, en_news), the demo
@@ -95,14 +99,14 @@ class RoleThresholds:
     focused_confidence: float = 0.4
     long_range_distance_norm: float = 0.6
     long_range_distance: float = 8.0
-    position_mass: float = 0.5
+    position_mass: float = 0.25
     local_distance: float = 2.0
 
 
 def classify_roles(metrics: dict[str, Tensor], thresholds: RoleThresholds = RoleThresholds(),
                    position: dict[str, Tensor] | None = None) -> list[str]:
     """One role name (from `ROLES`) per head, from `metrics {name: [head]}` of `attention_metrics`
-    and `position` (`position_metrics` of the heads' mean maps; None: no head is long-range).
+    and `position` (`PositionAccumulator.compute()` of the same probe; None: no head is long-range).
 
     >>> m = {"entropy_norm": torch.tensor([0.0, 0.95, 0.2]), "special_attention": torch.tensor([0.05, 0.1, 0.9]),
     ...      "cls_attention": torch.tensor([0.0, 0.05, 0.9]), "last_attention": torch.tensor([0.0, 0.05, 0.0]),
@@ -130,38 +134,6 @@ def classify_roles(metrics: dict[str, Tensor], thresholds: RoleThresholds = Role
         ("content", v["confidence"] - boundary >= t.focused_confidence),
     )
     return [next((role for role, passed in rules if passed[h]), "mixed") for h in range(n_heads)]
-
-
-def position_metrics(mean_map: Tensor, min_rows: int = 8) -> dict[str, Tensor]:
-    """How much of each head's attention goes to one place, from its mean map `[head, P, P]`.
-
-    - ``offset_mass`` `[head]`: max over offsets d != 0 of the mean over queries i of M[i, i+d]
-      (a consistent relative distance; offsets with fewer than `min_rows` real cells are skipped,
-      so one corner cell cannot decide).
-    - ``column_mass`` `[head]`: max over key positions j >= 1 of the mean over queries of M[i, j]
-      (a consistent absolute position, e.g. the first token; [CLS] at 0 is the sink's).
-    - ``position_mass``: the larger of the two. NaN cells (no probe sequence that long) are skipped.
-
-    >>> eye_back = torch.diag(torch.ones(9), -1)[None]  # every query attends 1 back
-    >>> position_metrics(eye_back, min_rows=4)["offset_mass"]
-    tensor([1.], dtype=torch.float64)
-    """
-    m = torch.as_tensor(mean_map).detach().cpu().double()
-    if m.dim() != 3 or m.shape[1] != m.shape[2]:
-        raise DataError("mean_map", f"expected [head, P, P], got {tuple(m.shape)}")
-    n_heads, p, _ = m.shape
-    offset = torch.zeros(n_heads, dtype=torch.float64)
-    for d in range(-(p - 1), p):
-        if d == 0:
-            continue
-        diagonal = torch.diagonal(m, offset=d, dim1=1, dim2=2)  # [head, cells]
-        real = ~diagonal[0].isnan()
-        if int(real.sum()) >= min_rows:
-            offset = torch.maximum(offset, diagonal[:, real].mean(1))
-    real_rows = ~m.isnan()
-    column_means = torch.where(real_rows, m, 0.0).sum(1) / real_rows.sum(1).clamp(min=1)  # [head, P]
-    column = column_means[:, 1:].max(1).values if p > 1 else torch.zeros(n_heads, dtype=torch.float64)
-    return {"offset_mass": offset, "column_mass": column, "position_mass": torch.maximum(offset, column)}
 
 
 def role_ids(roles: list[str]) -> Tensor:

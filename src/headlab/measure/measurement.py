@@ -20,11 +20,11 @@ from headlab.analysis import (
     ProbeLayerAccumulator,
     classify_roles,
     head_cosine,
-    position_metrics,
     qk_cosine,
     relative_distance_from_init,
     subspace_similarity,
 )
+from headlab.analysis.position import PositionAccumulator
 from headlab.measure.weights import WEIGHT_NAMES, head_weight_snapshot
 from headlab.model.hooks import capture_patterns
 
@@ -82,29 +82,33 @@ def measure_probe(
     try:
         t0 = time.perf_counter()
         layer_accs = [ProbeLayerAccumulator(map_len) for _ in net.blocks]
+        position_accs = [PositionAccumulator() for _ in net.blocks]  # the role rule's position evidence
         capture_s = 0.0
         for chunk in chunks:
             t_chunk = time.perf_counter()
             patterns = capture_patterns(net, chunk["input_ids"], chunk["attention_mask"])
             capture_s += time.perf_counter() - t_chunk
-            for acc, pattern in zip(layer_accs, patterns):
+            for acc, position, pattern in zip(layer_accs, position_accs, patterns):
                 acc.update(pattern, chunk["attention_mask"], chunk["cls_mask"], chunk["punct_mask"],
                            chunk.get("query_masks"))
+                position.update(pattern, chunk["attention_mask"])
             del patterns  # free this chunk's maps before the next forward
-        result = _reduce(net, step, epoch, layer_accs, weight_metrics, init_weights, grad_norm, cum_grad_norm)
+        result = _reduce(net, step, epoch, layer_accs, position_accs, weight_metrics, init_weights, grad_norm,
+                         cum_grad_norm)
     finally:
         net.train(was_training)
     result.capture_s, result.metrics_s = capture_s, time.perf_counter() - t0 - capture_s
     return result
 
 
-def _reduce(net: torch.nn.Module, step: int, epoch: int, layer_accs: list[ProbeLayerAccumulator], weight_metrics: bool,
+def _reduce(net: torch.nn.Module, step: int, epoch: int, layer_accs: list[ProbeLayerAccumulator],
+            position_accs: list[PositionAccumulator], weight_metrics: bool,
             init_weights: Sequence[Mapping[str, torch.Tensor]] | None, grad_norm: torch.Tensor | None,
             cum_grad_norm: torch.Tensor | None) -> Measurement:
     head_metrics, head_pairs, roles, maps = [], [], [], []
     for layer, block in enumerate(net.blocks):
         metrics, pair_values, mean_map = layer_accs[layer].compute()
-        layer_roles = classify_roles(metrics, position=position_metrics(mean_map))  # long_range needs the map
+        layer_roles = classify_roles(metrics, position=position_accs[layer].compute())  # long_range needs it
         per_head = {name: _np(value) for name, value in metrics.items()}
         per_head["role"] = _role_codes(layer_roles)
         weights = head_weight_snapshot(block.attn) if weight_metrics or init_weights is not None else None

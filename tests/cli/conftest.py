@@ -91,3 +91,18 @@ def train_keeping_threads(cfg: DictConfig) -> dict:
         return train(cfg)
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def run_copy(trained, tmp_path):
+    """A copy of the module's `trained` run directory, for a command that writes into it."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(trained, copy)
+    return copy
+
+
+def file_listing(path: Path) -> list[tuple[str, int]]:
+    """Every file under `path` with its modification time: equal listings = nothing written."""
+    return sorted((str(p.relative_to(path)), p.stat().st_mtime_ns) for p in path.rglob("*"))

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from headlab.cli.importance import main
-from tests.cli.conftest import train_keeping_threads
+from tests.cli.conftest import file_listing, train_keeping_threads
 from headlab.lit.checkpointing import load_network
 
 
@@ -23,17 +23,6 @@ def trained(tmp_path_factory, compose_tiny):
     run = tmp_path_factory.mktemp("importance") / "run"
     train_keeping_threads(compose_tiny(run, "callbacks.head_metrics.figures=false", "test=false", "threads=1"))
     return run
-
-
-@pytest.fixture
-def run_copy(trained, tmp_path):
-    copy = tmp_path / "run"
-    shutil.copytree(trained, copy)
-    return copy
-
-
-def _listing(path):
-    return sorted((str(p.relative_to(path)), p.stat().st_mtime_ns) for p in path.rglob("*"))
 
 
 def test_ablation_rows_equal_a_hand_computed_gated_val_loss(run_copy):
@@ -110,11 +99,11 @@ def _drop_checkpoints(run):
 def test_bad_input_is_one_line_exit_2_nothing_written(run_copy, capsys, damage, args, expected):
     if damage is not None:
         damage(run_copy)
-    before = _listing(run_copy)
+    before = file_listing(run_copy)
     assert main([str(run_copy), *args]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("headlab-importance: error:") and expected in err
-    assert _listing(run_copy) == before
+    assert file_listing(run_copy) == before
 
 
 def test_missing_run_dir(tmp_path, capsys):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pandas as pd
 import pytest
 import torch
 
 from headlab.cli.prune import main
-from tests.cli.conftest import train_keeping_threads
+from tests.cli.conftest import file_listing, train_keeping_threads
 from headlab.lit.checkpointing import load_network
 from headlab.model.encoder import count_parameters
 
@@ -23,13 +22,6 @@ def trained(tmp_path_factory, compose_tiny):
     run = tmp_path_factory.mktemp("prune") / "run"
     train_keeping_threads(compose_tiny(run, "callbacks.head_metrics.figures=false", "test=false", "model.n_heads=4", "threads=1"))
     return run
-
-
-@pytest.fixture
-def run_copy(trained, tmp_path):
-    copy = tmp_path / "run"
-    shutil.copytree(trained, copy)
-    return copy
 
 
 def test_pruned_checkpoint_is_smaller_by_the_removed_slices_and_equals_gating(run_copy):
@@ -74,10 +66,6 @@ def test_stop_at_max_drop_and_curves_per_ranking(run_copy):
         assert len(refused) <= 1 and (refused.value < base).all()
 
 
-def _listing(path):
-    return sorted((str(p.relative_to(path)), p.stat().st_mtime_ns) for p in path.rglob("*"))
-
-
 @pytest.mark.parametrize(("args", "key"), [
     (["prune.fraction_per_step=0"], "prune.fraction_per_step"),
     (["prune.fraction_per_step=1.0"], "prune.fraction_per_step"),
@@ -87,11 +75,11 @@ def _listing(path):
     (["prune.finetune_steps=-1"], "prune.finetune_steps"),
 ])
 def test_bad_values_are_one_line_exit_2_nothing_written(run_copy, capsys, args, key):
-    before = _listing(run_copy)
+    before = file_listing(run_copy)
     assert main([str(run_copy), *args]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("headlab-prune: error: invalid config " + key)
-    assert _listing(run_copy) == before
+    assert file_listing(run_copy) == before
 
 
 def test_fine_tune_changes_weights_but_keeps_the_pruned_shape(run_copy):

@@ -10,6 +10,7 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 | `sweep_layer_pairs.parquet` | (run, step, layer, metric): mean JS, 1 - corr, W_Q / W_Q W_K^T cosine RMS |
 | `sweep_matches.csv` | (config, layer, seed pair): Hungarian head matching vs random |
 | `sweep_summary.csv` | config (overrides without `seed`): means and 95% t-intervals over seeds |
+| `division_of_labour.csv` | config: within-layer JS, role entropy, cross-seed same role (`headlab.sweep.division`) |
 | `sweep_importance.csv`, `sweep_importance_tau.csv` | only when runs hold `head_importance.parquet`: see `headlab.sweep.importance` |
 | `figures/*.png` | see `headlab.plots.sweep` |
 
@@ -35,6 +36,7 @@ import pandas as pd
 from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_with
 from headlab.sweep import heads as head_stats
+from headlab.sweep.division import write_division
 from headlab.sweep.importance import write_sweep_importance
 from headlab.sweep.runs import Run, discover_runs
 from headlab.sweep.stats import mean_ci, steps_to_converge
@@ -98,6 +100,7 @@ def aggregate_sweep(
         _write_csv(out / "sweep_summary.csv", summary),
     ]
     result.written += write_sweep_importance(out, _by_config(usable))
+    result.written += write_division(out, _by_config(usable), matches, tags[["job", "config_label", *swept_factors(tags)]])
     if figures:
         from headlab.plots.sweep import write_sweep_figures  # plotting only when asked
 

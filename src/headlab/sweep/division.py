@@ -1,0 +1,168 @@
+"""A "division of labour" score per sweep config: how differently, how variously and how
+reproducibly the heads of a layer end up working. Written as `division_of_labour.csv`.
+
+Three numbers, each at a run's LAST measurement, each summarised over the config's seeds with
+a mean and a 95 % t-interval (`headlab.sweep.stats.mean_ci`):
+
+- `js_within_layer`: mean Jensen-Shannon divergence between the attention of every pair of
+  heads of one layer (`head_pairs` metric `js`, nats, at most ln 2 = 0.693), averaged over
+  layers. 0: every head of the layer attends alike; high: heads look at different tokens.
+- `role_entropy_bits`: Shannon entropy, in BITS, of the roles (`role` rows of `head_metrics`)
+  across the heads of one layer, averaged over layers. 0: one role for every head; at most
+  log2(min(heads per layer, number of roles)) (`role_entropy_max_bits`): every head its own role.
+  Heads without a role (NaN) are left out.
+- `same_role`: cross-seed role reproducibility: the share of heads whose role is the same in two
+  seeds after the Hungarian matching of `headlab.sweep.heads.seed_matches` (the rows of
+  `sweep_matches.csv`), averaged over layers, one value per seed PAIR; the interval is over
+  seed pairs, which share seeds (3 seeds -> 3 pairs), so it is narrower than an interval over
+  independent samples would be. `same_role_baseline`: the same share under random matchings.
+
+A high JS with a high role entropy and a high `same_role` is a division of labour that is
+distinct, varied and repeatable; a low `same_role` (near its baseline) with a high JS means
+the heads differ but differently in every seed: a chaotic division.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from headlab.analysis.roles import ROLES
+from headlab.store import atomic_write_with
+from headlab.sweep.heads import ROLE_METRIC, layer_pair_means
+from headlab.sweep.runs import Run
+from headlab.sweep.stats import mean_ci
+
+DIVISION_CSV = "division_of_labour.csv"
+JS_MAX = math.log(2.0)
+SCORES = ("js_within_layer", "role_entropy_bits", "same_role")
+
+
+def role_entropy_bits(role_ids: Sequence[float]) -> float:
+    """Shannon entropy (bits) of the role counts among `role_ids`; NaN ids are left out, NaN if none remain.
+
+    >>> role_entropy_bits([0, 1, 2, 3]), role_entropy_bits([5, 5, 5]), role_entropy_bits([0, 0, 1, 1])
+    (2.0, 0.0, 1.0)
+    """
+    ids = np.asarray(role_ids, dtype=np.float64)
+    ids = ids[np.isfinite(ids)]
+    if ids.size == 0:
+        return math.nan
+    _, counts = np.unique(ids, return_counts=True)
+    p = counts / counts.sum()
+    return float(-(p * np.log2(p)).sum()) + 0.0  # + 0.0: -0.0 -> 0.0
+
+
+def layer_role_entropy(head_metrics: pd.DataFrame | None) -> float:
+    """Mean over layers of the role entropy across the layer's heads, at the last measured step."""
+    if head_metrics is None or head_metrics.empty:
+        return math.nan
+    rows = head_metrics[head_metrics["metric"] == ROLE_METRIC]
+    if rows.empty:
+        return math.nan
+    last = rows[rows["step"] == rows["step"].max()]
+    per_layer = [role_entropy_bits(group["value"]) for _, group in last.groupby("layer")]
+    per_layer = [h for h in per_layer if np.isfinite(h)]
+    return float(np.mean(per_layer)) if per_layer else math.nan
+
+
+def layer_mean_js(head_pairs: pd.DataFrame | None) -> float:
+    """Mean over layers of the mean pairwise JS (nats) within the layer, at the last measured step.
+    NaN when there are no pairs (single-head layers, or no `head_pairs`)."""
+    means = layer_pair_means(head_pairs)
+    js = means[means["metric"] == "js"]
+    if js.empty:
+        return math.nan
+    return float(js.loc[js["step"] == js["step"].max(), "value"].mean())
+
+
+def heads_per_layer(head_metrics: pd.DataFrame | None) -> float:
+    """Largest number of heads in one layer (NaN without head metrics)."""
+    if head_metrics is None or head_metrics.empty:
+        return math.nan
+    return float(head_metrics.groupby("layer")["head"].nunique().max())
+
+
+def run_division(run: Run) -> dict[str, float]:
+    """The per-run scores: `js_within_layer`, `role_entropy_bits`, and `n_heads` (per layer)."""
+    return {"js_within_layer": layer_mean_js(run.head_pairs), "role_entropy_bits": layer_role_entropy(run.head_metrics),
+            "n_heads": heads_per_layer(run.head_metrics)}
+
+
+def seed_pair_same_role(matches: pd.DataFrame) -> pd.DataFrame:
+    """One row per seed pair (job_a, job_b): `same_role` and `same_role_baseline` averaged over
+    layers, from the rows of `seed_matches` that matched (empty `error`)."""
+    columns = ["job_a", "job_b", "same_role", "same_role_baseline"]
+    if matches is None or matches.empty:
+        return pd.DataFrame(columns=columns)
+    ok = matches[matches["error"] == ""]
+    return ok.groupby(["job_a", "job_b"], sort=True)[["same_role", "same_role_baseline"]].mean().reset_index()[columns]
+
+
+def division_table(runs_by_config: dict[str, list[Run]], matches: pd.DataFrame, tags: pd.DataFrame) -> pd.DataFrame:
+    """One row per config: the three scores' means and 95 % intervals (see the module docstring).
+
+    `matches`: `seed_matches` rows with a `config` column; `tags`: one row per job with `job`,
+    `config_label` and the swept factors to show (copied from the config's first run).
+    """
+    rows = []
+    for config in sorted(runs_by_config):
+        runs = runs_by_config[config]
+        per_run = pd.DataFrame([run_division(r) for r in runs])
+        first = tags[tags["job"] == runs[0].job].drop(columns=["job"]).iloc[0].to_dict() if len(tags) else {}
+        row = {"config": config, **first, "n_seeds": len(runs)}
+        n_heads = per_run["n_heads"].max()
+        row["n_heads"] = n_heads
+        row["role_entropy_max_bits"] = math.log2(min(n_heads, len(ROLES))) if np.isfinite(n_heads) else math.nan
+        row.update(_ci("js_within_layer", per_run["js_within_layer"], (0.0, JS_MAX)))
+        row.update(_ci("role_entropy_bits", per_run["role_entropy_bits"], (0.0, row["role_entropy_max_bits"])))
+        config_matches = matches[matches["config"] == config] if len(matches) else matches
+        pairs = seed_pair_same_role(config_matches)
+        row.update(_ci("same_role", pairs["same_role"], (0.0, 1.0)))
+        row["same_role_baseline_mean"] = float(pairs["same_role_baseline"].mean()) if len(pairs) else math.nan
+        row["n_seed_pairs"] = len(pairs)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _ci(name: str, values: pd.Series, bounds: tuple[float, float]) -> dict[str, float]:
+    bounds = (bounds[0], bounds[1] if np.isfinite(bounds[1]) else math.inf)
+    ci = mean_ci(values, bounds=bounds)
+    return {f"{name}_mean": ci.mean, f"{name}_ci95_low": ci.low, f"{name}_ci95_high": ci.high}
+
+
+def write_division(out_dir: Path, runs_by_config: dict[str, list[Run]], matches: pd.DataFrame,
+                   tags: pd.DataFrame) -> list[Path]:
+    """Write `division_of_labour.csv` into `out_dir` (atomically); the list of files written."""
+    table = division_table(runs_by_config, matches, tags)
+    path = Path(out_dir) / DIVISION_CSV
+    atomic_write_with(path, lambda tmp: table.to_csv(tmp, index=False))
+    return [path]
+
+
+def format_division(table: pd.DataFrame) -> str:
+    """The table as a few aligned lines for the terminal: each score as `mean [low, high]`."""
+    if table.empty:
+        return "division of labour: no config"
+    label = "config_label" if "config_label" in table else "config"
+    lines = [f"division of labour (last measurement; mean [95% CI] over seeds; JS in nats, entropy in bits)",
+             f"{'config':<32} {'seeds':>5} {'JS within layer':>22} {'role entropy (max)':>26} {'same role (chance)':>28}"]
+    for _, r in table.iterrows():
+        entropy = f"{_interval(r, 'role_entropy_bits', 2)} ({r['role_entropy_max_bits']:.2f})"
+        same = f"{_interval(r, 'same_role', 2)} ({r['same_role_baseline_mean']:.2f})"
+        lines.append(f"{str(r[label])[:32]:<32} {int(r['n_seeds']):>5} {_interval(r, 'js_within_layer', 3):>22} "
+                     f"{entropy:>26} {same:>28}")
+    return "\n".join(lines)
+
+
+def _interval(row: pd.Series, name: str, digits: int) -> str:
+    mean, low, high = row[f"{name}_mean"], row[f"{name}_ci95_low"], row[f"{name}_ci95_high"]
+    if not np.isfinite(mean):
+        return "-"
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"

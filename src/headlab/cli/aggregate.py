@@ -1,7 +1,7 @@
 """`headlab-aggregate SWEEP_DIR [--out DIR]`: a Hydra multirun folder -> tables and figures.
 
-Prints every file written, then every job that was skipped and why (missing, still running,
-failed, diverged, unreadable). Exit codes: 0 when at least one run was aggregated, 1 when
+Prints every file written, the division-of-labour table, then every job that was skipped and
+why (missing, still running, failed, diverged, unreadable). Exit codes: 0 when at least one run was aggregated, 1 when
 the folder holds jobs but none usable, 2 when SWEEP_DIR is not a multirun folder.
 """
 
@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_plot_caches(args.sweep_dir, args.out)
     from headlab.sweep import aggregate_sweep  # after argument parsing: --help stays instant
     from headlab.sweep.aggregate import SOURCES
+    from headlab.sweep.division import DIVISION_CSV, format_division
 
     try:
         result = aggregate_sweep(args.sweep_dir, args.out, figures=not args.no_figures)
@@ -41,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     for path in result.written:
         print(f"wrote {path}")
     print(f"{len(result.usable)} of {len(result.runs)} runs aggregated ({SOURCES})")
+    division = [p for p in result.written if p.name == DIVISION_CSV]
+    if division:
+        import pandas as pd
+
+        print(format_division(pd.read_csv(division[0])))
     for run in result.skipped:
         print(f"skipped job {run.job} ({run.config}, seed {run.seed}): {run.status}: {run.reason}")
     if not result.usable:

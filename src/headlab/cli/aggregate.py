@@ -1,8 +1,9 @@
 """`headlab-aggregate SWEEP_DIR [--out DIR]`: a Hydra multirun folder -> tables and figures.
 
 Prints every file written, the division-of-labour table, then every job that was skipped and
-why (missing, still running, failed, diverged, unreadable). Exit codes: 0 when at least one run was aggregated, 1 when
-the folder holds jobs but none usable, 2 when SWEEP_DIR is not a multirun folder.
+why (missing, still running, failed, diverged, unreadable). Exit codes: 0 when at least one run
+was aggregated, 1 when the folder holds jobs but none usable, 2 when SWEEP_DIR is not a
+multirun folder.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@
   when SIGTERM / SIGINT arrives during fit (see `headlab.lit.signals`). `ModelCheckpoint` keeps only
   the best (`save_last: false`): its own `save_last` with a `monitor` rewrites last.ckpt only when a
   new best is saved (Lightning 2.x), so a run whose metric plateaus would resume from a stale step.
+  With `keep_every_n_train_steps=N` it also keeps `checkpoints/step{step:06d}.ckpt` every N steps
+  (never overwritten, never read by a resume), so `headlab-importance RUN --checkpoint all` can
+  measure importance over training.
 """
 
 from __future__ import annotations
@@ -114,16 +117,21 @@ class RunCheckpoint(Checkpoint):
             so a kill loses at most N steps.
         handle_signals: turn SIGTERM / SIGINT during training into "checkpoint at the next batch
             end, then stop" (otherwise Lightning's own handling stays).
+        keep_every_n_train_steps: null = keep nothing but last.ckpt; N >= 1 = also write
+            `step{step:06d}.ckpt` after every N-th optimiser step and keep it (a history of the
+            weights for analysis after training; resume still reads only last.ckpt).
     """
 
-    def __init__(self, dirpath: str | None = None, every_n_train_steps: int | None = None, handle_signals: bool = True) -> None:
+    def __init__(self, dirpath: str | None = None, every_n_train_steps: int | None = None, handle_signals: bool = True,
+                 keep_every_n_train_steps: int | None = None) -> None:
         super().__init__()
-        if every_n_train_steps is not None and (isinstance(every_n_train_steps, bool) or not isinstance(every_n_train_steps, int)
-                                                or every_n_train_steps < 1):
-            raise ConfigError("callbacks.checkpoint.every_n_train_steps", every_n_train_steps,
-                              "null (epoch-end checkpoints only) or an integer >= 1")
+        for key, value in (("every_n_train_steps", every_n_train_steps), ("keep_every_n_train_steps", keep_every_n_train_steps)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(f"callbacks.checkpoint.{key}", value,
+                                  "null (off) or an integer >= 1")
         self.dirpath = Path(dirpath) if dirpath else None
         self.every_n_train_steps = every_n_train_steps
+        self.keep_every_n_train_steps = keep_every_n_train_steps
         self.handle_signals = handle_signals
         self.signals: RunSignals | None = None  # the run's handlers (`use_signals`), else its own during fit
         self._owns_signals = False
@@ -165,6 +173,8 @@ class RunCheckpoint(Checkpoint):
         self._stop_if_requested(trainer)
         if self.every_n_train_steps and trainer.global_step % self.every_n_train_steps == 0:
             self._save(trainer)
+        if self.keep_every_n_train_steps and trainer.global_step % self.keep_every_n_train_steps == 0:
+            self._keep(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._stop_if_requested(trainer)  # a signal during the epoch-end validation
@@ -188,6 +198,15 @@ class RunCheckpoint(Checkpoint):
         if self._owns_signals:
             self.signals.__exit__()
             self.signals, self._owns_signals = None, False
+
+    def kept_path(self, step: int) -> Path:
+        """Where the kept checkpoint of optimiser step `step` goes."""
+        assert self.dirpath is not None
+        return self.dirpath / f"step{step:06d}.ckpt"
+
+    def _keep(self, trainer: L.Trainer) -> None:
+        # through the trainer's checkpoint IO: AtomicCheckpointIO in headlab-train, so atomic too
+        trainer.save_checkpoint(self.kept_path(int(trainer.global_step)), weights_only=False)
 
     def _save(self, trainer: L.Trainer) -> None:
         trainer.save_checkpoint(self.last_path, weights_only=False)

@@ -26,6 +26,11 @@ cost of the weight path for those heads only). A `soft` templated head attends f
 (`template_kl=True`) the layer also returns KL(template || head) per soft head, from a second
 `[batch, n_soft, q, k]` score computation. `fixed_pattern` gives other heads a pattern the same way
 as a hard template (`freeze_pattern` interventions).
+
+Per-domain Q/K/V (`n_domains > 1`, `headlab.model.domains`): `domain_qkv[d - 1]` holds domain d's
+projections, `q_proj`/`k_proj`/`v_proj` are domain 0's; `forward(..., domain_ids=[batch])` sends each
+row through its domain's. `head_weights()` and the weight metrics describe domain 0's pipeline;
+`prune_heads` refuses a split layer.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from headlab.model.domains import DomainQKV, project_by_domain
 from headlab.model.posenc import ATTENTION_ENCODINGS, RotaryEmbedding, alibi_bias, alibi_slopes
 from headlab.model.templates import FREE, build_layer_templates, check_pattern, template_kl
 from headlab.model.templates import MODES as TEMPLATE_MODES
@@ -82,7 +88,7 @@ class MultiHeadSelfAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_head: int | None = None, *, attn_dropout: float = 0.0,
                  causal: bool = False, position: str = "none", template: Iterable[str] | None = None,
-                 template_mode: str = "hard") -> None:
+                 template_mode: str = "hard", n_domains: int = 1) -> None:
         super().__init__()
         if position not in ("none",) + ATTENTION_ENCODINGS:
             raise ValueError(f"attention-level position must be one of none, rope, alibi; got {position!r}")
@@ -110,14 +116,20 @@ class MultiHeadSelfAttention(nn.Module):
             raise ValueError(f"template_mode must be one of {TEMPLATE_MODES}; got {template_mode!r}")
         self.template = names if any(name != FREE for name in names) and template_mode != "free" else None
         self.template_mode = template_mode
+        # domains 1..n-1 of a split layer (domain 0 is q_proj/k_proj/v_proj); None in a shared layer
+        self.domain_qkv = nn.ModuleList(DomainQKV(d_model, d_attn) for _ in range(n_domains - 1)) if n_domains > 1 else None
 
     def forward(self, x: Tensor, attention_mask: Tensor, *, need_weights: bool = False,
                 head_gate: Tensor | None = None, fixed_pattern: FixedPattern | None = None,
-                template_kl: bool = False) -> AttentionOutput:
+                template_kl: bool = False, domain_ids: Tensor | None = None) -> AttentionOutput:
         """x: [batch, seq, d_model]; attention_mask: [batch, seq] (True = real); head_gate: [head];
-        template_kl: also return KL(template || head) of the soft templated heads."""
+        template_kl: also return KL(template || head) of the soft templated heads;
+        domain_ids: [batch], which Q/K/V pipeline each row takes in a split layer (ignored in a shared one)."""
         self._check_inputs(x, attention_mask, head_gate)
-        q, k, v = (self._split_heads(proj(x)) for proj in (self.q_proj, self.k_proj, self.v_proj))
+        if self.domain_qkv is None:
+            q, k, v = (self._split_heads(proj(x)) for proj in (self.q_proj, self.k_proj, self.v_proj))
+        else:
+            q, k, v = (self._split_heads(project_by_domain(projs, x, domain_ids)) for projs in self.domain_projections())
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
@@ -143,6 +155,12 @@ class MultiHeadSelfAttention(nn.Module):
             z = z * head_gate.to(z.dtype)[:, None, None]
         z = self.hook_z(z)  # [batch, head, seq, d_head]
         return AttentionOutput(self.out_proj(z.transpose(1, 2).flatten(2)), pattern, kl)
+
+    def domain_projections(self) -> tuple[list[nn.Linear], list[nn.Linear], list[nn.Linear]]:
+        """The Q, K and V projections of every domain, domain 0 first (one each in a shared layer)."""
+        extra = list(self.domain_qkv or [])
+        return ([self.q_proj] + [m.q_proj for m in extra], [self.k_proj] + [m.k_proj for m in extra],
+                [self.v_proj] + [m.v_proj for m in extra])
 
     def _heads(self, mode: str) -> list[int]:
         """The heads templated in `mode` (hard or soft)."""
@@ -228,6 +246,8 @@ class MultiHeadSelfAttention(nn.Module):
         The output equals gating those heads to 0. Projections are replaced by new nn.Linear
         modules, so build the optimizer after pruning.
         """
+        if self.domain_qkv is not None:
+            raise ValueError("prune_heads does not support a domain-split layer (model.domain_split_layers)")
         keep = heads_to_keep(self.n_heads, heads)
         index = torch.tensor(keep, device=self.q_proj.weight.device)
         columns = (index[:, None] * self.d_head + torch.arange(self.d_head, device=index.device)).flatten()

@@ -45,12 +45,18 @@ class ModelConfig:
     template_mode: str = "hard"
     template_weight: float = 1.0
     template_anneal_steps: int = 0
+    # Per-domain Q/K/V (headlab.model.domains): the first domain_split_layers layers keep one Q/K/V
+    # per domain (0: all shared, today's network). n_domains comes from the data (None: not known
+    # yet, as when the config is checked before the data loads; 0: the data has no domain ids).
+    domain_split_layers: int = 0
+    n_domains: int | None = None
 
     def __post_init__(self) -> None:
         self._check_sizes()
         self._check_choices()
         self._check_geometry()
         self._check_template()
+        self._check_domains()
 
     @property
     def templates(self) -> list[list[str]] | None:
@@ -123,6 +129,17 @@ class ModelConfig:
         _require_int("template_anneal_steps", self.template_anneal_steps, 0)
         if self.causal and templates and any(name in ("next", "last") for row in templates for name in row):
             raise ConfigError("model.template", self.template, "no next or last pattern in a causal model (they look ahead)")
+
+    def _check_domains(self) -> None:
+        _require_int("domain_split_layers", self.domain_split_layers, 0)
+        if self.domain_split_layers > self.n_layers:
+            raise ConfigError("model.domain_split_layers", self.domain_split_layers,
+                              f"an integer in [0, n_layers={self.n_layers}]")
+        if self.n_domains is not None:
+            _require_int("n_domains", self.n_domains, 0)
+            if self.domain_split_layers and self.n_domains == 0:
+                raise ConfigError("model.domain_split_layers", self.domain_split_layers,
+                                  "0 for data without domain ids (use data=multidomain, or data=files with a domain column)")
 
 
 def _is_real(value: Any) -> bool:

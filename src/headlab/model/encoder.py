@@ -47,23 +47,24 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm block: x + attn(LN(x)), then x + MLP(LN(x))."""
 
-    def __init__(self, config: ModelConfig, template: list[str] | None = None) -> None:
+    def __init__(self, config: ModelConfig, template: list[str] | None = None, n_domains: int = 1) -> None:
         super().__init__()
         position = config.pos_encoding if config.pos_encoding in ATTENTION_ENCODINGS else "none"
         self.ln_1 = nn.LayerNorm(config.d_model)
         self.attn = MultiHeadSelfAttention(config.d_model, config.n_heads, config.d_head,
                                            attn_dropout=config.attn_dropout, causal=config.causal, position=position,
-                                           template=template, template_mode=config.template_mode)
+                                           template=template, template_mode=config.template_mode,
+                                           n_domains=n_domains)
         self.drop = nn.Dropout(config.dropout)
         self.ln_2 = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config.d_model, config.ff_dim, config.dropout)
 
     def forward(self, x: Tensor, attention_mask: Tensor, *, need_weights: bool = False,
                 head_gate: Tensor | None = None, template_kl: bool = False,
-                fixed_pattern: FixedPattern | None = None) -> tuple[Tensor, AttentionOutput]:
+                fixed_pattern: FixedPattern | None = None, domain_ids: Tensor | None = None) -> tuple[Tensor, AttentionOutput]:
         """x: [batch, seq, d_model] -> (x, the attention's output: pattern [batch, head, q, k] or None, KL)."""
         attn = self.attn(self.ln_1(x), attention_mask, need_weights=need_weights, head_gate=head_gate,
-                         template_kl=template_kl, fixed_pattern=fixed_pattern)
+                         template_kl=template_kl, fixed_pattern=fixed_pattern, domain_ids=domain_ids)
         x = x + self.drop(attn.output)
         x = x + self.mlp(self.ln_2(x))
         return x, attn
@@ -77,18 +78,27 @@ class HeadlabClassifier(nn.Module):
         self.pos_enc = build_additive_encoding(config.pos_encoding, config.max_len, config.d_model)
         self.drop = nn.Dropout(config.dropout)
         templates = config.templates or [None] * config.n_layers
-        self.blocks = nn.ModuleList(Block(config, template) for template in templates)
+        split = config.domain_split_layers
+        if split and config.n_domains is None:
+            raise ValueError("model.domain_split_layers > 0 needs model.n_domains (set from the data's domain count)")
+        self.blocks = nn.ModuleList(Block(config, template, config.n_domains if layer < split else 1)
+                                    for layer, template in enumerate(templates))
         self.ln_f = nn.LayerNorm(config.d_model)
         self.classifier = nn.Linear(config.d_model, config.n_classes)
         # [layer, head]; after ragged pruning the row of layer i is padded with 0 beyond its live heads
         self.register_buffer("head_gates", torch.ones(config.n_layers, config.n_heads))
         self.frozen_patterns: FrozenPatterns | None = None  # see freeze_patterns
         init_weights(self, config.init_scale)
+        for block in self.blocks:  # the extra domains' Q/K/V get the same per-head init as domain 0's
+            for extra in block.attn.domain_qkv or []:
+                extra.reset_parameters(block.attn.n_heads, block.attn.d_head, config.init_scale)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, return_patterns: bool = False,
-                head_gates: Tensor | None = None, template_kl: bool = False) -> ClassifierOutput:
+                head_gates: Tensor | None = None, template_kl: bool = False,
+                domain_ids: Tensor | None = None) -> ClassifierOutput:
         """input_ids, attention_mask: [batch, seq]; head_gates: [layer, head] (default: the buffer);
-        template_kl: also return the mean KL(template || head) over the soft templated heads."""
+        template_kl: also return the mean KL(template || head) over the soft templated heads;
+        domain_ids: [batch], each row's Q/K/V pipeline in the domain-split layers (headlab.model.domains)."""
         self._check_inputs(input_ids, attention_mask, head_gates)
         mask = attention_mask.bool()
         gates = self.head_gates if head_gates is None else head_gates
@@ -98,7 +108,7 @@ class HeadlabClassifier(nn.Module):
         fixed = self.frozen_patterns(input_ids, mask) if self.frozen_patterns is not None else {}
         for layer, block in enumerate(self.blocks):
             x, attn = block(x, mask, need_weights=return_patterns, head_gate=gates[layer, : block.attn.n_heads],
-                            template_kl=template_kl, fixed_pattern=fixed.get(layer))
+                            template_kl=template_kl, fixed_pattern=fixed.get(layer), domain_ids=domain_ids)
             if patterns is not None:
                 patterns.append(attn.pattern)
             if attn.template_kl is not None:

@@ -1,0 +1,64 @@
+"""Per-domain Q/K/V (`model.domain_split_layers=k`): the first k layers keep one Q/K/V projection
+per domain, chosen by each example's domain id; the layers above share one.
+
+A split layer's own `q_proj`/`k_proj`/`v_proj` are domain 0's pipeline and `domain_qkv[d - 1]`
+holds domain d's, so a split model differs from a shared one only by added modules and k=0 builds
+exactly today's network. Each domain's rows go through that domain's projections only: a batch
+without domain d never touches (never gives a gradient to) domain d's weights.
+
+Without domain ids (`domain_ids=None`: the probe measurements, which carry no domain) a split
+layer uses the mean of the domain pipelines' projections: one documented, domain-agnostic view.
+A domain id outside [0, n_domains) (the datamodule's -1: a val/test domain not seen in train) is
+refused: a split model has no pipeline for it.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+
+class DomainQKV(nn.Module):
+    """Q/K/V projections of one extra domain in a split layer (same shapes as the layer's own)."""
+
+    def __init__(self, d_model: int, d_attn: int) -> None:
+        super().__init__()
+        self.q_proj = nn.Linear(d_model, d_attn)
+        self.k_proj = nn.Linear(d_model, d_attn)
+        self.v_proj = nn.Linear(d_model, d_attn)
+
+    def reset_parameters(self, n_heads: int, d_head: int, gain: float) -> None:
+        """headlab.model.init's Q/K/V init: Xavier-uniform per head block with `gain`, zero biases."""
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            nn.init.zeros_(proj.bias)
+            for head_block in proj.weight.data.view(n_heads, d_head, -1):  # [d_head, d_model]
+                nn.init.xavier_uniform_(head_block, gain=gain)
+
+
+def check_domain_ids(domain_ids: Tensor, batch: int, n_domains: int) -> None:
+    """`domain_ids` must be `[batch]` integers in [0, n_domains)."""
+    if domain_ids.shape != (batch,) or domain_ids.is_floating_point():
+        raise ValueError(f"expected domain_ids as integers of shape ({batch},); got {domain_ids.dtype} {tuple(domain_ids.shape)}")
+    bad = domain_ids[(domain_ids < 0) | (domain_ids >= n_domains)]
+    if bad.numel():
+        raise ValueError(f"domain id {int(bad[0])} has no Q/K/V pipeline (this model has {n_domains} domains; -1 marks a "
+                         "val/test domain absent from the train split): a domain-split model cannot score it")
+
+
+def project_by_domain(projections: Sequence[nn.Linear], x: Tensor, domain_ids: Tensor | None) -> Tensor:
+    """x `[batch, seq, d_model]` -> `[batch, seq, d_out]`: row b through `projections[domain_ids[b]]`;
+    without domain ids, the mean of all projections' outputs."""
+    if domain_ids is None:
+        return torch.stack([proj(x) for proj in projections]).mean(dim=0)
+    check_domain_ids(domain_ids, x.size(0), len(projections))
+    out = None
+    for domain, proj in enumerate(projections):
+        rows = (domain_ids == domain).nonzero().squeeze(1)
+        if rows.numel() == 0:
+            continue  # never called: this domain's weights get no gradient from the batch
+        part = proj(x.index_select(0, rows))
+        out = part.new_zeros(x.shape[:-1] + part.shape[-1:]) if out is None else out
+        out = out.index_copy(0, rows, part)
+    return out

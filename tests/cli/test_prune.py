@@ -71,7 +71,7 @@ def test_stop_at_max_drop_and_curves_per_ranking(run_copy):
     (["prune.fraction_per_step=1.0"], "prune.fraction_per_step"),
     (["prune.fraction_per_step=1.5"], "prune.fraction_per_step"),
     (["prune.max_drop=-0.01"], "prune.max_drop"),
-    (["prune.ranking=seed_avg"], "prune.ranking"),
+    (["prune.ranking=leastsquares"], "prune.ranking"),
     (["prune.finetune_steps=-1"], "prune.finetune_steps"),
 ])
 def test_bad_values_are_one_line_exit_2_nothing_written(run_copy, capsys, args, key):

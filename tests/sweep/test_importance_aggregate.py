@@ -8,7 +8,7 @@ import pytest
 
 from headlab.store import head_metric_rows
 from headlab.sweep.heads import DESCRIPTOR_METRICS
-from headlab.sweep.importance import config_importance, write_sweep_importance
+from headlab.sweep.importance import config_importance, seed_averaged_importance, write_sweep_importance
 from headlab.sweep.runs import Run
 
 
@@ -45,3 +45,21 @@ def test_nothing_without_importance_files(tmp_path):
     (a.run_dir / "head_importance.parquet").unlink()
     b = _run(tmp_path, "1", desc, np.ones(4))
     assert write_sweep_importance(tmp_path / "agg", {"cfg": [a, b]}) == []
+
+
+def test_seed_average_is_in_the_chosen_runs_own_head_order(tmp_path):
+    """`seed_averaged_importance(runs, job)`: indexed by `job`'s heads, the other seed matched to them
+    (the seed_avg pruning ranking of `job`)."""
+    rng = np.random.default_rng(1)
+    desc = rng.normal(size=(5, len(DESCRIPTOR_METRICS))) * 3
+    importance = np.array([0.5, 0.01, 0.2, 0.0, 0.3])
+    perm = np.array([2, 4, 0, 1, 3])  # head i of seed b is head perm[i] of seed a
+    a = _run(tmp_path, "0", desc, importance)
+    b = _run(tmp_path, "1", desc[perm], importance[perm] * 3)
+    for_b = seed_averaged_importance([a, b], "1")
+    assert list(for_b.columns) == ["layer", "head", "n_seeds", "ablation_dloss_mean", "ablation_dloss_std"]
+    assert for_b["ablation_dloss_mean"].to_numpy() == pytest.approx(importance[perm] * 2)  # mean of x and 3x, b's order
+    assert (for_b["n_seeds"] == 2).all()
+    assert seed_averaged_importance([a, b], "0")["ablation_dloss_mean"].to_numpy() == pytest.approx(importance * 2)
+    (a.run_dir / "head_importance.parquet").unlink()
+    assert seed_averaged_importance([a, b], "1").empty  # one seed left: not an average

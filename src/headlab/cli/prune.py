@@ -125,12 +125,47 @@ def compute(run_dir: Path, overrides: list[str]) -> PruneOutcome:
         finetune = functools.partial(finetune_steps, batches=train, steps=settings.finetune_steps,
                                      lr=settings.finetune_lr, seed=settings.random_seed)
 
+    fixed = seed_avg_scores(run_dir, net.heads_per_layer) if settings.ranking == "seed_avg" else None
     n_params = count_parameters(net, non_embedding=False)
     result = iterative_prune(net, splits, ranking=settings.ranking, fraction_per_step=settings.fraction_per_step,
                              max_drop=settings.max_drop, recompute=settings.recompute, normalize=settings.normalize_layers,
                              random_seed=settings.random_seed, finetune=finetune, max_rows=settings.max_rows,
-                             count_parameters=lambda m: count_parameters(m, non_embedding=False))
+                             count_parameters=lambda m: count_parameters(m, non_embedding=False), fixed_scores=fixed)
     return PruneOutcome(run_id_of(run_dir), settings, checkpoint, result, n_params)
+
+
+def seed_avg_scores(run_dir: Path, heads_per_layer: list[int]) -> Any:
+    """`[layer, head]` ablation importance of the run's heads averaged over the seeds of its sweep
+    config (the run's parent is the sweep folder; heads matched as in `headlab-aggregate`).
+    A run outside a sweep, or a config whose seeds lack `head_importance.parquet`: one ConfigError line."""
+    import torch
+
+    from headlab.errors import DataError
+    from headlab.sweep.importance import METRIC, seed_averaged_importance
+    from headlab.sweep.runs import discover_runs
+
+    run_dir = Path(run_dir).resolve()
+    not_in_sweep = f"a run inside a sweep folder (a job dir 0/, 1/, ... of a Hydra multirun); {run_dir} is not one"
+    try:
+        runs = discover_runs(run_dir.parent) if run_dir.name.isdigit() else []
+    except DataError:
+        runs = []
+    this = [r for r in runs if r.job == run_dir.name and r.usable]
+    if not this:
+        raise ConfigError("prune.ranking", "seed_avg", not_in_sweep)
+    seeds = [r for r in runs if r.usable and r.config == this[0].config]
+    averaged = seed_averaged_importance(seeds, this[0].job)
+    if averaged.empty:
+        raise ConfigError("prune.ranking", "seed_avg", f"two or more seeds of this run's sweep config ({this[0].config}) with "
+                          f"head_importance.parquet and head metrics, every layer matched (run headlab-importance on each seed)")
+    scores = torch.full((len(heads_per_layer), max(heads_per_layer)), float("nan"), dtype=torch.float64)
+    for row in averaged.itertuples(index=False):
+        if row.layer < len(heads_per_layer) and row.head < heads_per_layer[row.layer]:
+            scores[row.layer, row.head] = getattr(row, f"{METRIC}_mean")
+    if any(torch.isnan(scores[layer, :n]).any() for layer, n in enumerate(heads_per_layer)):
+        raise ConfigError("prune.ranking", "seed_avg", "seed-averaged importance for every head of the network; "
+                          f"{run_dir / 'head_importance.parquet'} does not cover them all")
+    return scores
 
 
 def curve_frame(outcome: PruneOutcome) -> Any:

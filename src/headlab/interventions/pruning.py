@@ -22,7 +22,8 @@ from headlab.interventions.gradient import gradient_importance, normalize_layers
 from headlab.interventions.ranking import random_scores
 from headlab.interventions.scores import Scores
 
-PRUNE_RANKINGS = ("ablation", "gradient", "random")
+PRUNE_RANKINGS = ("ablation", "gradient", "random", "seed_avg")
+FIXED_RANKINGS = ("random", "seed_avg")  # scores per ORIGINAL head, never re-measured on the pruned network
 
 
 @dataclass
@@ -45,20 +46,28 @@ class PruneResult:
 
 
 def head_scores(net: nn.Module, batches: Sequence[Batch], ranking: str, *, normalize: bool = False,
-                random_seed: int = 0, origin: list[list[int]] | None = None, max_rows: int = 4096) -> Tensor:
+                random_seed: int = 0, origin: list[list[int]] | None = None, max_rows: int = 4096,
+                fixed: Tensor | None = None) -> Tensor:
     """`[layer, head]` importance of the CURRENT heads for `ranking` (higher = keep longer).
 
-    The random ranking scores ORIGINAL head ids (`origin[layer][current]`), so a head keeps its
-    random score as others are removed around it.
+    The random and seed_avg rankings score ORIGINAL head ids (`origin[layer][current]`), so a head
+    keeps its score as others are removed around it. `seed_avg` takes its scores as `fixed`
+    (`[layer, original head]`: e.g. ablation importance averaged over a sweep config's seeds after
+    matching, `headlab.sweep.importance.seed_averaged_importance`), measured outside this network.
     """
     if ranking == "ablation":
         return single_head_ablation(net, batches, max_rows=max_rows).dloss
     if ranking == "gradient":
         scores = gradient_importance(net, batches)
         return normalize_layers(scores) if normalize else scores
-    if ranking == "random":
+    if ranking in FIXED_RANKINGS:
         origin = origin or [list(range(n)) for n in heads_per_layer(net)]
-        full = random_scores(torch.ones(len(origin), max(max(o) for o in origin) + 1, dtype=torch.bool), random_seed)
+        if ranking == "random":
+            full = random_scores(torch.ones(len(origin), max(max(o) for o in origin) + 1, dtype=torch.bool), random_seed)
+        elif fixed is None:
+            raise ValueError("ranking 'seed_avg' needs its scores per original head (fixed=[layer, head])")
+        else:
+            full = fixed.to(torch.float64)
         out = torch.full(live_mask(net).shape, float("nan"), dtype=torch.float64)
         for layer, heads in enumerate(origin):
             out[layer, : len(heads)] = full[layer, heads]
@@ -88,9 +97,10 @@ def least_important(scores: Tensor, n: int) -> dict[int, list[int]]:
 def iterative_prune(net: nn.Module, splits: dict[str, Sequence[Batch]], *, ranking: str, fraction_per_step: float,
                     max_drop: float, recompute: bool = True, normalize: bool = False, random_seed: int = 0,
                     finetune: Callable[[nn.Module], None] | None = None, max_rows: int = 4096,
-                    count_parameters: Callable[[nn.Module], int]) -> PruneResult:
+                    count_parameters: Callable[[nn.Module], int], fixed_scores: Tensor | None = None) -> PruneResult:
     """Prune `net` (a copy; the argument is untouched). `splits["val"]` ranks heads and decides when
-    to stop; every split in `splits` is scored after each step."""
+    to stop; every split in `splits` is scored after each step. `fixed_scores`: the `seed_avg`
+    ranking's `[layer, original head]` scores."""
     if not 0.0 < fraction_per_step < 1.0:
         raise ValueError(f"fraction_per_step must be in (0, 1); got {fraction_per_step}")
     if max_drop < 0:
@@ -100,7 +110,7 @@ def iterative_prune(net: nn.Module, splits: dict[str, Sequence[Batch]], *, ranki
     result = PruneResult(current, [[] for _ in origin])
     base = {name: evaluate_gated(current, batches) for name, batches in splits.items()}
     result.steps.append(PruneStep(0, [], sum(map(len, origin)), count_parameters(current), base, True))
-    scores = _scores(current, splits["val"], ranking, normalize, random_seed, origin, max_rows)
+    scores = _scores(current, splits["val"], ranking, normalize, random_seed, origin, max_rows, fixed_scores)
     while True:
         n_live = sum(map(len, origin))
         chosen = least_important(scores, max(1, round(fraction_per_step * n_live)))
@@ -123,15 +133,16 @@ def iterative_prune(net: nn.Module, splits: dict[str, Sequence[Batch]], *, ranki
             result.removed[layer].append(head)
         result.net = current
         if recompute or finetune is not None:
-            scores = _scores(current, splits["val"], ranking, normalize, random_seed, origin, max_rows)
+            scores = _scores(current, splits["val"], ranking, normalize, random_seed, origin, max_rows, fixed_scores)
         else:
             scores = _drop(scores, chosen)
     return result
 
 
 def _scores(net: nn.Module, batches: Sequence[Batch], ranking: str, normalize: bool, seed: int,
-            origin: list[list[int]], max_rows: int) -> Tensor:
-    return head_scores(net, batches, ranking, normalize=normalize, random_seed=seed, origin=origin, max_rows=max_rows)
+            origin: list[list[int]], max_rows: int, fixed: Tensor | None = None) -> Tensor:
+    return head_scores(net, batches, ranking, normalize=normalize, random_seed=seed, origin=origin, max_rows=max_rows,
+                       fixed=fixed)
 
 
 def _drop(scores: Tensor, chosen: dict[int, list[int]]) -> Tensor:

@@ -78,6 +78,19 @@ def config_importance(runs: Sequence[Run], seed: int = 0) -> tuple[pd.DataFrame,
     return pd.DataFrame(averaged), pd.DataFrame(taus)
 
 
+def seed_averaged_importance(runs: Sequence[Run], job: str) -> pd.DataFrame:
+    """`ablation_dloss` mean over the config's seeds for each head of run `job`, the other seeds'
+    heads matched to `job`'s (columns `layer, head, n_seeds, ablation_dloss_mean, ablation_dloss_std`).
+
+    Empty when `job` has no importance or head metrics, or when some layer has no other seed matched
+    to it: a ranking by it would be that seed's own importance, not an average."""
+    ordered = [r for r in runs if r.job == job] + [r for r in runs if r.job != job]
+    averaged, _ = config_importance(ordered)
+    if averaged.empty or (averaged["reference_job"] != job).any() or (averaged["n_seeds"] < 2).any():
+        return pd.DataFrame()
+    return averaged.drop(columns="reference_job")
+
+
 def _match(final_a: pd.DataFrame, final_b: pd.DataFrame, layer: int) -> np.ndarray | None:
     """Head of run b matched to each head of run a (None when the layer cannot be matched)."""
     try:

@@ -33,6 +33,7 @@ _UNTARGETED = {
 # Mappings a target takes as one argument, and what their keys are passed to.
 _NESTED = {
     ("headlab.data.datamodule.TextDataModule", "synthetic"): "headlab.data.synthetic.generate_synthetic",
+    ("headlab.data.datamodule.TextDataModule", "multidomain"): "headlab.data.multidomain.generate_multidomain",
     ("headlab.data.datamodule.TextDataModule", "files"): {"train": str, "val": Union[str, None], "test": Union[str, None]},
 }
 # Targets whose **kwargs go to another function, which then types the extra keys.

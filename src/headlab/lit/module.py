@@ -82,13 +82,14 @@ class HeadClassifierModule(L.LightningModule):
 
     def model_step(self, batch: dict[str, torch.Tensor], training: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         forward = self._train_forward if training else self.net
-        logits = forward(batch["input_ids"], batch["attention_mask"]).logits
+        logits = forward(batch["input_ids"], batch["attention_mask"], domain_ids=batch.get("domain_ids")).logits
         return F.cross_entropy(logits, batch["labels"]), logits
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         template_weight = self.net.template_loss_weight(self.global_step)
         if template_weight > 0:  # soft templates (model.template_mode=soft): their KL is its own loss term
-            out = self._train_forward(batch["input_ids"], batch["attention_mask"], template_kl=True)
+            out = self._train_forward(batch["input_ids"], batch["attention_mask"], template_kl=True,
+                                      domain_ids=batch.get("domain_ids"))
             logits = out.logits
             loss = F.cross_entropy(logits, batch["labels"]) + template_weight * out.template_kl
             self.log("train/template_kl", out.template_kl.detach(), batch_size=len(logits))

@@ -36,7 +36,8 @@ def instantiate(node: DictConfig, **kwargs: Any) -> Any:
 def build_module(cfg: DictConfig, datamodule: Any) -> Any:
     """The LightningModule, its network sized by the data."""
     plain = {"_convert_": "all"}  # lists as lists: the optimiser's state goes into checkpoints
-    network = instantiate(cfg.model, vocab_size=datamodule.vocab_size, n_classes=datamodule.n_classes, **plain)
+    domains = {"n_domains": datamodule.n_domains} if hasattr(datamodule, "n_domains") else {}  # per-domain Q/K/V
+    network = instantiate(cfg.model, vocab_size=datamodule.vocab_size, n_classes=datamodule.n_classes, **domains, **plain)
     scheduler = instantiate(cfg.optim.scheduler, **plain) if cfg.optim.get("scheduler") is not None else None
     optimizer = instantiate(cfg.optim.optimizer, **plain)
     module = instantiate(cfg.module, _partial_=True, **plain)  # objects are passed to it, not merged into its config

@@ -21,8 +21,12 @@ def pad_right(sequences: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> tuple
     return input_ids, attention_mask
 
 
-def collate_batch(items: Sequence[tuple[Sequence[int], int]]) -> dict[str, torch.Tensor]:
-    """(ids, label) pairs -> {"input_ids": Long[b, s], "attention_mask": Bool[b, s], "labels": Long[b]}."""
-    input_ids, attention_mask = pad_right([ids for ids, _ in items])
-    labels = torch.tensor([label for _, label in items], dtype=torch.long)
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+def collate_batch(items: Sequence[tuple[Sequence[int], int] | tuple[Sequence[int], int, int]]) -> dict[str, torch.Tensor]:
+    """(ids, label) pairs -> {"input_ids": Long[b, s], "attention_mask": Bool[b, s], "labels": Long[b]};
+    (ids, label, domain id) triples add "domain_ids": Long[b]."""
+    input_ids, attention_mask = pad_right([item[0] for item in items])
+    labels = torch.tensor([item[1] for item in items], dtype=torch.long)
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    if len(items[0]) == 3:
+        batch["domain_ids"] = torch.tensor([item[2] for item in items], dtype=torch.long)
+    return batch

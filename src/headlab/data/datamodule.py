@@ -5,6 +5,11 @@ function of the DATA seed `seed` only, never of the training seed, so runs that 
 their training seed see identical data and identical probe sequences. The vocabulary is fit on
 the training split alone: characters seen only in val/test become [UNK], as they would for
 truly new text. Batches are padded on the right to their own longest sequence.
+
+Domains (`multidomain`, or `files` with a `domain` column): the domain tags seen in the train
+split, sorted, are domain ids 0..n_domains-1, and batches carry `domain_ids` `[batch]`; a val/test
+example whose tag is absent from train gets -1 (counted in summary.json's `unknown_domain_<split>`),
+which a domain-split model refuses (headlab.model.domains). Sources without domains: no `domain_ids`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from torch.utils.data import DataLoader, Dataset
 from headlab.data.collate import collate_batch
 from headlab.data.files import load_file_splits
 from headlab.data.labeled import LabeledTexts
+from headlab.data.multidomain import generate_multidomain
 from headlab.data.probe import ProbeSet, select_probe
 from headlab.data.sampler import BucketBatchSampler
 from headlab.data.split import check_fractions, stratified_split
@@ -29,10 +35,12 @@ from headlab.data.tokenizer import CharTokenizer
 from headlab.data.zh_reviews import load_zh_reviews
 from headlab.errors import ConfigError, DataError
 
-SOURCES = ("zh_reviews", "synthetic", "files")
+SOURCES = ("zh_reviews", "synthetic", "files", "multidomain")
 SPLITS = ("train", "val", "test")
 _SYNTHETIC_KEYS = tuple(p for p in inspect.signature(generate_synthetic).parameters if p != "seed")
 _FILES_KEYS = SPLITS
+_MULTIDOMAIN_KEYS = tuple(p for p in inspect.signature(generate_multidomain).parameters if p != "seed")
+UNKNOWN_DOMAIN = -1  # a val/test domain tag absent from the train split
 
 
 @dataclass
@@ -42,6 +50,7 @@ class EncodedSplit:
     input_ids: list[list[int]]
     labels: list[int]
     n_truncated: int
+    domain_ids: list[int] | None = None  # one per example when the source has domains
 
 
 @dataclass
@@ -51,6 +60,7 @@ class _Prepared:
     label_names: list[str]
     source_stats: dict[str, int]
     probe: ProbeSet
+    domain_names: list[str] | None = None
 
 
 class _EncodedDataset(Dataset):
@@ -60,7 +70,9 @@ class _EncodedDataset(Dataset):
     def __len__(self) -> int:
         return len(self.split.labels)
 
-    def __getitem__(self, index: int) -> tuple[list[int], int]:
+    def __getitem__(self, index: int) -> tuple[list[int], int] | tuple[list[int], int, int]:
+        if self.split.domain_ids is not None:
+            return self.split.input_ids[index], self.split.labels[index], self.split.domain_ids[index]
         return self.split.input_ids[index], self.split.labels[index]
 
 
@@ -90,6 +102,7 @@ class TextDataModule(L.LightningDataModule):
         bucket_by_length: bool = True,
         shuffle_seed: int | None = None,
         train_fraction: float = 1.0,
+        multidomain: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if source not in SOURCES:
@@ -112,6 +125,7 @@ class TextDataModule(L.LightningDataModule):
         self.bucket_by_length, self.shuffle_seed = bool(bucket_by_length), shuffle_seed
         self.synthetic_kwargs = _check_mapping("data.synthetic", synthetic, _SYNTHETIC_KEYS)
         self.files = _check_mapping("data.files", files, _FILES_KEYS)
+        self.multidomain_kwargs = _check_mapping("data.multidomain", multidomain, _MULTIDOMAIN_KEYS)
         if source == "files" and not self.files.get("train"):
             raise ConfigError("data.files.train", self.files.get("train"), "the path of a CSV or JSONL file")
         if isinstance(train_fraction, bool) or not isinstance(train_fraction, (int, float)) or not 0.0 < train_fraction <= 1.0:
@@ -131,12 +145,13 @@ class TextDataModule(L.LightningDataModule):
             return
         parts, source_stats = self._load_parts()
         tokenizer = CharTokenizer.fit(parts["train"].texts, min_freq=self.min_freq)
-        splits = {name: self._encode(tokenizer, parts[name]) for name in SPLITS}
+        domain_names = sorted(set(parts["train"].domains)) if parts["train"].domains is not None else None
+        splits = {name: self._encode(tokenizer, parts[name], domain_names) for name in SPLITS}
         if not splits["train"].labels:
             raise DataError(self.source, "the train split is empty")
         val = splits["val"]  # select_probe checks probe_size <= len(val) and names data.probe_size
         probe = select_probe(val.input_ids, val.labels, self.probe_size, self.seed, tokenizer.punctuation_ids)
-        self._prepared = _Prepared(tokenizer, splits, parts["train"].label_names, source_stats, probe)
+        self._prepared = _Prepared(tokenizer, splits, parts["train"].label_names, source_stats, probe, domain_names)
 
     def train_dataloader(self) -> DataLoader:
         """Batches in an order that is a pure function of (shuffle seed, epoch), from a loader
@@ -210,6 +225,17 @@ class TextDataModule(L.LightningDataModule):
         return len(self._data().label_names)
 
     @property
+    def domain_names(self) -> list[str] | None:
+        """The train split's domain tags; tag i is domain id i. None: the source has no domains."""
+        names = self._data().domain_names
+        return None if names is None else list(names)
+
+    @property
+    def n_domains(self) -> int:
+        """How many domains the train split has (0: no domain ids)."""
+        return len(self._data().domain_names or [])
+
+    @property
     def stats(self) -> dict[str, Any]:
         """Sizes and truncation per split, max_len, the source's own counts: for summary.json."""
         data = self._data()
@@ -219,6 +245,9 @@ class TextDataModule(L.LightningDataModule):
         out.update({"vocab_size": data.tokenizer.vocab_size, "n_classes": len(data.label_names)})
         out.update({"probe_size": len(data.probe), "probe_digest": data.probe.digest()})
         out["source_stats"] = dict(data.source_stats)
+        if data.domain_names is not None:
+            out["domains"] = list(data.domain_names)
+            out.update({f"unknown_domain_{name}": split.domain_ids.count(UNKNOWN_DOMAIN) for name, split in data.splits.items()})
         return out
 
     def probe_set(self) -> ProbeSet:
@@ -239,6 +268,8 @@ class TextDataModule(L.LightningDataModule):
             given = {"train": load_zh_reviews()}
         elif self.source == "synthetic":
             given = {"train": generate_synthetic(seed=self.seed, **self.synthetic_kwargs)}
+        elif self.source == "multidomain":
+            given = {"train": generate_multidomain(seed=self.seed, **self.multidomain_kwargs)}
         else:
             given = load_file_splits(self.files["train"], self.files.get("val"), self.files.get("test"))
         pool = given["train"]
@@ -254,10 +285,14 @@ class TextDataModule(L.LightningDataModule):
             stats.update({f"{name}_{key}": v for key, v in (given[name].stats if name in given else {}).items()})
         return parts, stats
 
-    def _encode(self, tokenizer: CharTokenizer, part: LabeledTexts) -> EncodedSplit:
+    def _encode(self, tokenizer: CharTokenizer, part: LabeledTexts, domain_names: list[str] | None) -> EncodedSplit:
         ids = [tokenizer.encode(text, self.max_len) for text in part.texts]
         n_truncated = sum(len(text) + 1 > self.max_len for text in part.texts)
-        return EncodedSplit(ids, list(part.labels), n_truncated)
+        domain_ids = None
+        if domain_names is not None:
+            index = {name: i for i, name in enumerate(domain_names)}
+            domain_ids = [index.get(tag, UNKNOWN_DOMAIN) for tag in (part.domains or [""] * len(part.texts))]
+        return EncodedSplit(ids, list(part.labels), n_truncated, domain_ids)
 
     def _eval_loader(self, split: str) -> DataLoader:
         dataset = _EncodedDataset(self._data().splits[split])

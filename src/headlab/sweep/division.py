@@ -88,9 +88,9 @@ def heads_per_layer(head_metrics: pd.DataFrame | None) -> float:
 
 
 def run_division(run: Run) -> dict[str, float]:
-    """The per-run scores: `js_within_layer`, `role_entropy_bits`, and `n_heads` (per layer)."""
+    """The per-run scores: `js_within_layer`, `role_entropy_bits`, and `heads_per_layer`."""
     return {"js_within_layer": layer_mean_js(run.head_pairs), "role_entropy_bits": layer_role_entropy(run.head_metrics),
-            "n_heads": heads_per_layer(run.head_metrics)}
+            "heads_per_layer": heads_per_layer(run.head_metrics)}
 
 
 def seed_pair_same_role(matches: pd.DataFrame) -> pd.DataFrame:
@@ -115,8 +115,8 @@ def division_table(runs_by_config: dict[str, list[Run]], matches: pd.DataFrame, 
         per_run = pd.DataFrame([run_division(r) for r in runs])
         first = tags[tags["job"] == runs[0].job].drop(columns=["job"]).iloc[0].to_dict() if len(tags) else {}
         row = {"config": config, **first, "n_seeds": len(runs)}
-        n_heads = per_run["n_heads"].max()
-        row["n_heads"] = n_heads
+        n_heads = per_run["heads_per_layer"].max()
+        row["heads_per_layer"] = n_heads
         row["role_entropy_max_bits"] = math.log2(min(n_heads, len(ROLES))) if np.isfinite(n_heads) else math.nan
         row.update(_ci("js_within_layer", per_run["js_within_layer"], (0.0, JS_MAX)))
         row.update(_ci("role_entropy_bits", per_run["role_entropy_bits"], (0.0, row["role_entropy_max_bits"])))
@@ -149,12 +149,13 @@ def format_division(table: pd.DataFrame) -> str:
     if table.empty:
         return "division of labour: no config"
     label = "config_label" if "config_label" in table else "config"
-    lines = [f"division of labour (last measurement; mean [95% CI] over seeds; JS in nats, entropy in bits)",
-             f"{'config':<32} {'seeds':>5} {'JS within layer':>22} {'role entropy (max)':>26} {'same role (chance)':>28}"]
+    width = max(len("config"), *(len(str(v)) for v in table[label]))
+    lines = ["division of labour (last measurement; mean [95% CI] over seeds; JS in nats, entropy in bits)",
+             f"{'config':<{width}} {'seeds':>5} {'JS within layer':>22} {'role entropy (max)':>26} {'same role (chance)':>28}"]
     for _, r in table.iterrows():
         entropy = f"{_interval(r, 'role_entropy_bits', 2)} ({r['role_entropy_max_bits']:.2f})"
         same = f"{_interval(r, 'same_role', 2)} ({r['same_role_baseline_mean']:.2f})"
-        lines.append(f"{str(r[label])[:32]:<32} {int(r['n_seeds']):>5} {_interval(r, 'js_within_layer', 3):>22} "
+        lines.append(f"{str(r[label]):<{width}} {int(r['n_seeds']):>5} {_interval(r, 'js_within_layer', 3):>22} "
                      f"{entropy:>26} {same:>28}")
     return "\n".join(lines)
 

@@ -45,10 +45,12 @@ AGGREGATE_DIR = "aggregate"
 SOURCES = "accuracy and F1: each run's best checkpoint (by val/acc); roles and head metrics: its last measurement"
 RESULT_METRICS = ("val_acc", "val_f1", "test_acc", "test_f1")
 # Per-run numbers summarised over seeds with a mean and a 95% t-interval.
-SEED_STATISTICS = (*RESULT_METRICS, "steps_to_converge", "rho_grad_specificity", "rho_dist_specificity")
+SEED_STATISTICS = (*RESULT_METRICS, "steps_to_converge", "rho_grad_specificity", "rho_dist_specificity",
+                   "rho_grad_ablation", "rho_dist_ablation")
 # The range each seed statistic can take: its interval is clipped to it (see `mean_ci`).
 _BOUNDS = {**{m: (0.0, 1.0) for m in RESULT_METRICS}, "steps_to_converge": (0.0, math.inf),
-           "rho_grad_specificity": (-1.0, 1.0), "rho_dist_specificity": (-1.0, 1.0)}
+           "rho_grad_specificity": (-1.0, 1.0), "rho_dist_specificity": (-1.0, 1.0),
+           "rho_grad_ablation": (-1.0, 1.0), "rho_dist_ablation": (-1.0, 1.0)}
 _RUN_FACTS = ("best_step", "global_step", "wall_s", "measure_s", "n_params", "head_dim")
 
 

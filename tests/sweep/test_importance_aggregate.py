@@ -63,3 +63,37 @@ def test_seed_average_is_in_the_chosen_runs_own_head_order(tmp_path):
     assert seed_averaged_importance([a, b], "0")["ablation_dloss_mean"].to_numpy() == pytest.approx(importance * 2)
     (a.run_dir / "head_importance.parquet").unlink()
     assert seed_averaged_importance([a, b], "1").empty  # one seed left: not an average
+
+
+def _movement_run(tmp_path, job, cum_grad, dist, entropy, importance):
+    """A run whose last measurement has movement and entropy per head (4 heads, one layer)."""
+    run_dir = tmp_path / job
+    run_dir.mkdir()
+    desc = np.arange(4 * len(DESCRIPTOR_METRICS), dtype=float).reshape(4, len(DESCRIPTOR_METRICS))
+    per_layer = [{**{m: desc[:, i] for i, m in enumerate(DESCRIPTOR_METRICS)}, "role": np.zeros(4),
+                  "cum_grad_norm": np.array(cum_grad), "dist_from_init": np.array(dist), "entropy_norm": np.array(entropy)}]
+    metrics = head_metric_rows(job, 10, 0, per_layer)
+    if importance is not None:
+        head_metric_rows(job, 10, 0, [{"ablation_dloss": np.array(importance)}]).to_parquet(run_dir / "head_importance.parquet")
+    return Run(job=job, run_dir=run_dir, status="completed", head_metrics=metrics)
+
+
+def test_winners_move_farther_with_ablation_importance(tmp_path):
+    """rho_*_ablation correlates movement with the measured importance, independently of the
+    specificity proxy (here the proxy says the opposite)."""
+    from headlab.sweep.heads import head_summary, winner_correlations
+
+    cum_grad, dist = [1.0, 2.0, 3.0, 4.0], [4.0, 1.0, 3.0, 2.0]
+    entropy = [0.1, 0.2, 0.3, 0.4]  # specificity 0.9 .. 0.6: falls as cum_grad rises
+    importance = [0.01, 0.2, 0.3, 0.5]  # rises with cum_grad
+    run = _movement_run(tmp_path, "0", cum_grad, dist, entropy, importance)
+    heads = head_summary(run)
+    assert heads["ablation_dloss"].to_numpy() == pytest.approx(importance)
+    rho = winner_correlations(heads)
+    assert rho["rho_grad_ablation"] == pytest.approx(1.0) and rho["rho_grad_specificity"] == pytest.approx(-1.0)
+    assert rho["rho_dist_ablation"] == pytest.approx(-0.4)  # Spearman of ranks [4,1,3,2] vs [1,2,3,4], by hand
+    assert rho["rho_dist_specificity"] == pytest.approx(0.4)
+
+    without = winner_correlations(head_summary(_movement_run(tmp_path, "1", cum_grad, dist, entropy, None)))
+    assert np.isnan(without["rho_grad_ablation"]) and np.isnan(without["rho_dist_ablation"])
+    assert without["rho_grad_specificity"] == pytest.approx(-1.0)

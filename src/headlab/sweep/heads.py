@@ -46,9 +46,12 @@ def final_values(head_metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def head_summary(run: Run) -> pd.DataFrame:
-    """One row per (layer, head): role / metric bifurcation step, final role, movement, specificity.
+    """One row per (layer, head): role / metric bifurcation step, final role, movement, specificity,
+    ablation importance.
 
     `specificity = 1 - entropy_norm` at the last step: the attention-specificity importance proxy.
+    `ablation_dloss`: the measured importance (val loss increase when the head is zeroed) from the
+    run's `head_importance.parquet` at its newest checkpoint (`headlab-importance`); NaN without it.
     """
     df = run.head_metrics
     if df is None or df.empty:
@@ -68,6 +71,10 @@ def head_summary(run: Run) -> pd.DataFrame:
     for column in ("cum_grad_norm", "dist_from_init", "entropy_norm", "confidence"):
         heads[column] = final[column].reindex(heads.index) if column in final else math.nan
     heads["specificity"] = 1.0 - heads["entropy_norm"]
+    from headlab.sweep.importance import final_importance  # (that module builds on this one)
+
+    importance = final_importance(run.run_dir)
+    heads["ablation_dloss"] = importance.reindex(heads.index) if importance is not None else math.nan
     return heads.reset_index()
 
 
@@ -84,14 +91,24 @@ def _role_name(role_id: float) -> str | None:
     return ROLES[int(role_id)]
 
 
+WINNER_IMPORTANCE = {"specificity": "specificity", "ablation": "ablation_dloss"}  # name in the key -> column
+
+
 def winner_correlations(heads: pd.DataFrame) -> dict[str, float]:
-    """Spearman rho of final specificity with cumulative grad norm and with distance from init,
-    over all heads of one run (all layers pooled: every head competes for the same loss)."""
-    if heads.empty:
-        return {"rho_grad_specificity": math.nan, "rho_dist_specificity": math.nan}
-    grad = movement_importance_correlation(heads["cum_grad_norm"].to_numpy(float), heads["specificity"].to_numpy(float))
-    dist = movement_importance_correlation(heads["dist_from_init"].to_numpy(float), heads["specificity"].to_numpy(float))
-    return {"rho_grad_specificity": grad.spearman, "rho_dist_specificity": dist.spearman}
+    """Spearman rho of final importance with cumulative grad norm and with distance from init,
+    over all heads of one run (all layers pooled: every head competes for the same loss).
+
+    Importance twice: the attention-specificity proxy (`rho_*_specificity`), and the measured
+    ablation importance (`rho_*_ablation`; NaN unless the run holds `head_importance.parquet`)."""
+    out: dict[str, float] = {}
+    for name, column in WINNER_IMPORTANCE.items():
+        for movement, short in (("cum_grad_norm", "grad"), ("dist_from_init", "dist")):
+            if heads.empty or column not in heads:
+                out[f"rho_{short}_{name}"] = math.nan
+                continue
+            corr = movement_importance_correlation(heads[movement].to_numpy(float), heads[column].to_numpy(float))
+            out[f"rho_{short}_{name}"] = corr.spearman
+    return out
 
 
 def layer_pair_means(head_pairs: pd.DataFrame | None) -> pd.DataFrame:

@@ -161,3 +161,17 @@ def test_headlab_aggregate_prints_the_division_table(sweep_dir, tmp_path, capsys
     row = next(line for line in lines if line.startswith("model.n_heads=4"))
     assert row.split()[1] == "2"                           # seeds
     assert "0.400 [0.400, 0.400]" in row and "2.00 [2.00, 2.00] (2.00)" in row and "1.00 (0.25)" in row
+
+
+def test_a_run_without_head_tables_is_not_counted_as_a_seed_of_the_scores(sweep_dir, tmp_path):
+    import shutil
+
+    from headlab.store import HEAD_METRICS, HEAD_PAIRS
+    from headlab.sweep import aggregate_sweep
+
+    shutil.rmtree(sweep_dir / "0" / HEAD_METRICS)
+    shutil.rmtree(sweep_dir / "0" / HEAD_PAIRS)
+    aggregate_sweep(sweep_dir, tmp_path / "out", figures=False)
+    two = pd.read_csv(tmp_path / "out" / DIVISION_CSV).set_index("model.n_heads").loc[2]
+    assert (two["n_seeds"], two["n_seed_pairs"]) == (2, 1)          # jobs 1 and 2 only
+    assert two["role_entropy_bits_mean"] == pytest.approx(1.0) and two["same_role_mean"] == pytest.approx(1.0)

@@ -114,7 +114,8 @@ def division_table(runs_by_config: dict[str, list[Run]], matches: pd.DataFrame, 
         runs = runs_by_config[config]
         per_run = pd.DataFrame([run_division(r) for r in runs])
         first = tags[tags["job"] == runs[0].job].drop(columns=["job"]).iloc[0].to_dict() if len(tags) else {}
-        row = {"config": config, **first, "n_seeds": len(runs)}
+        # seeds with head tables: a usable run without them (accuracy only) adds no value here
+        row = {"config": config, **first, "n_seeds": int(per_run["heads_per_layer"].notna().sum())}
         n_heads = per_run["heads_per_layer"].max()
         row["heads_per_layer"] = n_heads
         row["role_entropy_max_bits"] = math.log2(min(n_heads, len(ROLES))) if np.isfinite(n_heads) else math.nan

@@ -30,7 +30,8 @@ as a hard template (`freeze_pattern` interventions).
 Per-domain Q/K/V (`n_domains > 1`, `headlab.model.domains`): `domain_qkv[d - 1]` holds domain d's
 projections, `q_proj`/`k_proj`/`v_proj` are domain 0's; `forward(..., domain_ids=[batch])` sends each
 row through its domain's. `head_weights()` and the weight metrics describe domain 0's pipeline;
-`prune_heads` refuses a split layer.
+`prune_heads` refuses a split layer. `domain_router="soft"`: a learned softmax mix of the
+pipelines (`domain_router`, from the layer input pooled over real tokens) replaces the domain id.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from headlab.model.domains import DomainQKV, project_by_domain
+from headlab.model.domains import DomainQKV, project_by_domain, router_weights
 from headlab.model.posenc import ATTENTION_ENCODINGS, RotaryEmbedding, alibi_bias, alibi_slopes
 from headlab.model.templates import FREE, build_layer_templates, check_pattern, template_kl
 from headlab.model.templates import MODES as TEMPLATE_MODES
@@ -88,7 +89,7 @@ class MultiHeadSelfAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_head: int | None = None, *, attn_dropout: float = 0.0,
                  causal: bool = False, position: str = "none", template: Iterable[str] | None = None,
-                 template_mode: str = "hard", n_domains: int = 1) -> None:
+                 template_mode: str = "hard", n_domains: int = 1, domain_router: str = "none") -> None:
         super().__init__()
         if position not in ("none",) + ATTENTION_ENCODINGS:
             raise ValueError(f"attention-level position must be one of none, rope, alibi; got {position!r}")
@@ -118,6 +119,8 @@ class MultiHeadSelfAttention(nn.Module):
         self.template_mode = template_mode
         # domains 1..n-1 of a split layer (domain 0 is q_proj/k_proj/v_proj); None in a shared layer
         self.domain_qkv = nn.ModuleList(DomainQKV(d_model, d_attn) for _ in range(n_domains - 1)) if n_domains > 1 else None
+        # model.domain_router=soft: a learned mix of the pipelines replaces the domain id
+        self.domain_router = nn.Linear(d_model, n_domains) if n_domains > 1 and domain_router == "soft" else None
 
     def forward(self, x: Tensor, attention_mask: Tensor, *, need_weights: bool = False,
                 head_gate: Tensor | None = None, fixed_pattern: FixedPattern | None = None,
@@ -129,7 +132,8 @@ class MultiHeadSelfAttention(nn.Module):
         if self.domain_qkv is None:
             q, k, v = (self._split_heads(proj(x)) for proj in (self.q_proj, self.k_proj, self.v_proj))
         else:
-            q, k, v = (self._split_heads(project_by_domain(projs, x, domain_ids)) for projs in self.domain_projections())
+            weights = router_weights(self.domain_router, x, attention_mask.bool()) if self.domain_router is not None else None
+            q, k, v = (self._split_heads(project_by_domain(projs, x, domain_ids, weights)) for projs in self.domain_projections())
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)

@@ -11,6 +11,7 @@ from numbers import Real
 from typing import Any
 
 from headlab.errors import ConfigError
+from headlab.model.domains import ROUTERS
 from headlab.model.posenc import POS_ENCODINGS
 from headlab.model.templates import MODES as TEMPLATE_MODES
 from headlab.model.templates import resolve_template
@@ -50,6 +51,9 @@ class ModelConfig:
     # yet, as when the config is checked before the data loads; 0: the data has no domain ids).
     domain_split_layers: int = 0
     n_domains: int | None = None
+    # none: each example's domain id picks its pipeline; soft: a learned router mixes them
+    # (softmax from the pooled layer input), so no domain id is needed at val/test.
+    domain_router: str = "none"
 
     def __post_init__(self) -> None:
         self._check_sizes()
@@ -140,6 +144,10 @@ class ModelConfig:
             if self.domain_split_layers and self.n_domains == 0:
                 raise ConfigError("model.domain_split_layers", self.domain_split_layers,
                                   "0 for data without domain ids (use data=multidomain, or data=files with a domain column)")
+        if self.domain_router not in ROUTERS:
+            raise ConfigError("model.domain_router", self.domain_router, f"one of {', '.join(ROUTERS)}")
+        if self.domain_router != "none" and self.domain_split_layers == 0:
+            raise ConfigError("model.domain_router", self.domain_router, "none while model.domain_split_layers=0 (nothing to route)")
 
 
 def _is_real(value: Any) -> bool:

@@ -10,6 +10,11 @@ Without domain ids (`domain_ids=None`: the probe measurements, which carry no do
 layer uses the mean of the domain pipelines' projections: one documented, domain-agnostic view.
 A domain id outside [0, n_domains) (the datamodule's -1: a val/test domain not seen in train) is
 refused: a split model has no pipeline for it.
+
+`model.domain_router=soft` replaces the domain id by a learned router: each split layer mixes its
+domain pipelines' Q/K/V with weights softmax(W x̄ + b) `[batch, n_domains]`, x̄ the layer input
+averaged over the real tokens. Every pipeline then gets gradient from every row, and no domain id
+is read, so unseen (or unknown, -1) domains at val/test are scored like any other text.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from typing import Sequence
 
 import torch
 from torch import Tensor, nn
+
+ROUTERS = ("none", "soft")
 
 
 class DomainQKV(nn.Module):
@@ -47,9 +54,20 @@ def check_domain_ids(domain_ids: Tensor, batch: int, n_domains: int) -> None:
                          "val/test domain absent from the train split): a domain-split model cannot score it")
 
 
-def project_by_domain(projections: Sequence[nn.Linear], x: Tensor, domain_ids: Tensor | None) -> Tensor:
-    """x `[batch, seq, d_model]` -> `[batch, seq, d_out]`: row b through `projections[domain_ids[b]]`;
-    without domain ids, the mean of all projections' outputs."""
+def router_weights(router: nn.Linear, x: Tensor, attention_mask: Tensor) -> Tensor:
+    """`[batch, n_domains]` softmax weights of the pipelines, from x `[batch, seq, d_model]` pooled over real tokens."""
+    weight = attention_mask.unsqueeze(-1).to(x.dtype)  # [batch, seq, 1]
+    pooled = (x * weight).sum(dim=1) / weight.sum(dim=1).clamp(min=1.0)
+    return router(pooled).softmax(dim=-1)
+
+
+def project_by_domain(projections: Sequence[nn.Linear], x: Tensor, domain_ids: Tensor | None,
+                      weights: Tensor | None = None) -> Tensor:
+    """x `[batch, seq, d_model]` -> `[batch, seq, d_out]`: with router `weights` `[batch, n_domains]`
+    their mix of all pipelines; else row b through `projections[domain_ids[b]]`; without domain
+    ids, the mean of all projections' outputs."""
+    if weights is not None:
+        return torch.einsum("bd,dbso->bso", weights.to(x.dtype), torch.stack([proj(x) for proj in projections]))
     if domain_ids is None:
         return torch.stack([proj(x) for proj in projections]).mean(dim=0)
     check_domain_ids(domain_ids, x.size(0), len(projections))

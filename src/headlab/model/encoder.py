@@ -54,7 +54,7 @@ class Block(nn.Module):
         self.attn = MultiHeadSelfAttention(config.d_model, config.n_heads, config.d_head,
                                            attn_dropout=config.attn_dropout, causal=config.causal, position=position,
                                            template=template, template_mode=config.template_mode,
-                                           n_domains=n_domains)
+                                           n_domains=n_domains, domain_router=config.domain_router)
         self.drop = nn.Dropout(config.dropout)
         self.ln_2 = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config.d_model, config.ff_dim, config.dropout)

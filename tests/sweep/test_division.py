@@ -175,3 +175,12 @@ def test_a_run_without_head_tables_is_not_counted_as_a_seed_of_the_scores(sweep_
     two = pd.read_csv(tmp_path / "out" / DIVISION_CSV).set_index("model.n_heads").loc[2]
     assert (two["n_seeds"], two["n_seed_pairs"]) == (2, 1)          # jobs 1 and 2 only
     assert two["role_entropy_bits_mean"] == pytest.approx(1.0) and two["same_role_mean"] == pytest.approx(1.0)
+
+
+def test_the_printed_table_shows_a_dash_where_a_score_has_no_value():
+    from headlab.sweep.division import format_division
+
+    table = division_table({"posenc=rope": [_run("3", [0, 1, 2, 3], 0.5)]}, pd.DataFrame(),
+                           pd.DataFrame({"job": ["3"], "config_label": ["model.pos_encoding=rope"]}))
+    row = format_division(table).splitlines()[-1].split()
+    assert row == ["model.pos_encoding=rope", "1", "0.500", "2.00", "(2.00)", "-"]   # one seed: no interval, no pair

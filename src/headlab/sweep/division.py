@@ -155,7 +155,8 @@ def format_division(table: pd.DataFrame) -> str:
              f"{'config':<{width}} {'seeds':>5} {'JS within layer':>22} {'role entropy (max)':>26} {'same role (chance)':>28}"]
     for _, r in table.iterrows():
         entropy = f"{_interval(r, 'role_entropy_bits', 2)} ({r['role_entropy_max_bits']:.2f})"
-        same = f"{_interval(r, 'same_role', 2)} ({r['same_role_baseline_mean']:.2f})"
+        chance = r["same_role_baseline_mean"]
+        same = f"{_interval(r, 'same_role', 2)} ({chance:.2f})" if np.isfinite(chance) else "-"
         lines.append(f"{str(r[label]):<{width}} {int(r['n_seeds']):>5} {_interval(r, 'js_within_layer', 3):>22} "
                      f"{entropy:>26} {same:>28}")
     return "\n".join(lines)

@@ -29,6 +29,9 @@ GRIDS = {
     "smoke": ({"model.n_heads": [2, 4], "model.init_scale": [0.5, 1.0], "seed": [0, 1]}, 8),
     "templates": ({"model.template_mode": ["free", "soft", "hard"], "seed": SEEDS}, 9),
     "knockout": ({"intervention.knockout.step": [None, 50, 200, 600], "seed": SEEDS}, 12),
+    "domains": ({"data": ["multidomain"], "model.domain_split_layers": [0, 1, 2], "seed": SEEDS}, 9),
+    "domains_routed": ({"data": ["multidomain"], "model.domain_split_layers": [1, 2], "model.domain_router": ["soft"],
+                        "seed": SEEDS}, 6),
 }
 
 
@@ -90,7 +93,7 @@ def test_every_job_composes_to_a_valid_model(sweep):
         assert cfg.threads == "auto"
 
 
-@pytest.mark.parametrize("sweep", sorted(set(GRIDS) - {"smoke"}))
+@pytest.mark.parametrize("sweep", sorted(set(GRIDS) - {"smoke", "domains", "domains_routed"}))  # those: multidomain only
 def test_sweeps_run_on_synthetic_by_default_and_on_zh_reviews_with_experiment_sweep_zh(sweep):
     synthetic, zh = _compose(f"sweep={sweep}"), _compose(f"sweep={sweep}", "experiment=sweep_zh")
     assert synthetic.data.source == "synthetic" and zh.data.source == "zh_reviews"

@@ -184,3 +184,15 @@ def test_the_printed_table_shows_a_dash_where_a_score_has_no_value():
                            pd.DataFrame({"job": ["3"], "config_label": ["model.pos_encoding=rope"]}))
     row = format_division(table).splitlines()[-1].split()
     assert row == ["model.pos_encoding=rope", "1", "0.500", "2.00", "(2.00)", "-"]   # one seed: no interval, no pair
+
+
+def test_conditional_roles_get_their_own_entropy_column():
+    at_y = metric_rows(40, [[0, 1, 2, 3]]).assign(metric="role@y")             # 2 bits from the y queries
+    with_y = Run("0", Path("0"), "completed", head_metrics=pd.concat([metric_rows(40, [[5, 5, 5, 5]]), at_y]))
+    without = Run("1", Path("1"), "completed", head_metrics=metric_rows(40, [[5, 5, 0, 0]]))
+    tags = pd.DataFrame({"job": ["0", "1"], "config_label": ["a", "b"]})
+    table = division_table({"a": [with_y], "b": [without]}, pd.DataFrame(), tags).set_index("config")
+    assert table.loc["a", "role_entropy_bits_mean"] == pytest.approx(0.0)
+    assert table.loc["a", "role_entropy_bits@y_mean"] == pytest.approx(2.0)
+    assert table.loc["b", "role_entropy_bits_mean"] == pytest.approx(1.0)
+    assert math.isnan(table.loc["b", "role_entropy_bits@y_mean"])              # not measured in that run

@@ -10,7 +10,8 @@ a mean and a 95 % t-interval (`headlab.sweep.stats.mean_ci`):
 - `role_entropy_bits`: Shannon entropy, in BITS, of the roles (`role` rows of `head_metrics`)
   across the heads of one layer, averaged over layers. 0: one role for every head; at most
   log2(min(heads per layer, number of roles)) (`role_entropy_max_bits`): every head its own role.
-  Heads without a role (NaN) are left out.
+  Heads without a role (NaN) are left out. The same for each conditional role the runs
+  measured (`role@y`: the role read from the `y` queries only): `role_entropy_bits@y`.
 - `same_role`: cross-seed role reproducibility: the share of heads whose role is the same in two
   seeds after the Hungarian matching of `headlab.sweep.heads.seed_matches` (the rows of
   `sweep_matches.csv`), averaged over layers, one value per seed PAIR; the interval is over
@@ -57,11 +58,12 @@ def role_entropy_bits(role_ids: Sequence[float]) -> float:
     return float(-(p * np.log2(p)).sum()) + 0.0  # + 0.0: -0.0 -> 0.0
 
 
-def layer_role_entropy(head_metrics: pd.DataFrame | None) -> float:
-    """Mean over layers of the role entropy across the layer's heads, at the last measured step."""
+def layer_role_entropy(head_metrics: pd.DataFrame | None, metric: str = ROLE_METRIC) -> float:
+    """Mean over layers of the role entropy across the layer's heads, at the last measured step
+    (of `metric`: `role`, or a conditional role such as `role@y`)."""
     if head_metrics is None or head_metrics.empty:
         return math.nan
-    rows = head_metrics[head_metrics["metric"] == ROLE_METRIC]
+    rows = head_metrics[head_metrics["metric"] == metric]
     if rows.empty:
         return math.nan
     last = rows[rows["step"] == rows["step"].max()]
@@ -87,10 +89,26 @@ def heads_per_layer(head_metrics: pd.DataFrame | None) -> float:
     return float(head_metrics.groupby("layer")["head"].nunique().max())
 
 
-def run_division(run: Run) -> dict[str, float]:
-    """The per-run scores: `js_within_layer`, `role_entropy_bits`, and `heads_per_layer`."""
-    return {"js_within_layer": layer_mean_js(run.head_pairs), "role_entropy_bits": layer_role_entropy(run.head_metrics),
-            "heads_per_layer": heads_per_layer(run.head_metrics)}
+def conditional_roles(runs: Sequence[Run]) -> list[str]:
+    """The conditional role metrics (`role@<token>`) that any of `runs` measured, sorted."""
+    names = set()
+    for r in runs:
+        if r.head_metrics is not None and not r.head_metrics.empty:
+            names.update(m for m in r.head_metrics["metric"].unique() if str(m).startswith(f"{ROLE_METRIC}@"))
+    return sorted(names)
+
+
+def run_division(run: Run, conditional: Sequence[str] = ()) -> dict[str, float]:
+    """The per-run scores: `js_within_layer`, `role_entropy_bits`, `heads_per_layer`, and
+    `role_entropy_bits@<token>` for each conditional role metric in `conditional`."""
+    out = {"js_within_layer": layer_mean_js(run.head_pairs), "role_entropy_bits": layer_role_entropy(run.head_metrics),
+           "heads_per_layer": heads_per_layer(run.head_metrics)}
+    out.update({_entropy_column(m): layer_role_entropy(run.head_metrics, m) for m in conditional})
+    return out
+
+
+def _entropy_column(role_metric: str) -> str:
+    return "role_entropy_bits" + role_metric[len(ROLE_METRIC):]
 
 
 def seed_pair_same_role(matches: pd.DataFrame) -> pd.DataFrame:
@@ -110,9 +128,10 @@ def division_table(runs_by_config: dict[str, list[Run]], matches: pd.DataFrame, 
     `config_label` and the swept factors to show (copied from the config's first run).
     """
     rows = []
+    conditional = conditional_roles([r for runs in runs_by_config.values() for r in runs])
     for config in sorted(runs_by_config):
         runs = runs_by_config[config]
-        per_run = pd.DataFrame([run_division(r) for r in runs])
+        per_run = pd.DataFrame([run_division(r, conditional) for r in runs])
         first = tags[tags["job"] == runs[0].job].drop(columns=["job"]).iloc[0].to_dict() if len(tags) else {}
         # seeds with head tables: a usable run without them (accuracy only) adds no value here
         row = {"config": config, **first, "n_seeds": int(per_run["heads_per_layer"].notna().sum())}
@@ -120,7 +139,8 @@ def division_table(runs_by_config: dict[str, list[Run]], matches: pd.DataFrame, 
         row["heads_per_layer"] = n_heads
         row["role_entropy_max_bits"] = math.log2(min(n_heads, len(ROLES))) if np.isfinite(n_heads) else math.nan
         row.update(_ci("js_within_layer", per_run["js_within_layer"], (0.0, JS_MAX)))
-        row.update(_ci("role_entropy_bits", per_run["role_entropy_bits"], (0.0, row["role_entropy_max_bits"])))
+        for column in ("role_entropy_bits", *map(_entropy_column, conditional)):
+            row.update(_ci(column, per_run[column], (0.0, row["role_entropy_max_bits"])))
         config_matches = matches[matches["config"] == config] if len(matches) else matches
         pairs = seed_pair_same_role(config_matches)
         row.update(_ci("same_role", pairs["same_role"], (0.0, 1.0)))

@@ -106,3 +106,13 @@ def run_copy(trained, tmp_path):
 def file_listing(path: Path) -> list[tuple[str, int]]:
     """Every file under `path` with its modification time: equal listings = nothing written."""
     return sorted((str(p.relative_to(path)), p.stat().st_mtime_ns) for p in path.rglob("*"))
+
+
+def gated_val_loss(net, loader, gates) -> float:
+    """Mean validation cross-entropy of `net` with head gates `[layer, head]`: the reference an
+    ablation row is held against, computed without the importance code."""
+    import torch.nn.functional as F
+
+    losses = [F.cross_entropy(net(b["input_ids"], b["attention_mask"], head_gates=gates).logits, b["labels"],
+                              reduction="sum") for b in loader]
+    return float(sum(losses)) / len(loader.dataset)

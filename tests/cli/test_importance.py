@@ -8,10 +8,9 @@ import shutil
 import pandas as pd
 import pytest
 import torch
-import torch.nn.functional as F
 
 from headlab.cli.importance import main
-from tests.cli.conftest import file_listing, train_keeping_threads
+from tests.cli.conftest import file_listing, gated_val_loss, train_keeping_threads
 from headlab.lit.checkpointing import load_network
 
 
@@ -38,16 +37,11 @@ def test_ablation_rows_equal_a_hand_computed_gated_val_loss(run_copy):
     net = load_network(run_copy / "checkpoints" / "last.ckpt")
     loader = build_datamodule(run_config(run_copy)).val_dataloader()
 
-    def val_loss(gates):
-        losses = [F.cross_entropy(net(b["input_ids"], b["attention_mask"], head_gates=gates).logits, b["labels"],
-                                  reduction="sum") for b in loader]
-        return float(sum(losses)) / len(loader.dataset)
-
     with torch.no_grad():
-        base = val_loss(torch.ones(2, 2))
+        base = gated_val_loss(net, loader, torch.ones(2, 2))
         gates = torch.ones(2, 2)
         gates[1, 0] = 0.0
-        expected = val_loss(gates) - base
+        expected = gated_val_loss(net, loader, gates) - base
     got = table[(table.metric == "ablation_dloss") & (table.layer == 1) & (table["head"] == 0)].value.item()
     assert got == pytest.approx(expected, abs=1e-5)
     report = json.loads((run_copy / "importance.json").read_text())

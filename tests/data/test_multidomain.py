@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from headlab.data import TextDataModule
 from headlab.data.multidomain import generate_multidomain

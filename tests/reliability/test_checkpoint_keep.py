@@ -6,13 +6,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
-import torch.nn.functional as F
 
 from headlab.cli.importance import main as importance_main
 from headlab.cli.run_inputs import build_datamodule, run_config
 from headlab.cli.train import train
 from headlab.errors import ConfigError
 from headlab.lit.checkpointing import RunCheckpoint, load_checkpoint, load_network
+from tests.cli.conftest import gated_val_loss
 
 QUIET = ("callbacks.head_metrics.figures=false", "test=false", "threads=1")
 
@@ -45,15 +45,10 @@ def test_kept_checkpoints_at_every_nth_step_and_importance_at_each(tmp_path, tin
         net = load_network(run / "checkpoints" / "step000002.ckpt")
         loader = build_datamodule(run_config(run)).val_dataloader()
 
-        def val_loss(gates):
-            losses = [F.cross_entropy(net(b["input_ids"], b["attention_mask"], head_gates=gates).logits, b["labels"],
-                                      reduction="sum") for b in loader]
-            return float(sum(losses)) / len(loader.dataset)
-
         with torch.no_grad():
             gates = torch.ones(2, 2)
             gates[0, 1] = 0.0
-            expected = val_loss(gates) - val_loss(torch.ones(2, 2))
+            expected = gated_val_loss(net, loader, gates) - gated_val_loss(net, loader, torch.ones(2, 2))
         got = table[(table.step == 2) & (table.metric == "ablation_dloss") & (table.layer == 0) & (table["head"] == 1)]
         assert got.value.item() == pytest.approx(expected, abs=1e-5)
     finally:

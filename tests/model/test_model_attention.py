@@ -6,32 +6,20 @@ import pytest
 import torch
 
 from headlab.model import MultiHeadSelfAttention
-from headlab.model.init import init_weights
-from tests.model._reference import torch_attention_like
+from tests.model._reference import padding_mask, seeded_attention, torch_attention_like
 
 D_MODEL, N_HEADS = 16, 4
 
 
-def _mask(lengths: list[int], seq: int) -> torch.Tensor:
-    """[batch, seq] bool, True on the first `length` positions (padding on the right)."""
-    return torch.arange(seq)[None, :] < torch.tensor(lengths)[:, None]
-
-
 def _attention(**kwargs) -> MultiHeadSelfAttention:
-    torch.manual_seed(0)
-    attn = MultiHeadSelfAttention(D_MODEL, N_HEADS, **kwargs)
-    init_weights(attn, 1.0)
-    with torch.no_grad():  # non-zero biases so the tests see them too
-        for proj in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj):
-            proj.bias.normal_(0.0, 0.1)
-    return attn.eval()
+    return seeded_attention(D_MODEL, N_HEADS, **kwargs)
 
 
 def test_matches_torch_multihead_attention():
     attn = _attention()
     ref = torch_attention_like(attn)
     torch.manual_seed(1)
-    x, mask = torch.randn(3, 7, D_MODEL), _mask([7, 4, 2], 7)
+    x, mask = torch.randn(3, 7, D_MODEL), padding_mask([7, 4, 2], 7)
     expected, expected_weights = ref(x, x, x, key_padding_mask=~mask, need_weights=True, average_attn_weights=False)
     for need_weights in (False, True):
         out = attn(x, mask, need_weights=need_weights)
@@ -47,7 +35,7 @@ def test_matches_torch_multihead_attention():
 def test_fast_path_equals_weight_path(causal, position, gated):
     attn = _attention(causal=causal, position=position)
     torch.manual_seed(2)
-    x, mask = torch.randn(3, 6, D_MODEL), _mask([6, 3, 1], 6)
+    x, mask = torch.randn(3, 6, D_MODEL), padding_mask([6, 3, 1], 6)
     gate = torch.tensor([1.0, 0.0, 0.5, 2.0]) if gated else None
     fast = attn(x, mask, head_gate=gate)
     slow = attn(x, mask, need_weights=True, head_gate=gate)
@@ -63,7 +51,7 @@ def test_fast_path_equals_weight_path(causal, position, gated):
 def test_padded_keys_get_no_attention_and_do_not_leak(position):
     attn = _attention(position=position)
     torch.manual_seed(3)
-    x, mask = torch.randn(2, 6, D_MODEL), _mask([6, 3], 6)
+    x, mask = torch.randn(2, 6, D_MODEL), padding_mask([6, 3], 6)
     out = attn(x, mask, need_weights=True)
     assert (out.pattern[1, :, :, 3:] == 0).all()
     changed = x.clone()
@@ -74,7 +62,7 @@ def test_padded_keys_get_no_attention_and_do_not_leak(position):
 
 def test_all_padding_sequence_gives_no_nan():
     attn = _attention()
-    x, mask = torch.randn(2, 4, D_MODEL), _mask([4, 0], 4)
+    x, mask = torch.randn(2, 4, D_MODEL), padding_mask([4, 0], 4)
     for need_weights in (False, True):
         assert torch.isfinite(attn(x, mask, need_weights=need_weights).output).all()
 
@@ -82,7 +70,7 @@ def test_all_padding_sequence_gives_no_nan():
 def test_gate_zero_removes_exactly_that_heads_contribution():
     attn = _attention()
     torch.manual_seed(4)
-    x, mask = torch.randn(2, 5, D_MODEL), _mask([5, 3], 5)
+    x, mask = torch.randn(2, 5, D_MODEL), padding_mask([5, 3], 5)
     head, d_head = 2, D_MODEL // N_HEADS
     gated = attn(x, mask, head_gate=torch.tensor([1.0, 1.0, 0.0, 1.0])).output
     with torch.no_grad():
@@ -94,7 +82,7 @@ def test_gate_zero_removes_exactly_that_heads_contribution():
 def test_gate_gradient_matches_finite_difference():
     attn = _attention().double()
     torch.manual_seed(5)
-    x, mask = torch.randn(2, 5, D_MODEL, dtype=torch.float64), _mask([5, 4], 5)
+    x, mask = torch.randn(2, 5, D_MODEL, dtype=torch.float64), padding_mask([5, 4], 5)
     target = torch.randn(2, 5, D_MODEL, dtype=torch.float64)
 
     def loss(gate: torch.Tensor) -> torch.Tensor:
@@ -130,7 +118,7 @@ def test_head_weights_reproduce_the_projections():
 def test_prune_heads_equals_gating_them_off(position):
     attn = _attention(position=position)
     torch.manual_seed(7)
-    x, mask = torch.randn(2, 6, D_MODEL), _mask([6, 4], 6)
+    x, mask = torch.randn(2, 6, D_MODEL), padding_mask([6, 4], 6)
     gated = attn(x, mask, head_gate=torch.tensor([1.0, 0.0, 1.0, 0.0])).output
     n_before = sum(p.numel() for p in attn.parameters())
     slopes_before = None if attn.alibi_slopes is None else attn.alibi_slopes.clone()
@@ -156,7 +144,7 @@ def test_prune_rejects_bad_heads():
 
 def test_attention_dropout_only_in_training():
     attn = _attention(attn_dropout=0.5)
-    x, mask = torch.randn(2, 5, D_MODEL), _mask([5, 5], 5)
+    x, mask = torch.randn(2, 5, D_MODEL), padding_mask([5, 5], 5)
     torch.testing.assert_close(attn(x, mask).output, attn(x, mask, need_weights=True).output, atol=1e-5, rtol=0)
     attn.train()
     torch.manual_seed(8)

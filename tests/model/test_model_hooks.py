@@ -10,25 +10,14 @@ from torch import nn
 
 from headlab.model import HeadlabClassifier, ModelConfig, MultiHeadSelfAttention
 from headlab.model.hooks import capture_patterns
-from headlab.model.init import init_weights
-from tests.model._reference import torch_attention_like
+from tests.model._reference import padding_mask, seeded_attention, torch_attention_like
 
 D_MODEL, N_HEADS, D_HEAD = 16, 4, 6  # attention width 24 != d_model: layout errors would show
 POINTS = ("hook_q", "hook_k", "hook_v", "hook_scores", "hook_pattern", "hook_z")
 
 
-def _mask(lengths: list[int], seq: int) -> torch.Tensor:
-    return torch.arange(seq)[None, :] < torch.tensor(lengths)[:, None]
-
-
 def _attention(**kwargs) -> MultiHeadSelfAttention:
-    torch.manual_seed(0)
-    attn = MultiHeadSelfAttention(D_MODEL, N_HEADS, **kwargs)
-    init_weights(attn, 1.0)
-    with torch.no_grad():
-        for proj in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj):
-            proj.bias.normal_(0.0, 0.1)
-    return attn.eval()
+    return seeded_attention(D_MODEL, N_HEADS, **kwargs)
 
 
 def _record(attn: nn.Module) -> tuple[dict[str, torch.Tensor], list]:
@@ -43,7 +32,7 @@ def _record(attn: nn.Module) -> tuple[dict[str, torch.Tensor], list]:
 def test_scores_and_pattern_follow_from_q_and_k_by_hand(causal, position):
     attn = _attention(d_head=D_HEAD, causal=causal, position=position)
     torch.manual_seed(1)
-    x, mask = torch.randn(3, 6, D_MODEL), _mask([6, 4, 2], 6)
+    x, mask = torch.randn(3, 6, D_MODEL), padding_mask([6, 4, 2], 6)
     seen, _ = _record(attn)
     out = attn(x, mask, need_weights=True)
     q, k, v, scores = seen["hook_q"], seen["hook_k"], seen["hook_v"], seen["hook_scores"]
@@ -72,7 +61,7 @@ def test_hooked_q_k_v_agree_with_torch_multihead_attention():
     attn = _attention()
     ref = torch_attention_like(attn)
     torch.manual_seed(1)
-    x, mask = torch.randn(3, 7, D_MODEL), _mask([7, 4, 2], 7)
+    x, mask = torch.randn(3, 7, D_MODEL), padding_mask([7, 4, 2], 7)
     expected, expected_weights = ref(x, x, x, key_padding_mask=~mask, need_weights=True, average_attn_weights=False)
     seen, _ = _record(attn)
     attn(x, mask, need_weights=True)
@@ -90,7 +79,7 @@ def test_fast_path_reaches_q_k_v_z_but_never_builds_scores_or_pattern():
     attn = _attention(position="alibi")
     seen, _ = _record(attn)
     torch.manual_seed(2)
-    out = attn(torch.randn(2, 5, D_MODEL), _mask([5, 3], 5))
+    out = attn(torch.randn(2, 5, D_MODEL), padding_mask([5, 3], 5))
     assert out.pattern is None
     assert sorted(seen) == ["hook_k", "hook_q", "hook_v", "hook_z"]
 
@@ -103,14 +92,14 @@ def test_a_hook_can_replace_the_scores():
         forced[..., 0] = 0.0
         return forced
     attn.hook_scores.register_forward_hook(only_key_0)
-    pattern = attn(torch.randn(2, 4, D_MODEL), _mask([4, 4], 4), need_weights=True).pattern
+    pattern = attn(torch.randn(2, 4, D_MODEL), padding_mask([4, 4], 4), need_weights=True).pattern
     assert (pattern[..., 0] == 1).all() and (pattern[..., 1:] == 0).all()
 
 
 def test_capture_patterns_equals_the_full_weight_path_forward():
     torch.manual_seed(0)
     net = HeadlabClassifier(ModelConfig(vocab_size=20, n_classes=2, max_len=8, n_layers=3, n_heads=2, d_model=8)).eval()
-    ids, mask = torch.randint(1, 20, (4, 8)), _mask([8, 5, 3, 1], 8)
+    ids, mask = torch.randint(1, 20, (4, 8)), padding_mask([8, 5, 3, 1], 8)
     with torch.no_grad():
         full = net(ids, mask, return_patterns=True).patterns
         captured = capture_patterns(net, ids, mask)

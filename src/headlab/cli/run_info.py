@@ -9,8 +9,6 @@ from typing import Any, Iterable
 
 from omegaconf import DictConfig, OmegaConf
 
-from headlab.store import atomic_write_json
-
 # The values sweeps vary; summary.json carries them flat so aggregation needs no config parsing.
 SWEPT_KEYS = ("seed", "model.n_heads", "model.d_model", "model.d_head", "model.n_layers", "model.init_scale",
               "model.pos_encoding", "optim.lr", "optim.schedule", "optim.warmup_steps", "optim.warmup_ratio",
@@ -59,7 +57,3 @@ def configure_cache_dirs(log_dir: Path) -> None:
         if var not in os.environ:
             (cache / sub).mkdir(parents=True, exist_ok=True)
             os.environ[var] = str(cache / sub)
-
-
-def write_summary(output_dir: Path, summary: dict[str, Any]) -> None:
-    atomic_write_json(output_dir / "summary.json", summary)

@@ -22,7 +22,7 @@ from headlab.cli.job import setup_job
 from headlab.cli.run_info import configure_cache_dirs
 from headlab.errors import ConfigError, HeadlabError
 from headlab.run.rank import is_rank_zero
-from headlab.run.record import RunRecord
+from headlab.run.record import RunRecord, existing_last_checkpoint
 
 log = logging.getLogger("headlab.train")
 
@@ -39,7 +39,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         import lightning as L  # heavy imports after the config checks
 
         from headlab.cli.loggers import build_loggers, closing_wandb, log_config
-        from headlab.lit.checkpointing import AtomicCheckpointIO, RunInterrupted, run_last_checkpoint
+        from headlab.lit.checkpointing import AtomicCheckpointIO, RunInterrupted
         from headlab.lit.signals import RunSignals
         from headlab.run.build import build_callbacks, build_module, instantiate
         from headlab.run.csv_metrics import keep_csv_rows
@@ -62,10 +62,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                                                    logger=loggers or False, plugins=[AtomicCheckpointIO()])
             log_config(loggers, cfg)
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume.path if resume else None, weights_only=True)
-            last = run_last_checkpoint(run_dir)
+            last = existing_last_checkpoint(run_dir)
             if signals.requested:  # the signal came after the last training step
-                raise RunInterrupted(signals.requested, int(trainer.global_step), str(last) if last.is_file() else None)
-            record.summary["last"] = last_state(trainer, str(last) if last.is_file() else None)
+                raise RunInterrupted(signals.requested, int(trainer.global_step), last)
+            record.summary["last"] = last_state(trainer, last)
             record.complete(evaluate_best(cfg, trainer, module, datamodule))
     return record.summary
 

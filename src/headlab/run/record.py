@@ -68,7 +68,7 @@ class RunRecord:
             return
         if err is not None:
             self.summary.update(_outcome(err))
-        self.summary["last_checkpoint"] = _last_checkpoint(self.run_dir)
+        self.summary["last_checkpoint"] = existing_last_checkpoint(self.run_dir)
         from headlab.run.summary import run_facts
 
         self.summary.update(run_facts(self.trainer), wall_s=round(time.perf_counter() - self._started, 3))
@@ -110,6 +110,7 @@ def _previous_status(run_dir: Path) -> str | None:
         return None
 
 
-def _last_checkpoint(run_dir: Path) -> str | None:
+def existing_last_checkpoint(run_dir: Path) -> str | None:
+    """The run's `checkpoints/last.ckpt` (where `resume=true` continues), or None before the first one."""
     last = run_dir / "checkpoints" / "last.ckpt"
     return str(last) if last.is_file() else None

@@ -30,11 +30,10 @@ class ResumedOptimizerSettings(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.ckpt_path is None or not self._configured:
             return
+        scheduled = bool(trainer.lr_scheduler_configs)  # then the scheduler sets lr, below
         for optimizer, configured in zip(trainer.optimizers, self._configured):
             for group, settings in zip(optimizer.param_groups, configured):
-                for key, value in settings.items():
-                    if key not in ("lr", "initial_lr"):
-                        group[key] = value
+                group.update({k: v for k, v in settings.items() if not (scheduled and k == "lr")})
                 group["initial_lr"] = settings.get("initial_lr", settings["lr"])
         for config in trainer.lr_scheduler_configs:
             scheduler = config.scheduler
@@ -45,7 +44,3 @@ class ResumedOptimizerSettings(L.Callback):
                 for group, base, factor in zip(groups, scheduler.base_lrs, lambdas):
                     group["lr"] = base * factor(scheduler.last_epoch)
                 scheduler._last_lr = [group["lr"] for group in groups]
-        if not trainer.lr_scheduler_configs:
-            for optimizer, configured in zip(trainer.optimizers, self._configured):
-                for group, settings in zip(optimizer.param_groups, configured):
-                    group["lr"] = settings["lr"]

@@ -24,9 +24,9 @@ from headlab.store import (
     HEAD_PAIRS,
     append_part,
     atomic_write_json,
-    atomic_write_with,
     head_metric_rows,
     head_pair_rows,
+    write_attention_maps,
 )
 
 # Per-layer means reported in summary.json (the Clark et al. 2019 comparison of docs/pretrained.md).
@@ -72,8 +72,7 @@ def analyze(net: HFEncoder, tokenizer: Any, settings: AnalyzeSettings, run_dir: 
     run_id = run_dir.name
     append_part(run_dir / HEAD_METRICS, 0, head_metric_rows(run_id, 0, 0, m.head_metrics))
     append_part(run_dir / HEAD_PAIRS, 0, head_pair_rows(run_id, 0, 0, m.head_pairs))
-    arrays = {"mean_pattern": m.mean_patterns, "step": np.int64(0), "roles": np.array(m.roles, dtype=str)}
-    atomic_write_with(run_dir / "attention_maps.npz", lambda tmp: np.savez_compressed(tmp, **arrays))
+    write_attention_maps(run_dir, m)
     from headlab.plots.run_figures import write_run_figures  # matplotlib only once there is something to draw
 
     figures = write_run_figures(run_dir)

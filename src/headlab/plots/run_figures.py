@@ -16,9 +16,8 @@ from headlab.plots.similarity import DEFAULT_METRICS as PAIR_METRICS
 from headlab.plots.similarity import plot_head_similarity
 from headlab.plots.trajectories import DEFAULT_METRICS as HEAD_METRICS_PLOTTED
 from headlab.plots.trajectories import ROLE_METRIC, plot_metric_trajectories, plot_role_timeline
-from headlab.store import HEAD_METRICS, HEAD_PAIRS, read_table
+from headlab.store import ATTENTION_MAPS, HEAD_METRICS, HEAD_PAIRS, read_table
 
-ATTENTION_MAPS = "attention_maps.npz"
 FIGURES_DIR = "figures"
 
 log = logging.getLogger(__name__)

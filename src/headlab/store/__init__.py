@@ -4,14 +4,17 @@ from headlab.store.atomic import atomic_path, atomic_write_bytes, atomic_write_j
 from headlab.store.tables import (
     HEAD_METRICS,
     HEAD_PAIRS,
+    ATTENTION_MAPS,
     append_part,
     drop_parts_after,
     head_metric_rows,
     head_pair_rows,
     read_table,
+    write_attention_maps,
 )
 
 __all__ = [
+    "ATTENTION_MAPS",
     "HEAD_METRICS",
     "HEAD_PAIRS",
     "append_part",
@@ -24,4 +27,5 @@ __all__ = [
     "head_metric_rows",
     "head_pair_rows",
     "read_table",
+    "write_attention_maps",
 ]

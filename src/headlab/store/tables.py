@@ -103,3 +103,18 @@ def read_table(table_dir: str | os.PathLike) -> pd.DataFrame:
     df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
     keys = [c for c in ("step", "layer", "head", "head_a", "head_b", "metric") if c in df.columns]
     return df.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+ATTENTION_MAPS = "attention_maps.npz"
+
+
+def write_attention_maps(run_dir: str | os.PathLike, last, first=None) -> Path:
+    """`attention_maps.npz` of a run: the mean maps `[layer, head, P, P]`, step and roles of the
+    `last` measurement (and the maps and step of the `first`), plain arrays only (loadable without
+    pickle by `headlab.plots.run_figures.load_attention_maps`)."""
+    arrays = {"mean_pattern": last.mean_patterns, "step": np.int64(last.step), "roles": np.array(last.roles, dtype=str)}
+    if first is not None:
+        arrays.update(mean_pattern_first=first.mean_patterns, step_first=np.int64(first.step))
+    path = Path(run_dir) / ATTENTION_MAPS
+    atomic_write_with(path, lambda tmp: np.savez_compressed(tmp, **arrays))
+    return path

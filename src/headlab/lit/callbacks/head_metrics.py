@@ -46,13 +46,12 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import lightning as L
-import numpy as np
 import torch
 
 from headlab.errors import ConfigError
 from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, probe_chunks, query_token_ids
 from headlab.measure import snapshot_weights
-from headlab.store import HEAD_METRICS, HEAD_PAIRS, append_part, atomic_write_with, drop_parts_after
+from headlab.store import HEAD_METRICS, HEAD_PAIRS, append_part, drop_parts_after, write_attention_maps
 from headlab.lit.wandb_panels import define_head_panels, head_scalars, log_head_panels, wandb_loggers
 from headlab.store.tables import head_metric_rows, head_pair_rows
 
@@ -329,8 +328,4 @@ class HeadMetricsCallback(L.Callback):
             log_head_panels(logger, result)
 
     def _write_attention_maps(self) -> None:
-        first, last = self._first, self._last
-        arrays = {"mean_pattern": last.mean_patterns, "step": np.int64(last.step), "roles": np.array(last.roles, dtype=str)}
-        if first is not None:
-            arrays.update(mean_pattern_first=first.mean_patterns, step_first=np.int64(first.step))
-        atomic_write_with(self.output_dir / "attention_maps.npz", lambda tmp: np.savez_compressed(tmp, **arrays))
+        write_attention_maps(self.output_dir, self._last, self._first)

@@ -37,7 +37,10 @@ from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_with
 from headlab.sweep import heads as head_stats
 from headlab.sweep.division import write_division
+from headlab.sweep.domains import write_domain_accuracy
 from headlab.sweep.importance import write_sweep_importance
+from headlab.sweep.interventions import write_intervention_effects
+from headlab.sweep.redundancy import write_sweep_redundancy
 from headlab.sweep.runs import Run, discover_runs
 from headlab.sweep.stats import mean_ci, steps_to_converge
 
@@ -103,6 +106,10 @@ def aggregate_sweep(
     ]
     result.written += write_sweep_importance(out, _by_config(usable))
     result.written += write_division(out, _by_config(usable), matches, tags[["job", "config_label", *swept_factors(tags)]])
+    factor_tags = tags[["job", "config_label", *swept_factors(tags)]]
+    result.written += write_intervention_effects(out, _by_config(usable), factor_tags)
+    result.written += write_domain_accuracy(out, _by_config(usable), factor_tags)
+    result.written += write_sweep_redundancy(out, _by_config(usable), factor_tags)
     if figures:
         from headlab.plots.sweep import write_sweep_figures  # plotting only when asked
 

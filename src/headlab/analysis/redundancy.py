@@ -11,11 +11,17 @@ the threshold (single linkage would chain a-b-c into one cluster although a and 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
+
+
+# The default share of attention mass two duplicate heads may place differently (headlab-importance's
+# `importance.redundancy_mass`, and the bar of the sweep table sweep_redundancy.csv).
+DEFAULT_MASS = 0.1
 
 
 def js_threshold(mass: float) -> float:
@@ -58,3 +64,33 @@ def redundant_heads(clusters: Sequence[Sequence[int]]) -> int:
     3
     """
     return sum(len(c) - 1 for c in clusters)
+
+
+def pair_table_redundancy(pairs: pd.DataFrame, mass: float = DEFAULT_MASS, step: int | None = None) -> dict[str, Any] | None:
+    """Near-duplicate clusters of every layer from a long `head_pairs` table (its `js` rows), at the last
+    measurement at or before `step` (the last one when None); None when there is no such `js` row.
+
+    Returns `step, mass, js_threshold, layers` (per layer: `layer, n_heads, clusters, redundant_heads`),
+    `n_heads`, `redundant_heads` (all layers) and `duplicate_fraction` = redundant_heads / n_heads,
+    and `js` (each layer's `[head, head]` matrix, for the figure).
+    """
+    js = pairs[pairs["metric"] == "js"]
+    if step is not None:
+        js = js[js["step"] <= step]
+    if js.empty:
+        return None
+    at = int(js["step"].max())
+    js = js[js["step"] == at]
+    threshold = js_threshold(mass)
+    layers, matrices = [], []
+    for layer, rows in js.groupby("layer", sort=True):
+        n = int(max(rows["head_a"].max(), rows["head_b"].max())) + 1
+        matrix = np.zeros((n, n))
+        matrix[rows["head_a"].to_numpy(int), rows["head_b"].to_numpy(int)] = rows["value"].to_numpy(float)
+        clusters = duplicate_clusters(matrix, threshold)
+        layers.append({"layer": int(layer), "clusters": clusters, "redundant_heads": redundant_heads(clusters), "n_heads": n})
+        matrices.append(matrix)
+    total = sum(entry["n_heads"] for entry in layers)
+    n_redundant = sum(entry["redundant_heads"] for entry in layers)
+    return {"step": at, "mass": mass, "js_threshold": threshold, "layers": layers, "n_heads": total,
+            "redundant_heads": n_redundant, "duplicate_fraction": n_redundant / total, "js": [m.tolist() for m in matrices]}

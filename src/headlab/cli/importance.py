@@ -34,7 +34,7 @@ class ImportanceSettings:
     figures: bool = True
     device: str = "cpu"
     threads: int | None = None
-    redundancy_mass: float = 0.1
+    redundancy_mass: float = 0.1  # headlab.analysis.redundancy.DEFAULT_MASS (not imported: it loads torch)
 
     def __post_init__(self) -> None:
         if isinstance(self.redundancy_mass, bool) or not isinstance(self.redundancy_mass, (int, float)) \
@@ -141,33 +141,14 @@ def compute(run_dir: Path, which: str, overrides: list[str]) -> ImportanceOutcom
 def run_redundancy(run_dir: Path, step: int, mass: float) -> dict[str, Any] | None:
     """Near-duplicate head clusters per layer from the run's `head_pairs.parquet` (`js`), at the last
     measurement at or before `step`; None when the run has no pair table."""
-    import numpy as np
-
-    from headlab.analysis.redundancy import duplicate_clusters, js_threshold, redundant_heads
+    from headlab.analysis.redundancy import pair_table_redundancy
     from headlab.store import HEAD_PAIRS, read_table
 
     try:
         pairs = read_table(run_dir / HEAD_PAIRS)
     except FileNotFoundError:
         return None
-    js = pairs[(pairs["metric"] == "js") & (pairs["step"] <= step)]
-    if js.empty:
-        return None
-    at = int(js["step"].max())
-    js = js[js["step"] == at]
-    threshold = js_threshold(mass)
-    layers, matrices = [], []
-    for layer, rows in js.groupby("layer"):
-        n = int(max(rows["head_a"].max(), rows["head_b"].max())) + 1
-        matrix = np.zeros((n, n))
-        matrix[rows["head_a"].to_numpy(), rows["head_b"].to_numpy()] = rows["value"].to_numpy()
-        clusters = duplicate_clusters(matrix, threshold)
-        layers.append({"layer": int(layer), "clusters": clusters, "redundant_heads": redundant_heads(clusters), "n_heads": n})
-        matrices.append(matrix)
-    total = sum(entry["n_heads"] for entry in layers)
-    n_redundant = sum(entry["redundant_heads"] for entry in layers)
-    return {"step": at, "mass": mass, "js_threshold": threshold, "layers": layers, "redundant_heads": n_redundant,
-            "duplicate_fraction": n_redundant / total, "js": [m.tolist() for m in matrices]}
+    return pair_table_redundancy(pairs, mass, step)
 
 
 def probe_roles(net: Any, datamodule: Any, device: str) -> list[list[str]]:

@@ -1,14 +1,100 @@
-"""Sweep table sweep_redundancy.csv: per config, the near-duplicate head fraction (written by headlab-aggregate)."""
+"""Sweep tables of near-duplicate heads (the founding article, section 5.4: "with little data, many
+heads converge to near-identical maps"), written by headlab-aggregate.
+
+Per usable run, at its LAST head measurement, each layer's heads are clustered by the `js` rows of
+`head_pairs.parquet` with the documented bar of `headlab.analysis.redundancy` (`DEFAULT_MASS`: the
+maps agree up to 10% of the attention mass); `duplicate_fraction` = redundant heads / all heads.
+A run without a pair table falls back to summary.json `redundant_heads` (with `final_roles` for the
+head count) when it has one. Written only when some run yields a number:
+
+| file | one row per |
+|---|---|
+| `sweep_redundancy_runs.csv` | run: step, n_heads, redundant_heads, duplicate_fraction, min_pair_js (the closest two heads of a layer), source (`head_pairs` or `summary`) |
+| `sweep_redundancy.csv` | config, with its swept factors: mean and 95% t-interval over seeds of `duplicate_fraction`, mean `redundant_heads` and `min_pair_js` |
+
+With the data_size sweep the second table reads `data.train_fraction -> duplicate_fraction_mean`.
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from headlab.analysis.redundancy import DEFAULT_MASS, js_threshold, pair_table_redundancy
+from headlab.store import atomic_write_with
 from headlab.sweep.runs import Run
+from headlab.sweep.stats import mean_ci
+
+RUNS_FILE = "sweep_redundancy_runs.csv"
+CONFIG_FILE = "sweep_redundancy.csv"
+
+
+def run_redundancy(run: Run, mass: float = DEFAULT_MASS) -> dict[str, Any] | None:
+    """One run's redundancy at its last measurement (see the module docstring); None when it has neither source."""
+    if run.head_pairs is not None and not run.head_pairs.empty:
+        found = pair_table_redundancy(run.head_pairs, mass)
+        if found is not None:
+            return {"step": found["step"], "n_heads": found["n_heads"], "redundant_heads": found["redundant_heads"],
+                    "duplicate_fraction": found["duplicate_fraction"], "min_pair_js": _min_pair_js(found["js"]),
+                    "source": "head_pairs"}
+    redundant, roles = run.summary.get("redundant_heads"), run.summary.get("final_roles")
+    if isinstance(redundant, int) and not isinstance(redundant, bool) and isinstance(roles, list) and roles:
+        n_heads = sum(len(layer) for layer in roles)
+        return {"step": run.summary.get("global_step"), "n_heads": n_heads, "redundant_heads": redundant,
+                "duplicate_fraction": redundant / n_heads, "min_pair_js": math.nan, "source": "summary"}
+    return None
+
+
+def _min_pair_js(matrices: list[list[list[float]]]) -> float:
+    """The closest two heads of one layer (JS, nats): how far a run without duplicates is from the bar."""
+    off = [np.asarray(m)[~np.eye(len(m), dtype=bool)] for m in matrices if len(m) > 1]
+    return float(min(v.min() for v in off)) if off else math.nan
+
+
+def redundancy_tables(runs_by_config: dict[str, list[Run]], tags: pd.DataFrame,
+                      mass: float = DEFAULT_MASS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-run rows, per-config rows); both empty when no run yields a number.
+
+    `tags` has one row per job: `job`, `config_label` and the swept factors (as aggregate passes it).
+    """
+    per_run = []
+    for config, runs in runs_by_config.items():
+        for run in runs:
+            found = run_redundancy(run, mass)
+            if found is not None:
+                per_run.append({"job": run.job, "config": config, "seed": run.seed, **found})
+    if not per_run:
+        return pd.DataFrame(), pd.DataFrame()
+    runs_table = tags.merge(pd.DataFrame(per_run), on="job", how="right")
+    factors = [c for c in tags.columns if c not in ("job", "config_label")]
+    rows = []
+    for config, group in runs_table.groupby("config", sort=True):
+        ci = mean_ci(group["duplicate_fraction"], bounds=(0.0, 1.0))
+        first = group.iloc[0]
+        rows.append({"config": config, "config_label": first.get("config_label", config),
+                     **{f: first[f] for f in factors},
+                     "n_seeds": ci.n, "seeds": " ".join(str(int(s)) for s in sorted(group["seed"].dropna())),
+                     "n_heads": int(first["n_heads"]), "mass": mass, "js_threshold": js_threshold(mass),
+                     "redundant_heads_mean": float(group["redundant_heads"].mean()),
+                     "duplicate_fraction_mean": ci.mean, "duplicate_fraction_ci95_low": ci.low,
+                     "duplicate_fraction_ci95_high": ci.high, "min_pair_js_mean": float(group["min_pair_js"].mean()),
+                     "source": ",".join(sorted(group["source"].unique()))})
+    return runs_table.sort_values("job", key=lambda j: j.astype(int), kind="stable"), pd.DataFrame(rows)
 
 
 def write_sweep_redundancy(out_dir: Path, runs_by_config: dict[str, list[Run]], tags: pd.DataFrame) -> list[Path]:
-    """The files written into `out_dir` (none when no run of the sweep carries what the table reads)."""
-    return []
+    """Write `sweep_redundancy_runs.csv` and `sweep_redundancy.csv` into `out_dir` (atomically); none
+    when no run of the sweep has a pair table or a summary `redundant_heads`."""
+    per_run, per_config = redundancy_tables(runs_by_config, tags)
+    if per_run.empty:
+        return []
+    written = []
+    for name, frame in ((RUNS_FILE, per_run), (CONFIG_FILE, per_config)):
+        path = Path(out_dir) / name
+        atomic_write_with(path, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
+        written.append(path)
+    return written

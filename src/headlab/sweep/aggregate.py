@@ -11,6 +11,7 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 | `sweep_matches.csv` | (config, layer, seed pair): Hungarian head matching vs random |
 | `sweep_summary.csv` | config (overrides without `seed`): means and 95% t-intervals over seeds |
 | `division_of_labour.csv` | config: within-layer JS, role entropy, cross-seed same role (`headlab.sweep.division`) |
+| `intervention_effects.csv`, `convergence.csv` | config of a knockout / freeze_pattern sweep, of a template-mode sweep: `headlab.sweep.interventions`, `headlab.sweep.convergence` |
 | `sweep_importance.csv`, `sweep_importance_tau.csv` | only when runs hold `head_importance.parquet`: see `headlab.sweep.importance` |
 | `figures/*.png` | see `headlab.plots.sweep` |
 
@@ -36,6 +37,7 @@ import pandas as pd
 from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_with
 from headlab.sweep import heads as head_stats
+from headlab.sweep.convergence import write_convergence
 from headlab.sweep.division import write_division
 from headlab.sweep.domains import write_domain_accuracy
 from headlab.sweep.importance import write_sweep_importance
@@ -108,6 +110,7 @@ def aggregate_sweep(
     result.written += write_division(out, _by_config(usable), matches, tags[["job", "config_label", *swept_factors(tags)]])
     factor_tags = tags[["job", "config_label", *swept_factors(tags)]]
     result.written += write_intervention_effects(out, _by_config(usable), factor_tags)
+    result.written += write_convergence(out, _by_config(usable), factor_tags)
     result.written += write_domain_accuracy(out, _by_config(usable), factor_tags)
     result.written += write_sweep_redundancy(out, _by_config(usable), factor_tags)
     if figures:

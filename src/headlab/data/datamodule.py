@@ -29,7 +29,7 @@ from headlab.data.labeled import LabeledTexts
 from headlab.data.multidomain import generate_multidomain
 from headlab.data.probe import ProbeSet, select_probe
 from headlab.data.sampler import BucketBatchSampler
-from headlab.data.split import check_fractions, stratified_split
+from headlab.data.split import check_fractions, stratified_split, stratified_subset
 from headlab.data.synthetic import generate_synthetic
 from headlab.data.tokenizer import CharTokenizer
 from headlab.data.zh_reviews import load_zh_reviews
@@ -103,6 +103,7 @@ class TextDataModule(L.LightningDataModule):
         shuffle_seed: int | None = None,
         train_fraction: float = 1.0,
         multidomain: Mapping[str, Any] | None = None,
+        train_labels: int | None = None,
     ) -> None:
         super().__init__()
         if source not in SOURCES:
@@ -131,6 +132,9 @@ class TextDataModule(L.LightningDataModule):
         if isinstance(train_fraction, bool) or not isinstance(train_fraction, (int, float)) or not 0.0 < train_fraction <= 1.0:
             raise ConfigError("data.train_fraction", train_fraction, "a share of the train split in (0, 1]")
         self.train_fraction = float(train_fraction)  # < 1: a stratified share of train (seeded); val and test stay whole
+        if train_labels is not None:
+            _check_int("data.train_labels", train_labels, 1)
+        self.train_labels = train_labels  # n: train on n labelled rows of train (stratified, seeded); the vocabulary stays train's
         self._prepared: _Prepared | None = None
         self._train_loader: ResumableLoader | None = None
         self._train_position: dict[str, int] | None = None
@@ -145,6 +149,8 @@ class TextDataModule(L.LightningDataModule):
             return
         parts, source_stats = self._load_parts()
         tokenizer = CharTokenizer.fit(parts["train"].texts, min_freq=self.min_freq)
+        if self.train_labels is not None:  # after the fit: a teacher trained on all of train shares this vocabulary
+            parts["train"] = parts["train"].subset(stratified_subset(parts["train"].labels, self.train_labels, self.seed))
         domain_names = sorted(set(parts["train"].domains)) if parts["train"].domains is not None else None
         splits = {name: self._encode(tokenizer, parts[name], domain_names) for name in SPLITS}
         if not splits["train"].labels:

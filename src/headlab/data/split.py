@@ -58,3 +58,28 @@ def stratified_split(labels: Sequence[int], val_fraction: float, test_fraction: 
     for rows in (train, val, test):
         rng.shuffle(rows)
     return SplitIndices(train=train, val=val, test=test)
+
+
+def stratified_subset(labels: Sequence[int], n: int, seed: int, key: str = "data.train_labels") -> list[int]:
+    """`n` row indices, each class keeping its share (largest remainders round), seeded and sorted.
+
+    For a low-label regime (few labelled examples of a train split): depends only on (labels, n,
+    seed), so every training seed and every variant of a comparison sees the same labelled rows.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(labels):
+        raise ConfigError(key, n, f"an integer in 1..{len(labels)} (the train split's size)")
+    by_class: dict[int, list[int]] = {}
+    for index, label in enumerate(labels):
+        by_class.setdefault(int(label), []).append(index)
+    classes = sorted(by_class)
+    exact = {c: n * len(by_class[c]) / len(labels) for c in classes}
+    quota = {c: int(exact[c]) for c in classes}
+    for c in sorted(classes, key=lambda c: (-(exact[c] - quota[c]), c))[: n - sum(quota.values())]:
+        quota[c] += 1
+    rng = random.Random(seed)
+    chosen: list[int] = []
+    for c in classes:
+        rows = list(by_class[c])
+        rng.shuffle(rows)
+        chosen += rows[: quota[c]]
+    return sorted(chosen)

@@ -1,0 +1,73 @@
+"""Diagnose a run or every job of a sweep: findings -> `doctor.json` (atomic) and a printed table."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from headlab.doctor.checks import FAIL, NOT_MEASURED, WARN, Finding, Thresholds, run_checks
+from headlab.doctor.inputs import is_run_dir, load_run_tables, sweep_jobs
+from headlab.errors import DataError, HeadlabError
+from headlab.store import atomic_write_json
+
+DOCTOR_JSON = "doctor.json"
+_MARK = {"ok": "ok  ", WARN: "WARN", FAIL: "FAIL", NOT_MEASURED: "n/m "}
+
+
+@dataclass
+class Diagnosis:
+    """The findings of one run (`error` set instead when the run could not be read at all)."""
+
+    run_dir: Path
+    findings: list[Finding]
+    error: str = ""
+
+    @property
+    def worst(self) -> str:
+        statuses = {f.status for f in self.findings}
+        return FAIL if self.error or FAIL in statuses else WARN if WARN in statuses else "ok"
+
+    def as_dict(self) -> dict:
+        return {"run_dir": str(self.run_dir), "worst": self.worst, "error": self.error,
+                "checks": [f.as_dict() for f in self.findings]}
+
+
+def diagnose_run(run_dir: str | os.PathLike, thresholds: Thresholds | None = None, write: bool = True) -> Diagnosis:
+    """Run every check on one run; writes `<run_dir>/doctor.json` unless `write` is False."""
+    run_dir = Path(run_dir)
+    try:
+        diagnosis = Diagnosis(run_dir, run_checks(load_run_tables(run_dir), thresholds))
+    except HeadlabError as err:
+        diagnosis = Diagnosis(run_dir, [], str(err))
+    if write and (run_dir / "summary.json").is_file():
+        atomic_write_json(run_dir / DOCTOR_JSON, diagnosis.as_dict())
+    return diagnosis
+
+
+def diagnose(path: str | os.PathLike, thresholds: Thresholds | None = None) -> list[Diagnosis]:
+    """A run directory -> its diagnosis; a sweep directory -> one per job (each job's doctor.json,
+    and the sweep's own doctor.json listing them). DataError when `path` is neither."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DataError(path, "no such directory (expected a run directory or a sweep directory)")
+    if is_run_dir(path):
+        return [diagnose_run(path, thresholds)]
+    jobs = sweep_jobs(path)
+    if not jobs:
+        raise DataError(path, "neither a run directory (no summary.json) nor a sweep directory (no <job_num>/ folders)")
+    results = [diagnose_run(job, thresholds) if is_run_dir(job) else Diagnosis(job, [], "no summary.json (not started)")
+               for job in jobs]
+    atomic_write_json(path / DOCTOR_JSON, {"sweep_dir": str(path), "jobs": [d.as_dict() for d in results]})
+    return results
+
+
+def format_diagnosis(d: Diagnosis) -> str:
+    """A few lines per run: one per check with its status, message and the override to try."""
+    lines = [f"{d.run_dir}: {d.worst}"]
+    if d.error:
+        return "\n".join(lines + [f"  FAIL  {d.error}"])
+    for f in d.findings:
+        line = f"  {_MARK.get(f.status, f.status)}  {f.check:<22} {f.message}"
+        lines.append(line + (f"\n        try: {f.override}" if f.override and f.status in (WARN, FAIL) else ""))
+    return "\n".join(lines)

@@ -1,0 +1,54 @@
+"""headlab-doctor on run and sweep folders written to disk the way a run writes them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from headlab.cli.doctor import main
+from headlab.store import HEAD_METRICS, HEAD_PAIRS, append_part
+from tests.doctor._runs import healthy_tables
+
+
+def _write_run(run_dir: Path, **summary_changes) -> Path:
+    tables = healthy_tables(**summary_changes)
+    run_dir.mkdir(parents=True)
+    (run_dir / "summary.json").write_text(json.dumps(tables.summary), encoding="utf-8")
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "config.yaml").write_text("optim:\n  optimizer:\n    _target_: torch.optim.AdamW\n  lr: ${x}\n")
+    for name, table in ((HEAD_METRICS, tables.head_metrics), (HEAD_PAIRS, tables.head_pairs)):
+        for step, rows in table.groupby("step"):
+            append_part(run_dir / name, int(step), rows.assign(run_id="r", epoch=0))
+    return run_dir
+
+
+def test_a_healthy_run_dir_prints_every_check_ok_and_writes_doctor_json(tmp_path, capsys):
+    run = _write_run(tmp_path / "run")
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"{run}: ok" and out.count("  ok  ") == 7
+    written = json.loads((run / "doctor.json").read_text())
+    assert written["worst"] == "ok" and len(written["checks"]) == 7
+
+
+def test_a_sweep_dir_diagnoses_every_job_and_exits_1_when_one_failed(tmp_path, capsys):
+    _write_run(tmp_path / "sweep" / "0")
+    _write_run(tmp_path / "sweep" / "1", status="diverged", diverged_step=7)
+    (tmp_path / "sweep" / "2").mkdir()  # a job that never started
+    assert main([str(tmp_path / "sweep")]) == 1
+    out = capsys.readouterr().out
+    assert "diverged at step 7" in out and "no summary.json (not started)" in out
+    listing = json.loads((tmp_path / "sweep" / "doctor.json").read_text())
+    assert [j["worst"] for j in listing["jobs"]] == ["ok", "fail", "fail"]
+    assert json.loads((tmp_path / "sweep" / "1" / "doctor.json").read_text())["checks"][0]["status"] == "fail"
+
+
+def test_a_bad_path_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main([str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such directory" in err
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "neither a run directory" in err
+    assert not (tmp_path / "empty" / "doctor.json").exists()

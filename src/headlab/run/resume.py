@@ -63,6 +63,7 @@ def find_resume(cfg: DictConfig, run_dir: Path) -> ResumePoint | None:
         differ = {k: (saved[k], v) for k, v in model.items() if k in saved and k not in _DATA_SHAPE and saved[k] != v}
         if differ:
             _refuse_shape(last, differ)
+        _refuse_pruned(last, checkpoint, model)
         _refuse_changed_settings(cfg, run_dir)
     except ConfigError:
         restore_first_hydra(run_dir)
@@ -119,3 +120,14 @@ def _refuse_shape(path: Path, differ: dict[str, tuple[Any, Any]], hint: str | No
     diffs = ", ".join(f"{k}: checkpoint {a!r} vs config {b!r}" for k, (a, b) in differ.items())
     raise ConfigError(key, new, f"the value the resumed checkpoint {path} was trained with ({diffs}); "
                       f"{hint or 'resume with the original model overrides, or start a new run'}")
+
+
+def _refuse_pruned(path: Path, checkpoint: dict[str, Any], model: dict[str, Any]) -> None:
+    """A headlab-prune checkpoint keeps the trained ModelConfig; its `pruned_heads` say it is smaller."""
+    pruned = (checkpoint.get("hyper_parameters") or {}).get("pruned_heads")
+    if not pruned or not any(pruned):
+        return
+    kept = [model["n_heads"] - len(heads) for heads in pruned]
+    raise ConfigError("resume", True, f"a training checkpoint; {path} was pruned by headlab-prune (heads per layer: "
+                      f"checkpoint {kept} vs config {[model['n_heads']] * len(pruned)}); resume from the run's own "
+                      "last.ckpt, or read the pruned network with headlab.lit.checkpointing.load_network")

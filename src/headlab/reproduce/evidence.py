@@ -1,0 +1,63 @@
+"""Where a claim's evidence lives and how it is read: a sweep's aggregate table, or a computation.
+
+A sweep's evidence is `<sweeps root>/<sweep_name>/<newest stamp>/aggregate/<table>` (the folder
+`make sweep` writes and `headlab-aggregate` fills), or a folder given explicitly per sweep name.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+import pandas as pd
+
+from headlab.reproduce.directions import MEASUREMENTS
+from headlab.reproduce.spec import ClaimSpec
+from headlab.reproduce.statistics import EvidenceMissing, Statistic, from_values, table_statistic
+from headlab.reproduce.verdict import ClaimResult, decide, not_measured
+from headlab.sweep.aggregate import AGGREGATE_DIR
+
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+
+
+def find_aggregate(sweep_name: str, sweeps_root: Path, explicit: Mapping[str, Path]) -> Path:
+    """The aggregate folder of `sweep_name`: the explicit one, else that of the newest stamp."""
+    if sweep_name in explicit:
+        folder = Path(explicit[sweep_name])
+        return folder if folder.name == AGGREGATE_DIR else folder / AGGREGATE_DIR
+    stamps = sorted(p for p in (sweeps_root / sweep_name).glob("*") if (p / AGGREGATE_DIR).is_dir())
+    if not stamps:
+        raise EvidenceMissing(f"no aggregated sweep {sweep_name!r} under {sweeps_root} (run its jobs, then headlab-aggregate)")
+    return stamps[-1] / AGGREGATE_DIR
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise EvidenceMissing(f"{path} does not exist")
+    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+
+
+def computed_statistics(spec: ClaimSpec) -> dict[str, Statistic]:
+    """Statistics of kind `computed`: one measurement per seed, averaged over seeds."""
+    out = {}
+    for name, s in spec.statistics.items():
+        measure = MEASUREMENTS[s["measurement"]]
+        seeds = s.get("seeds", DEFAULT_SEEDS)
+        per_seed = [measure(seed, **s.get("args", {}))[s["field"]] for seed in seeds]
+        out[name] = from_values(per_seed, f"{s['field']} of {s['measurement']} per seed")
+    return out
+
+
+def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None = None) -> ClaimResult:
+    """The verdict of one claim from the evidence on disk (or computed); never raises for missing evidence."""
+    if spec.not_measured:
+        return not_measured(spec, spec.not_measured)
+    try:
+        if "computed" in spec.evidence:
+            return decide(spec, computed_statistics(spec), "computed")
+        path = find_aggregate(spec.sweep_name, Path(sweeps_root), explicit or {}) / spec.evidence["table"]
+        table = read_table(path)
+        return decide(spec, {n: table_statistic(s, table) for n, s in spec.statistics.items()}, str(path))
+    except EvidenceMissing as missing:
+        return not_measured(spec, str(missing))

@@ -1,0 +1,163 @@
+"""Claim specs: one versioned YAML file per claim of the founding article (conf/reproduce/cNN_*.yaml).
+
+A spec says, before anything runs, what would support or contradict the claim::
+
+    claim: C8                      # id in the article's claim list (issue 15)
+    version: 1                     # bump when the evidence or the rule changes
+    title: ...                     # one line
+    section: "5.1"                 # of the article
+    article: {zh: <the article's words>, en: <English gloss>}
+    evidence:                      # exactly one of:
+      sweep: heads                 #   a conf/sweep/ grid, run as sweep_name (<sweep>-<data.source>)
+      sweep_name: heads-synthetic
+      quick: [experiment=sweep_synthetic, "seed=0,1,2"]    # make reproduce-quick's overrides
+      full: [...]                  #   make reproduce's overrides
+      table: sweep_runs.csv        #   the aggregate table the statistics read
+      figure: accuracy_vs_factor.png   # aggregate/figures/ file that shows it (optional)
+    # or  evidence: {computed: true}              (statistics of kind `computed`, no training)
+    # or  evidence: {not_measured: <why, and what would measure it>}
+    statistics: {<name>: {kind: mean | paired_difference | computed, ...}}   # see .statistics
+    rule: {supported_if: <rule>, contradicted_if: <rule>}                     # see .rules
+    notes: <caveats of this evidence>
+
+Every mistake is a ConfigError naming the file and key.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from headlab.errors import ConfigError
+from headlab.reproduce.directions import MEASUREMENTS
+from headlab.reproduce.rules import Rule, parse_rule
+from headlab.reproduce.statistics import KINDS, REDUCTIONS
+
+SPEC_GLOB = "c[0-9][0-9]_*.yaml"
+_SEEDED_TABLES = ("sweep_runs.csv", "sweep_heads.csv", "sweep_layer_pairs.parquet", "sweep_redundancy_runs.csv",
+                  "intervention_runs.csv")
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    claim: str
+    version: int
+    title: str
+    section: str
+    zh: str
+    en: str
+    evidence: dict[str, Any]
+    statistics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    supported_if: Rule | None = None
+    contradicted_if: Rule | None = None
+    notes: str = ""
+    path: str = ""
+
+    @property
+    def not_measured(self) -> str:
+        """Why the claim has no evidence yet ("" when it has)."""
+        return str(self.evidence.get("not_measured", ""))
+
+    @property
+    def sweep_name(self) -> str | None:
+        return self.evidence.get("sweep_name")
+
+    @property
+    def number(self) -> int:
+        return int(self.claim[1:])
+
+
+def load_specs(folder: str | os.PathLike) -> list[ClaimSpec]:
+    """Every `cNN_*.yaml` of `folder`, in claim order; ConfigError for a bad file or a duplicate id."""
+    paths = sorted(Path(folder).glob(SPEC_GLOB))
+    if not paths:
+        raise ConfigError("reproduce.specs", str(folder), f"a folder holding claim specs ({SPEC_GLOB})")
+    specs = [load_spec(p) for p in paths]
+    seen: dict[str, str] = {}
+    for s in specs:
+        if s.claim in seen:
+            raise ConfigError(f"{Path(s.path).name}: claim", s.claim, f"an id not already used by {seen[s.claim]}")
+        seen[s.claim] = Path(s.path).name
+    return sorted(specs, key=lambda s: s.number)
+
+
+def load_spec(path: str | os.PathLike) -> ClaimSpec:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(path.name, "<file>", f"valid YAML ({err})") from err
+    if not isinstance(raw, dict):
+        raise ConfigError(path.name, raw, "a mapping of claim, version, title, section, article, evidence, ...")
+    key = lambda k: f"{path.name}: {k}"  # noqa: E731 - the ConfigError key names the file
+    claim = _required(raw, "claim", key)
+    if not (isinstance(claim, str) and claim[:1] == "C" and claim[1:].isdigit()):
+        raise ConfigError(key("claim"), claim, "C followed by a number (C1 ... C18)")
+    article = _required(raw, "article", key)
+    if not isinstance(article, dict) or not article.get("zh") or not article.get("en"):
+        raise ConfigError(key("article"), article, "{zh: the article's words, en: an English gloss}")
+    evidence = _evidence(_required(raw, "evidence", key), key)
+    statistics = {} if "not_measured" in evidence else _statistics(raw.get("statistics"), evidence, key)
+    rules = raw.get("rule") or {}
+    if "not_measured" not in evidence and not {"supported_if", "contradicted_if"} <= set(rules):
+        raise ConfigError(key("rule"), rules, "both supported_if and contradicted_if")
+    parsed = {k: parse_rule(rules[k], key(f"rule.{k}"), tuple(statistics)) for k in ("supported_if", "contradicted_if")
+              if k in rules}
+    version = _required(raw, "version", key)
+    if not isinstance(version, int) or version < 1:
+        raise ConfigError(key("version"), version, "an integer >= 1")
+    return ClaimSpec(claim, version, str(_required(raw, "title", key)), str(_required(raw, "section", key)),
+                     str(article["zh"]).strip(), str(article["en"]).strip(), evidence, statistics,
+                     parsed.get("supported_if"), parsed.get("contradicted_if"), str(raw.get("notes", "")).strip(), str(path))
+
+
+def _required(raw: dict, name: str, key) -> Any:
+    if name not in raw or raw[name] in (None, ""):
+        raise ConfigError(key(name), None, "a value (required)")
+    return raw[name]
+
+
+def _evidence(evidence: Any, key) -> dict[str, Any]:
+    if not isinstance(evidence, dict):
+        raise ConfigError(key("evidence"), evidence, "a mapping")
+    kinds = [k for k in ("sweep", "computed", "not_measured") if k in evidence]
+    if len(kinds) != 1:
+        raise ConfigError(key("evidence"), sorted(evidence), "exactly one of sweep, computed, not_measured")
+    if "sweep" in evidence:
+        for name in ("sweep_name", "table", "quick", "full"):
+            _required(evidence, name, lambda k: key(f"evidence.{k}"))
+        for scale in ("quick", "full"):
+            if not isinstance(evidence[scale], list) or not all(isinstance(o, str) and "=" in o for o in evidence[scale]):
+                raise ConfigError(key(f"evidence.{scale}"), evidence[scale], "a list of key=value overrides")
+    return evidence
+
+
+def _statistics(statistics: Any, evidence: dict, key) -> dict[str, dict[str, Any]]:
+    if not isinstance(statistics, dict) or not statistics:
+        raise ConfigError(key("statistics"), statistics, "a mapping of name -> statistic")
+    for name, s in statistics.items():
+        k = lambda part, n=name: key(f"statistics.{n}.{part}")  # noqa: E731
+        if not (isinstance(name, str) and name.isidentifier()):
+            raise ConfigError(key("statistics"), name, "names that are identifiers (letters, digits, _)")
+        if not isinstance(s, dict) or s.get("kind") not in KINDS:
+            raise ConfigError(k("kind"), (s or {}).get("kind") if isinstance(s, dict) else s, f"one of {', '.join(KINDS)}")
+        if (s["kind"] == "computed") != ("computed" in evidence):
+            raise ConfigError(k("kind"), s["kind"], "`computed` exactly when evidence is {computed: true}")
+        if s["kind"] == "computed":
+            if s.get("measurement") not in MEASUREMENTS or s.get("field") not in ("cos_std", "in_band"):
+                raise ConfigError(k("measurement"), s.get("measurement"),
+                                  f"one of {', '.join(MEASUREMENTS)} with field cos_std or in_band")
+            continue
+        _required(s, "column", k)
+        if s.get("reduce") is not None and s["reduce"] not in REDUCTIONS:
+            raise ConfigError(k("reduce"), s["reduce"], f"one of {', '.join(REDUCTIONS)}")
+        if s["kind"] == "paired_difference":
+            if not isinstance(s.get("a"), dict) or not isinstance(s.get("b"), dict):
+                raise ConfigError(k("a"), s.get("a"), "two config selections a: {...} and b: {...}")
+            if evidence.get("table") not in _SEEDED_TABLES:
+                raise ConfigError(k("kind"), "paired_difference", f"a table with seeds ({', '.join(_SEEDED_TABLES)})")
+    return statistics

@@ -1,0 +1,135 @@
+"""Statistics a claim's verdict reads, computed from a sweep's aggregate tables (pure: frames in).
+
+Every statistic is a mean with a 95 % t-interval over independent units (`headlab.sweep.stats.mean_ci`):
+
+- ``mean``: the per-run values (or table rows) selected by ``where``;
+- ``paired_difference``: per seed, the value of config ``a`` minus that of config ``b`` (the sweeps
+  run the same seeds in every config, with the same data split, so seeds pair).
+
+A per-run value is a column of ``sweep_runs.csv`` (usable runs only), or a reduction (``reduce``)
+of the rows a run has in a per-head / per-layer table (``sweep_heads.csv``,
+``sweep_layer_pairs.parquet``): ``mean``, ``median``, ``nan_fraction`` (heads that never settled),
+``fraction_in`` (share of rows whose ``column`` is in ``values``), ``distinct_per_layer`` (number of
+different values of ``column`` in a layer, averaged over layers), ``last_step_mean`` (mean of
+``column`` over the rows of the run's last ``step``). ``exclude`` drops rows first
+(``{final_role: [mixed, broad]}``); ``metric`` keeps the rows of one ``metric`` (long tables).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from headlab.sweep.stats import mean_ci
+
+KINDS = ("mean", "paired_difference", "computed")
+REDUCTIONS = ("mean", "median", "nan_fraction", "fraction_in", "distinct_per_layer", "last_step_mean")
+
+
+class EvidenceMissing(Exception):
+    """The tables hold no value for this statistic: the claim is "not measured" for this reason."""
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """`mean` with its 95 % interval over `n` units; `unit` says what was averaged."""
+
+    mean: float
+    ci_low: float
+    ci_high: float
+    n: int
+    unit: str
+
+    def values(self, name: str) -> dict[str, float]:
+        return {f"{name}.mean": self.mean, f"{name}.ci_low": self.ci_low, f"{name}.ci_high": self.ci_high,
+                f"{name}.n": float(self.n)}
+
+
+def from_values(values, unit: str, bounds: tuple[float, float] = (-math.inf, math.inf)) -> Statistic:
+    ci = mean_ci(values, bounds=bounds)
+    if ci.n == 0:
+        raise EvidenceMissing(f"no finite {unit}")
+    return Statistic(ci.mean, ci.low, ci.high, ci.n, unit)
+
+
+def table_statistic(spec: Mapping[str, Any], table: pd.DataFrame) -> Statistic:
+    """The statistic `spec` (kind mean or paired_difference) on `table` (one aggregate table)."""
+    bounds = tuple(spec.get("bounds", (-math.inf, math.inf)))
+    if spec["kind"] == "mean":
+        per_unit = unit_values(spec, select(table, spec.get("where", {})))
+        return from_values(per_unit.to_numpy(float), _unit(spec), bounds)
+    a = unit_values(spec, select(table, spec["a"])).groupby(level="seed").mean()
+    b = unit_values(spec, select(table, spec["b"])).groupby(level="seed").mean()
+    common = a.index.intersection(b.index)
+    if len(common) == 0:
+        raise EvidenceMissing(f"no seed has both {_label(spec['a'])} (seeds {list(a.index)}) and {_label(spec['b'])} "
+                              f"(seeds {list(b.index)})")
+    return from_values((a[common] - b[common]).to_numpy(float), f"seed pairs of {_unit(spec)}", bounds)
+
+
+def select(table: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
+    """Rows whose columns equal `where`'s values (4 matches 4, 4.0 and "4"); usable runs only."""
+    rows = table[table["usable"].astype(str) == "True"] if "usable" in table.columns else table
+    for column, wanted in where.items():
+        if column not in rows.columns:
+            raise EvidenceMissing(f"the table has no column {column!r} (was this factor swept?)")
+        rows = rows[rows[column].map(lambda v: _same(v, wanted))]
+    if rows.empty:
+        raise EvidenceMissing(f"no usable rows with {_label(where)}")
+    return rows
+
+
+def unit_values(spec: Mapping[str, Any], rows: pd.DataFrame) -> pd.Series:
+    """One value per unit, indexed by (`job`, `seed`) when the table has them (else by row)."""
+    column = spec["column"]
+    if "metric" in spec:
+        rows = rows[rows["metric"] == spec["metric"]]
+    for key, dropped in spec.get("exclude", {}).items():
+        rows = rows[~rows[key].isin(list(dropped))]
+    if column not in rows.columns:
+        raise EvidenceMissing(f"the table has no column {column!r}")
+    if rows.empty:
+        raise EvidenceMissing(f"no rows left for {column!r} after the filters")
+    reduce = spec.get("reduce")
+    if reduce is None:
+        keys = [k for k in ("job", "seed") if k in rows.columns]
+        index = pd.MultiIndex.from_frame(rows[keys]) if keys else rows.index
+        return pd.Series(pd.to_numeric(rows[column], errors="coerce").to_numpy(float), index=index)
+    return rows.groupby(["job", "seed"]).apply(lambda run: _reduce(run, column, reduce, spec.get("values", ())))
+
+
+def _reduce(run: pd.DataFrame, column: str, how: str, values) -> float:
+    x = run[column]
+    if how == "fraction_in":
+        return float(x.isin(list(values)).mean())
+    if how == "distinct_per_layer":
+        return float(run.groupby("layer")[column].nunique().mean())
+    if how == "last_step_mean":
+        return float(pd.to_numeric(x[run["step"] == run["step"].max()], errors="coerce").mean())
+    numbers = pd.to_numeric(x, errors="coerce")
+    if how == "nan_fraction":
+        return float(numbers.isna().mean())
+    finite = numbers.dropna()
+    if finite.empty:
+        return math.nan
+    return float(finite.median() if how == "median" else finite.mean())
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    try:
+        return bool(np.isclose(float(value), float(wanted)))
+    except (TypeError, ValueError):
+        return str(value) == str(wanted)
+
+
+def _label(where: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in where.items()) or "all rows"
+
+
+def _unit(spec: Mapping[str, Any]) -> str:
+    how = spec.get("reduce")
+    return f"{spec['column']}" + (f" ({how} per run)" if how else "")

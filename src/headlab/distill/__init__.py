@@ -2,8 +2,8 @@
 
 Pure tensor functions (no Lightning, no files): `attention_kl` (MiniLM), `score_mse` (TinyBERT),
 `value_relation`; `layer_map` (uniform | last | first_middle | explicit), `mean_head_groups` and
-`relation_heads` (MiniLMv2) for different head counts. `headlab-distill` (the training loop and
-the sweep) is not built yet (docs/pretrained.md).
+`relation_heads` (MiniLMv2) for different head counts; `transfer` combines them into one step's
+loss terms. `DistillModule` (Lightning, `headlab-distill`) trains a student with them (docs/distill.md).
 """
 
 from headlab.distill.losses import attention_kl, score_mse, value_relation

@@ -1,0 +1,26 @@
+"""`headlab-distill teacher=RUN_DIR [distill.KEY=VALUE ...] [headlab-train overrides]`: train a distilled student.
+
+The same command as `headlab-train +distill=default` (conf/distill/default.yaml): the student is an
+ordinary headlab run (run dir contract, head metrics, summary.json, sweeps with -m, resume), whose
+module (`headlab.distill.DistillModule`) adds the teacher's logit and attention terms to the loss.
+Exit codes are headlab-train's (2: a config mistake, one line, nothing written). docs/distill.md.
+"""
+
+from __future__ import annotations
+
+import sys
+
+SELECT = "+distill=default"
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if not any(a.lstrip("+~").startswith("distill=") for a in args):
+        sys.argv[1:] = [SELECT, *args]
+    from headlab.cli.train import main as train_main
+
+    train_main()
+
+
+if __name__ == "__main__":
+    main()

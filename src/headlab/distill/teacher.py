@@ -1,0 +1,86 @@
+"""The teacher of a distillation run: a finished headlab run dir, loaded frozen, checked against the student.
+
+A run dir holds `vocab.json` (the tokenizer its data was encoded with), `summary.json` (which
+checkpoint was best) and `checkpoints/`. The student must read the same token ids as the teacher:
+`check_vocabulary` refuses a student whose data tokenizer differs (a different source, data.seed
+or min_freq gives another vocabulary), since the teacher's attention on other ids means nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from headlab.errors import ConfigError, HeadlabError
+
+CHECKPOINTS = ("best", "last")
+
+
+def teacher_checkpoint(run_dir: str | Path, which: str = "best", key: str = "teacher") -> Path:
+    """The checkpoint of a headlab run dir: `best` (summary.json's best_checkpoint; `last` when the
+    run kept none) or `last` (`checkpoints/last.ckpt`). A path that is not such a run dir: ConfigError."""
+    if which not in CHECKPOINTS:
+        raise ConfigError("distill.teacher_checkpoint", which, f"one of {list(CHECKPOINTS)}")
+    root = Path(str(run_dir)).expanduser()
+    allowed = "a headlab run dir (with vocab.json and checkpoints/), e.g. one written by headlab-train"
+    if not root.is_dir():
+        raise ConfigError(key, str(run_dir), f"{allowed}; no such directory")
+    if not (root / "vocab.json").is_file():
+        raise ConfigError(key, str(run_dir), f"{allowed}; it has no vocab.json")
+    last = root / "checkpoints" / "last.ckpt"
+    if which == "best":
+        best = _best_from_summary(root)
+        if best is not None:
+            return best
+    if not last.is_file():
+        raise ConfigError(key, str(run_dir), f"{allowed}; it has no checkpoints/last.ckpt (did its training finish?)")
+    return last
+
+
+def _best_from_summary(root: Path) -> Path | None:
+    try:
+        summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    best = summary.get("best_checkpoint") if isinstance(summary, dict) else None
+    if not best:
+        return None
+    for candidate in (Path(best), root / "checkpoints" / Path(best).name):  # the run dir may have moved
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_teacher(run_dir: str | Path, which: str = "best") -> torch.nn.Module:
+    """The teacher's `HeadlabClassifier`, frozen (no gradients) and in eval mode.
+
+    Built under a forked RNG: creating the network draws initial weights, and a student run must
+    draw the same random numbers (dropout, init) as a plain run of its seed.
+    """
+    from headlab.lit.checkpointing import load_network
+
+    path = teacher_checkpoint(run_dir, which)
+    with torch.random.fork_rng(devices=[]):
+        try:
+            net = load_network(path)
+        except HeadlabError as err:
+            raise ConfigError("teacher", str(run_dir), f"a run dir with a loadable headlab checkpoint ({err})") from None
+    for param in net.parameters():
+        param.requires_grad_(False)
+    return net.eval()
+
+
+def check_vocabulary(run_dir: str | Path, student_tokens: tuple[str, ...] | list[str]) -> None:
+    """The student's data tokenizer must be the teacher's (same tokens, same ids)."""
+    from headlab.data.tokenizer import CharTokenizer
+
+    vocab_path = Path(str(run_dir)).expanduser() / "vocab.json"
+    teacher_tokens = CharTokenizer.load(vocab_path).tokens
+    if tuple(teacher_tokens) != tuple(student_tokens):
+        differ = "sizes differ" if len(teacher_tokens) != len(student_tokens) else "same size, other tokens or order"
+        raise ConfigError("teacher", str(run_dir),
+                          f"a teacher whose vocabulary is the student's data vocabulary: teacher {vocab_path} has "
+                          f"{len(teacher_tokens)} tokens, the student's data {len(student_tokens)} ({differ}); "
+                          "train the student on the teacher's data source, data.seed and data.min_freq")

@@ -12,38 +12,52 @@ Before `step` the callback changes nothing: a run is bit-identical to the same s
 At `step` it writes `interventions.json` in the run dir (the trajectory figures draw it as a
 vertical line) and its `summary_facts()` go into `summary.json` under `intervention`.
 `step: null` never intervenes: the control arm of `sweep=knockout`.
+
+`heads: auto` picks the head at `step` itself: the one whose single-head ablation
+(`headlab.interventions.ablation`) raises the loss most on the first `auto_batches` val batches,
+measured on the network as it is at that step (eval mode, no gradient, the RNG states restored, so
+the run goes on exactly as with that head named). The choice and every head's loss increase are
+in `summary.json` (`heads`, `heads_requested: auto`, `auto_dloss`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 
 from headlab.errors import ConfigError
 from headlab.store import atomic_write_json
 
 KINDS = ("knockout", "freeze_pattern")
 INTERVENTIONS_FILE = "interventions.json"
+AUTO = "auto"
 
 
 class HeadIntervention(L.Callback):
     """Knock out or freeze `heads` (`[[layer, head], ...]`) at training step `step`.
 
     n_layers, n_heads: the model's sizes, given by the config so that a head out of range is a
-    config error before anything is built.
+    config error before anything is built. `heads="auto"`: the most important head at `step`
+    (see the module docstring), measured on `auto_batches` val batches.
     """
 
-    def __init__(self, kind: str, step: int | None, heads: list[list[int]], n_layers: int, n_heads: int,
-                 output_dir: str | None = None) -> None:
+    def __init__(self, kind: str, step: int | None, heads: list[list[int]] | str, n_layers: int, n_heads: int,
+                 output_dir: str | None = None, auto_batches: int = 4) -> None:
         if kind not in KINDS:
             raise ConfigError("intervention", kind, f"one of {', '.join(KINDS)}")
         key = f"intervention.{kind}"
         if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
             raise ConfigError(f"{key}.step", step, "an integer >= 0 (the training step), or null for no intervention")
-        self.kind, self.step, self.heads = kind, step, _checked_heads(f"{key}.heads", heads, n_layers, n_heads)
+        if isinstance(auto_batches, bool) or not isinstance(auto_batches, int) or auto_batches < 1:
+            raise ConfigError(f"{key}.auto_batches", auto_batches, "an integer >= 1 (val batches that pick heads=auto)")
+        self.auto = heads == AUTO
+        self.kind, self.step, self.auto_batches = kind, step, auto_batches
+        self.heads = [] if self.auto else _checked_heads(f"{key}.heads", heads, n_layers, n_heads)
+        self.auto_dloss: list[list[float]] | None = None
         self.output_dir = Path(output_dir) if output_dir else None
         self.applied_step: int | None = None
         self._frozen_state: dict[str, Any] | None = None  # restored from a checkpoint, applied at train start
@@ -67,6 +81,9 @@ class HeadIntervention(L.Callback):
         if self.step is None or self.applied_step is not None or trainer.global_step < self.step:
             return
         net = pl_module.net
+        if self.auto:
+            head, dloss = most_important_head(net, _val_batches(trainer, pl_module.device, self.auto_batches))
+            self.heads, self.auto_dloss = [head], [[round(float(v), 6) for v in row] for row in dloss.tolist()]
         if self.kind == "knockout":
             for layer, head in self.heads:
                 net.set_head_gate(layer, head, 0.0)
@@ -77,14 +94,19 @@ class HeadIntervention(L.Callback):
             atomic_write_json(self.output_dir / INTERVENTIONS_FILE, [self.describe()])
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "step": self.step, "heads": [list(h) for h in self.heads], "applied_step": self.applied_step}
+        described = {"kind": self.kind, "step": self.step, "heads": [list(h) for h in self.heads],
+                     "applied_step": self.applied_step}
+        if self.auto:
+            described.update(heads_requested=AUTO, auto_batches=self.auto_batches, auto_dloss=self.auto_dloss)
+        return described
 
     def summary_facts(self) -> dict[str, Any]:
         """What this callback adds to `summary.json`."""
         return {"intervention": self.describe()}
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"applied_step": self.applied_step}
+        state: dict[str, Any] = {"applied_step": self.applied_step, "heads": [list(h) for h in self.heads],
+                                 "auto_dloss": self.auto_dloss}
         module = getattr(self, "_module", None)
         if module is not None and module.net.frozen_patterns is not None:
             state["frozen_state"] = module.net.frozen_state()
@@ -93,13 +115,46 @@ class HeadIntervention(L.Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.applied_step = state_dict.get("applied_step")
         self._frozen_state = state_dict.get("frozen_state")
+        if self.auto and self.applied_step is not None:  # the head chosen before the restart
+            self.heads = [tuple(h) for h in state_dict.get("heads", [])]
+            self.auto_dloss = state_dict.get("auto_dloss")
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._module = pl_module  # state_dict() is called without the module
 
 
+def most_important_head(net: torch.nn.Module, batches: Sequence[Mapping[str, torch.Tensor]]
+                        ) -> tuple[tuple[int, int], torch.Tensor]:
+    """((layer, head) whose single-head ablation raises the loss most on `batches`, every head's
+    loss increase `[layer, head]`). Ties go to the lower (layer, head). The RNG states are
+    restored afterwards, so choosing changes nothing else in the run."""
+    from headlab.interventions.ablation import rank_heads, single_head_ablation
+
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        dloss = single_head_ablation(net, batches).dloss
+    return rank_heads(dloss)[0], dloss
+
+
+def _val_batches(trainer: L.Trainer, device: torch.device, n: int) -> list[dict[str, torch.Tensor]]:
+    """The first `n` val batches on `device` (from the datamodule, else the trainer's val loader)."""
+    datamodule = trainer.datamodule
+    loader = datamodule.val_dataloader() if datamodule is not None else trainer.val_dataloaders
+    if isinstance(loader, Sequence):
+        loader = loader[0]
+    if loader is None:
+        raise ValueError("intervention heads=auto needs validation data to pick the head")
+    batches = []
+    for batch in loader:
+        batches.append({k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "labels")})
+        if len(batches) == n:
+            break
+    return batches
+
+
 def _checked_heads(key: str, heads: Any, n_layers: int, n_heads: int) -> list[tuple[int, int]]:
-    allowed = f"a list of [layer, head] pairs with 0 <= layer < {n_layers} and 0 <= head < {n_heads}, e.g. [[1, 2]]"
+    allowed = (f"a list of [layer, head] pairs with 0 <= layer < {n_layers} and 0 <= head < {n_heads}, e.g. [[1, 2]], "
+               f"or {AUTO} (the most important head at the step)")
     if isinstance(heads, str) or not isinstance(heads, Sequence) or not heads:  # lists, tuples, ListConfig
         raise ConfigError(key, heads, allowed)
     checked = []

@@ -1,0 +1,121 @@
+"""Statistics on hand-made aggregate tables, and the verdicts the shipped rules give on them."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scipy import stats
+
+from headlab.errors import ConfigError, DataError
+from headlab.reproduce.evidence import evaluate_claim
+from headlab.reproduce.spec import load_spec, load_specs
+from headlab.reproduce.statistics import EvidenceMissing, table_statistic
+from headlab.reproduce.verdict import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED, decide
+
+REPO = Path(__file__).resolve().parents[2]
+SPECS = REPO / "conf" / "reproduce"
+
+
+def heads_runs(acc8: list[float], acc4: list[float]) -> pd.DataFrame:
+    """sweep_runs.csv of a heads sweep: seeds 0.. for 4 and 8 heads, plus one unusable run."""
+    rows = [{"job": f"{n}-{s}", "seed": s, "model.n_heads": n, "usable": True, "test_acc": a}
+            for n, accs in ((8, acc8), (4, acc4)) for s, a in enumerate(accs)]
+    rows.append({"job": "bad", "seed": 0, "model.n_heads": 8, "usable": False, "test_acc": 0.0})
+    return pd.DataFrame(rows)
+
+
+def _t_interval(d: list[float]) -> tuple[float, float]:
+    d = pd.Series(d)
+    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    return d.mean() - half, d.mean() + half
+
+
+def test_the_paired_difference_is_the_t_interval_of_per_seed_differences_over_usable_runs():
+    spec = {"kind": "paired_difference", "a": {"model.n_heads": 8}, "b": {"model.n_heads": 4}, "column": "test_acc"}
+    s = table_statistic(spec, heads_runs([0.85, 0.86, 0.88], [0.83, 0.845, 0.85]))
+    low, high = _t_interval([0.02, 0.015, 0.03])
+    assert s.n == 3 and s.mean == pytest.approx(0.065 / 3)
+    assert (s.ci_low, s.ci_high) == (pytest.approx(low), pytest.approx(high))
+
+
+@pytest.mark.parametrize("acc8, acc4, verdict", [
+    ([0.85, 0.86, 0.88], [0.83, 0.845, 0.85], SUPPORTED),     # gap about 2 points, CI above 0 and around 0.02
+    ([0.85, 0.85, 0.85], [0.85, 0.851, 0.849], CONTRADICTED),  # no gap: CI below 0.005
+    ([0.85, 0.80, 0.90], [0.84, 0.86, 0.83], INCONCLUSIVE),   # noisy: neither
+    ([0.90, 0.91, 0.92], [0.80, 0.81, 0.82], INCONCLUSIVE),   # 10 points: above 0 but far from "about 2"
+])
+def test_c08s_rule_gives_the_verdict_its_numbers_call_for(tmp_path, acc8, acc4, verdict):
+    aggregate = tmp_path / "heads-zh_reviews" / "2026-11-30_12-00-00_000000" / "aggregate"
+    aggregate.mkdir(parents=True)
+    heads_runs(acc8, acc4).to_csv(aggregate / "sweep_runs.csv", index=False)
+    result = evaluate_claim(load_spec(SPECS / "c08_heads.yaml"), tmp_path)
+    assert result.verdict == verdict
+    assert result.source == str(aggregate / "sweep_runs.csv")
+
+
+def test_a_claim_without_its_sweep_or_with_one_seed_is_not_decided(tmp_path):
+    spec = load_spec(SPECS / "c08_heads.yaml")
+    missing = evaluate_claim(spec, tmp_path)
+    assert missing.verdict == NOT_MEASURED and "no aggregated sweep 'heads-zh_reviews'" in missing.reason
+    aggregate = tmp_path / "x" / "aggregate"
+    aggregate.mkdir(parents=True)
+    heads_runs([0.85], [0.83]).to_csv(aggregate / "sweep_runs.csv", index=False)
+    one_seed = evaluate_claim(spec, tmp_path, {"heads-zh_reviews": aggregate.parent})
+    assert one_seed.verdict == INCONCLUSIVE and one_seed.reason == "undecided: no finite gap.ci_high, gap.ci_low"
+
+
+def test_per_run_reductions_of_the_head_table():
+    heads = pd.DataFrame([
+        {"job": j, "seed": s, "model.pos_encoding": pe, "layer": 0, "head": h, "final_role": role}
+        for j, s, pe, roles in (("a0", 0, "none", ["mixed"] * 4), ("a1", 1, "none", ["mixed", "mixed", "mixed", "local"]),
+                                ("b0", 0, "rope", ["local", "local", "long_range", "vertical"]),
+                                ("b1", 1, "rope", ["local", "previous_token", "long_range", "vertical"]))
+        for h, role in enumerate(roles)])
+    spec = load_spec(SPECS / "c06_posenc.yaml").statistics["mixed_gain"]
+    s = table_statistic(spec, heads)
+    assert s.n == 2 and s.mean == pytest.approx(((1 - 0) + (0.75 - 0)) / 2)  # per seed: none minus rope
+    distinct = {"kind": "mean", "where": {"model.pos_encoding": "rope"}, "column": "final_role", "reduce": "distinct_per_layer"}
+    assert table_statistic(distinct, heads).mean == pytest.approx(3.5)
+    with pytest.raises(EvidenceMissing, match="no column 'model.n_heads'"):
+        table_statistic({**distinct, "where": {"model.n_heads": 4}}, heads)
+
+
+def test_c01_is_supported_by_measurement():
+    result = evaluate_claim(load_spec(SPECS / "c01_random_directions.yaml"), "/nonexistent")
+    assert result.verdict == SUPPORTED and result.source == "computed"
+    assert result.statistics["random_std"].mean == pytest.approx(0.125, abs=0.002)
+    assert result.statistics["init_band"].mean == pytest.approx(0.67, abs=0.02)  # P(|z| < 8 sin 7deg)
+
+
+def test_overlapping_rules_are_an_error_not_a_verdict(tmp_path):
+    text = (SPECS / "c08_heads.yaml").read_text(encoding="utf-8").replace('"gap.ci_high < 0.005"', '"gap.ci_low > 0"')
+    (tmp_path / "c08_heads.yaml").write_text(text, encoding="utf-8")
+    spec = load_spec(tmp_path / "c08_heads.yaml")
+    from headlab.reproduce.statistics import Statistic
+
+    with pytest.raises(DataError, match="must exclude each other"):
+        decide(spec, {"gap": Statistic(0.02, 0.01, 0.03, 3, "test_acc")})
+
+
+def test_every_shipped_spec_loads_and_every_claim_c1_to_c18_has_one():
+    specs = load_specs(SPECS)
+    assert [s.claim for s in specs] == [f"C{i}" for i in range(1, 19)]
+    for s in specs:
+        assert s.zh and s.en and s.section
+        assert s.not_measured or (s.supported_if and s.contradicted_if and s.statistics)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (("kind: paired_difference", "kind: ratio"), r"statistics\.gap\.kind='ratio'"),
+    (("claim: C8", "claim: 8"), r"claim=8"),
+    (("  table: sweep_runs.csv\n", ""), r"evidence\.table=None"),
+    (('"gap.ci_high < 0.005"', '"gap.ci_high < x"'), r"rule\.contradicted_if="),
+])
+def test_a_broken_spec_is_a_config_error_naming_file_and_key(tmp_path, edit, match):
+    text = (SPECS / "c08_heads.yaml").read_text(encoding="utf-8").replace(*edit)
+    (tmp_path / "c08_heads.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^invalid config c08_heads\.yaml: " + match):
+        load_spec(tmp_path / "c08_heads.yaml")

@@ -37,11 +37,12 @@ def roles_frame(by_step: dict[int, list[list[float]]]) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- accuracy numbers
 def test_acc_effects_reads_before_dip_best_and_recovery_against_the_control():
-    run = curve({10: 0.6, 20: 0.8, 30: 0.5, 40: 0.7, 50: 0.75})
-    control = curve({10: 0.6, 20: 0.8, 30: 0.85, 40: 0.9, 50: 0.88})
+    # metrics.csv step s = the model after s + 1 updates: 19 is the last intact one for t = 20
+    run = curve({9: 0.6, 19: 0.8, 29: 0.5, 39: 0.7, 49: 0.75})
+    control = curve({9: 0.6, 19: 0.8, 29: 0.85, 39: 0.9, 49: 0.88})
     out = acc_effects(run, control, t=20)
-    assert out["acc_before"] == 0.8                        # logged at t: still the intact model
-    assert (out["step_after"], out["acc_after"]) == (30, 0.5)
+    assert out["acc_before"] == 0.8
+    assert (out["step_after"], out["acc_after"]) == (29, 0.5)
     assert out["dip"] == pytest.approx(0.3)
     assert out["control_acc_after"] == 0.85 and out["dip_vs_control"] == pytest.approx(0.35)
     assert out["best_after"] == 0.75 and out["control_best_after"] == 0.9
@@ -51,6 +52,7 @@ def test_acc_effects_reads_before_dip_best_and_recovery_against_the_control():
 
 def test_acc_effects_without_a_control_leaves_the_comparisons_nan():
     out = acc_effects(curve({10: 0.6, 20: 0.7}), None, t=15)
+    assert acc_effects(curve({10: 0.6, 20: 0.7}), None, t=20)["acc_after"] == 0.7  # logged at t: after t + 1 updates
     assert out["acc_before"] == 0.6 and out["acc_after"] == 0.7 and out["best_after"] == 0.7
     assert all(math.isnan(out[k]) for k in ("control_acc_after", "dip_vs_control", "recovered_frac", "final_gap"))
 
@@ -88,8 +90,8 @@ def make_run(job: str, seed: int, step: int | None, curve_pairs: dict[int, float
 
 
 def test_each_run_is_compared_with_the_control_of_its_own_seed():
-    controls = [make_run("0", 0, None, {10: 0.5, 20: 0.8, 30: 0.8}), make_run("1", 1, None, {10: 0.5, 20: 0.6, 30: 0.6})]
-    knocked = [make_run("2", 0, 10, {10: 0.5, 20: 0.4, 30: 0.4}), make_run("3", 1, 10, {10: 0.5, 20: 0.3, 30: 0.6})]
+    controls = [make_run("0", 0, None, {9: 0.5, 19: 0.8, 29: 0.8}), make_run("1", 1, None, {9: 0.5, 19: 0.6, 29: 0.6})]
+    knocked = [make_run("2", 0, 10, {9: 0.5, 19: 0.4, 29: 0.4}), make_run("3", 1, 10, {9: 0.5, 19: 0.3, 29: 0.6})]
     by_config = {"step=null": controls, "step=10": knocked}
     tags = pd.DataFrame({"job": ["0", "1", "2", "3"], "config_label": ["null", "null", "10", "10"],
                          "intervention.knockout.step": ["null", "null", "10", "10"]})
@@ -119,11 +121,12 @@ hydra:
     - intervention.knockout.step=null,20
     - seed=0,1,2
 """
-# control and knocked-out val acc per seed; the knockout at 20 lowers step 30 and recovers by 40
-CONTROL = {0: {10: 0.6, 20: 0.7, 30: 0.8, 40: 0.9}, 1: {10: 0.6, 20: 0.7, 30: 0.8, 40: 0.8},
-           2: {10: 0.6, 20: 0.7, 30: 0.7, 40: 0.9}}
-KNOCKED = {0: {10: 0.6, 20: 0.7, 30: 0.5, 40: 0.9}, 1: {10: 0.6, 20: 0.7, 30: 0.6, 40: 0.6},
-           2: {10: 0.6, 20: 0.7, 30: 0.6, 40: 0.81}}
+# control and knocked-out val acc per seed; the knockout at 20 lowers step 29 and recovers by 39
+# (metrics.csv steps: step s logs the model after s + 1 updates)
+CONTROL = {0: {9: 0.6, 19: 0.7, 29: 0.8, 39: 0.9}, 1: {9: 0.6, 19: 0.7, 29: 0.8, 39: 0.8},
+           2: {9: 0.6, 19: 0.7, 29: 0.7, 39: 0.9}}
+KNOCKED = {0: {9: 0.6, 19: 0.7, 29: 0.5, 39: 0.9}, 1: {9: 0.6, 19: 0.7, 29: 0.6, 39: 0.6},
+           2: {9: 0.6, 19: 0.7, 29: 0.6, 39: 0.81}}
 
 
 def write_job(sweep: Path, job: int, seed: int, step: int | None) -> None:

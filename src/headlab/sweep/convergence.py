@@ -6,7 +6,8 @@ For each run, the reference is the run of the SAME seed (and the same other swep
 
 - `target = TARGET_FRACTION * (the reference run's best logged val acc)`;
 - `steps_to_target`: the first logged step whose val acc reaches the target (NaN: never reached;
-  `reached` says which); its resolution is the val cadence (`trainer.val_check_interval`);
+  `reached` says which), as metrics.csv logs it (step s: the model after s + 1 updates); its
+  resolution is the val cadence (`trainer.val_check_interval`);
 - `best_val_acc`: the best logged val acc, and `best_step` where it was first logged;
 - `final_role_<name>`: how many heads end with each role (summary.json `final_roles`).
 

@@ -6,18 +6,20 @@ Each run says what was done to it in `summary.json` `intervention` (`kind`, `ste
 `applied_step`; `headlab.lit.callbacks.interventions`). A run whose `step` is null (or that has no
 `intervention` block) is a control; an intervened run is paired with the control of the same seed
 whose other swept values (all but `intervention.*`) are equal. t = `applied_step`: the intervention
-acts after t optimiser updates, so the val accuracy logged at step t is still the intact model's.
+acts after t optimiser updates. metrics.csv logs at step s the val accuracy of the model after s + 1
+updates (Lightning's convention), so rows at s < t are the intact model's and rows at s >= t come after.
 
 Per intervened run (`intervention_runs.csv`), from metrics.csv's val/acc rows:
 
-- `acc_before`: the last val acc at a step <= t; `acc_after`: the first val acc at a step > t
+- `acc_before`: the last val acc logged at a step < t; `acc_after`: the first at a step >= t
   (`step_after`), and `control_acc_after` the control's at that step. `dip = acc_before - acc_after`
   (> 0: accuracy fell), `dip_vs_control = control_acc_after - acc_after`.
-- `best_after` / `control_best_after`: the best val acc at steps > t, of the run and of its control.
+- `best_after` / `control_best_after`: the best val acc at steps >= t, of the run and of its control.
   `recovered_frac = best_after / control_best_after`: 1 = as good as never intervened.
 - `final_gap`: control minus run val acc at the last step both logged.
 - Roles (head_metrics `role` rows) of the SURVIVING heads (every head but the intervened ones), in
-  the window [t0, t + window] with t0 the last measured step <= t: `role_changes` counts a head's
+  the window [t0, t + window] with t0 the last measured step <= t (head_metrics' step s is the
+  model after s updates, so t0's roles are the intact model's): `role_changes` counts a head's
   role differing between consecutive measurements; `heads_role_changed` counts heads whose role at
   the window's end differs from that at t0. `control_role_changes` / `control_heads_role_changed`:
   the same heads and window in the control. More changes than the control's = the survivors
@@ -70,7 +72,7 @@ def acc_effects(curve: pd.DataFrame | None, control: pd.DataFrame | None, t: int
     out = {k: math.nan for k in ("acc_before", "acc_after", "step_after", "control_acc_after", "dip", "dip_vs_control",
                                  "best_after", "control_best_after", "recovered_frac", "final_gap")}
     run_acc, ctl_acc = _series(curve), _series(control)
-    before, after = run_acc[run_acc.index <= t], run_acc[run_acc.index > t]
+    before, after = run_acc[run_acc.index < t], run_acc[run_acc.index >= t]  # logged step s: after s + 1 updates
     if len(before):
         out["acc_before"] = float(before.iloc[-1])
     if len(after):
@@ -80,7 +82,7 @@ def acc_effects(curve: pd.DataFrame | None, control: pd.DataFrame | None, t: int
         if after.index[0] in ctl_acc.index:
             out["control_acc_after"] = float(ctl_acc.loc[after.index[0]])
             out["dip_vs_control"] = out["control_acc_after"] - out["acc_after"]
-    ctl_after = ctl_acc[ctl_acc.index > t]
+    ctl_after = ctl_acc[ctl_acc.index >= t]
     if len(ctl_after):
         out["control_best_after"] = float(ctl_after.max())
         if out["control_best_after"] > 0:

@@ -56,8 +56,12 @@ def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Ma
     try:
         if "computed" in spec.evidence:
             return decide(spec, computed_statistics(spec), "computed")
-        path = find_aggregate(spec.sweep_name, Path(sweeps_root), explicit or {}) / spec.evidence["table"]
+        aggregate = find_aggregate(spec.sweep_name, Path(sweeps_root), explicit or {})
+        path = aggregate / spec.evidence["table"]
         table = read_table(path)
-        return decide(spec, {n: table_statistic(s, table) for n, s in spec.statistics.items()}, str(path))
+        result = decide(spec, {n: table_statistic(s, table) for n, s in spec.statistics.items()}, str(path))
+        figure = aggregate / "figures" / str(spec.evidence.get("figure", ""))
+        result.figure = str(figure) if spec.evidence.get("figure") and figure.is_file() else ""
+        return result
     except EvidenceMissing as missing:
         return not_measured(spec, str(missing))

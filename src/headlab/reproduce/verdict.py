@@ -25,6 +25,7 @@ class ClaimResult:
     reason: str
     statistics: dict[str, Statistic] = field(default_factory=dict)
     source: str = ""  # where the evidence came from (a table path, or "computed")
+    figure: str = ""  # the figure that shows the evidence ("" when there is none on disk)
 
 
 def decide(spec: ClaimSpec, statistics: dict[str, Statistic], source: str = "") -> ClaimResult:

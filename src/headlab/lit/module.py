@@ -75,6 +75,7 @@ class HeadClassifierModule(L.LightningModule):
         self.train_metrics.persistent(True)  # a mid-epoch checkpoint keeps the epoch's running train/acc
         self.val_metrics = stage_metrics.clone(prefix="val/")
         self.test_metrics = stage_metrics.clone(prefix="test/")
+        self._domain_counts: dict[str, torch.Tensor] = {}  # stage -> [correct, total] x domain, this epoch
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Logits `[batch, n_classes]` through the fast attention path."""
@@ -128,6 +129,30 @@ class HeadClassifierModule(L.LightningModule):
         loss, logits = self.model_step(batch)
         metrics.update(logits, batch["labels"])
         self.log(f"{stage}/loss", loss, batch_size=len(logits))
+        if batch.get("domain_ids") is not None:  # multidomain / files with a domain column
+            self._count_by_domain(stage, (logits.argmax(-1) == batch["labels"]).float(), batch["domain_ids"])
+
+    def _count_by_domain(self, stage: str, correct: torch.Tensor, domain_ids: torch.Tensor) -> None:
+        """Per-domain (correct, total) of the epoch; ids < 0 (a domain absent from train) are not counted."""
+        known = domain_ids >= 0
+        ids, hits, before = domain_ids[known], correct[known], self._domain_counts.get(stage)
+        size = max(self.net.config.n_domains, int(ids.max()) + 1 if ids.numel() else 0,
+                   before.shape[1] if before is not None else 0)
+        counts = torch.stack([torch.bincount(ids, weights=hits, minlength=size), torch.bincount(ids, minlength=size).float()])
+        self._domain_counts[stage] = counts if before is None else counts + F.pad(before, (0, size - before.shape[1]))
+
+    def _log_domain_accuracy(self, stage: str) -> None:
+        """`<stage>/acc_domain_<name>` (the train split's domain tag, else the id) of the epoch."""
+        counts = self._domain_counts.pop(stage, None)
+        if counts is None:
+            return
+        if self.trainer.world_size > 1:  # every rank counted its shard (same size: n_domains)
+            counts = self.all_gather(counts).sum(dim=0)
+        names = getattr(self.trainer.datamodule, "domain_names", None) or []
+        for domain, (correct, total) in enumerate(counts.T.tolist()):
+            if total > 0:
+                name = names[domain] if domain < len(names) else str(domain)
+                self.log(f"{stage}/acc_domain_{name}", correct / total)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._eval_step(batch, self.val_metrics, "val")
@@ -135,6 +160,7 @@ class HeadClassifierModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         self.log_dict(self.val_metrics.compute(), prog_bar=True)
         self.val_metrics.reset()
+        self._log_domain_accuracy("val")
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._eval_step(batch, self.test_metrics, "test")
@@ -142,6 +168,7 @@ class HeadClassifierModule(L.LightningModule):
     def on_test_epoch_end(self) -> None:
         self.log_dict(self.test_metrics.compute())
         self.test_metrics.reset()
+        self._log_domain_accuracy("test")
 
     def configure_optimizers(self) -> dict[str, Any]:
         if self.optimizer_factory is None:

@@ -1,0 +1,40 @@
+"""headlab-reproduce: the job list (dry run), a report from a sweep folder, and refusals."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from headlab.cli.reproduce import main
+from tests.reproduce.test_verdicts import SPECS, heads_runs
+
+
+def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(capsys):
+    assert main(["--jobs", "quick", "--specs", str(SPECS)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    zh = [l for l in lines if "heads-zh_reviews" in l]
+    assert zh == ["make sweep SWEEP=heads LAUNCHER=joblib ARGS='experiment=sweep_zh seed=0,1,2'    # heads-zh_reviews: C8, C15, C16"]
+    assert sum(l.startswith("make sweep SWEEP=heads ") for l in lines) == 2  # synthetic and zh_reviews
+    assert lines[-1] == ("# 9 sweeps; computed without training: C1; no evidence yet (not measured): C10, C11, C17")
+    assert main(["--jobs", "full", "--specs", str(SPECS)]) == 0
+    assert all("LAUNCHER=slurm" in l for l in capsys.readouterr().out.splitlines() if l.startswith("make"))
+
+
+def test_a_report_from_an_explicit_sweep_folder(tmp_path, capsys):
+    sweep = tmp_path / "my_heads_sweep"
+    (sweep / "aggregate").mkdir(parents=True)
+    heads_runs([0.85, 0.86, 0.88], [0.83, 0.845, 0.85]).to_csv(sweep / "aggregate" / "sweep_runs.csv", index=False)
+    out = tmp_path / "report"
+    args = ["--specs", str(SPECS), "--only", "c8,C10", "--evidence", f"heads-zh_reviews={sweep}", "--out", str(out),
+            "--sweeps-root", str(tmp_path / "none")]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "  C8  supported" in printed and " C10  not measured" in printed
+    assert list(pd.read_csv(out / "claims.csv")["verdict"]) == ["supported", "not measured"]
+
+
+def test_wrong_arguments_exit_2_with_one_line(tmp_path, capsys):
+    assert main(["--specs", str(tmp_path)]) == 2
+    assert "a folder holding claim specs" in capsys.readouterr().err
+    assert main(["--specs", str(SPECS), "--evidence", "heads-synthetic"]) == 2
+    assert "SWEEP_NAME=DIR" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

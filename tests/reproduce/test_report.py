@@ -1,0 +1,86 @@
+"""The report files, and index.html as a browser renders it (headless Chromium through playwright)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from headlab.reproduce.evidence import evaluate_claim
+from headlab.reproduce.spec import load_specs
+from tests.reproduce.test_verdicts import SPECS, heads_runs
+
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _figure(path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.plot([0, 1], [0, 1])
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """Every shipped claim: C1 computed, C8 / C15 / C16 from one hand-made heads-zh_reviews sweep with
+    a figure, the others not measured (no sweep on disk)."""
+    root = tmp_path_factory.mktemp("sweeps")
+    aggregate = root / "heads-zh_reviews" / "2026-11-30_12-00-00_000000" / "aggregate"
+    aggregate.mkdir(parents=True)
+    heads_runs([0.85, 0.86, 0.88], [0.83, 0.845, 0.85]).to_csv(aggregate / "sweep_runs.csv", index=False)
+    _figure(aggregate / "figures" / "accuracy_vs_factor.png")
+    results = [evaluate_claim(s, root) for s in load_specs(SPECS)]
+    out = tmp_path_factory.mktemp("report")
+    from headlab.reproduce.report import write_report
+
+    return results, out, write_report(results, out)
+
+
+def test_claims_csv_has_one_row_per_claim_with_its_verdict_and_statistic(report):
+    results, out, written = report
+    table = pd.read_csv(out / "claims.csv", keep_default_na=False)
+    assert list(table["claim"]) == [f"C{i}" for i in range(1, 19)]
+    rows = table.set_index("claim")
+    assert rows.loc["C1", "verdict"] == "supported" and rows.loc["C8", "verdict"] == "supported"
+    assert rows.loc["C8", "statistics"] == "gap = 0.0217 [0.00269, 0.0406] (n=3)"  # mean and t-interval of 0.02, 0.015, 0.03
+    assert rows.loc["C8", "figure"] == "figures/c8_accuracy_vs_factor.png"
+    assert rows.loc["C10", "verdict"] == "not measured" and "prune" in rows.loc["C10", "reason"]
+    assert rows.loc["C15", "verdict"] == "not measured" and "sweep_heads.csv does not exist" in rows.loc["C15", "reason"]
+    assert (out / "figures" / "c8_accuracy_vs_factor.png").is_file()
+
+
+def test_claims_md_quotes_the_article_and_links_the_figure(report):
+    results, out, _ = report
+    md = (out / "claims.md").read_text(encoding="utf-8")
+    assert md.count("\n| C") == 18
+    assert "> 固定总参数量大致不变" in md and "![C8](figures/c8_accuracy_vs_factor.png)" in md
+    assert "**Verdict: supported**" in md
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no chromium on PATH: apt-get install chromium (docs/reproduce.md#ci)")
+def test_index_html_renders_in_headless_chromium_with_every_figure_loaded(report):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install -e '.[browser]'")
+    results, out, _ = report
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto((out / "index.html").resolve().as_uri())
+            page.wait_for_load_state("load")
+            widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : 0)")
+            rows = page.eval_on_selector_all("#summary tbody tr", "rows => rows.map(r => r.cells[0].innerText)")
+            quote = page.inner_text("#C8 blockquote p[lang=zh]")
+        finally:
+            browser.close()
+    assert len(widths) == 1 and widths[0] == 200  # the one figure (2 in x 100 dpi), decoded from its data URI
+    assert rows == [f"C{i}" for i in range(1, 19)]
+    assert quote.startswith("固定总参数量大致不变")

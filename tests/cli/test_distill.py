@@ -1,0 +1,103 @@
+"""`headlab-distill` end to end on a tiny teacher run dir: an ordinary run with its own loss terms,
+a zero-weight student bit-identical to a plain run, and one-line errors that leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from headlab.cli.train import train
+from headlab.errors import ConfigError
+from headlab.store import read_table
+
+DISTILL = ["+distill=default", "trainer.log_every_n_steps=1"]
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory, compose_tiny) -> Path:
+    """A tiny headlab run on the whole tiny train split: the teacher of every test here."""
+    run = tmp_path_factory.mktemp("teacher") / "run"
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(compose_tiny(run, "model.n_heads=4", "callbacks.head_metrics.figures=false"))
+    finally:
+        torch.set_num_threads(before)
+    return run
+
+
+def _student(tiny_config, run: Path, teacher: Path, *extra: str):
+    return tiny_config(run, *DISTILL, f"teacher={teacher}", *extra)
+
+
+def test_student_is_an_ordinary_run_whose_loss_is_the_sum_of_its_terms(tmp_path, tiny_config, teacher, one_thread):
+    run = tmp_path / "student"
+    summary = train(_student(tiny_config, run, teacher, "distill.labels=200", "distill.alpha=0.5", "distill.beta=2"))
+    assert summary["status"] == "completed" and summary["data"]["n_train"] == 200
+    assert 0 <= summary["test_f1"] <= 1 and summary["best"]["test_f1"] == summary["test_f1"]
+    rows = pd.read_csv(run / "metrics.csv").dropna(subset=["train/loss_kd"])
+    assert len(rows) == 6  # one row per training step
+    total = rows["train/loss_ce"] + 0.5 * rows["train/loss_kd"] + 2 * rows["train/loss_attn"]
+    assert (rows["train/loss"] - total).abs().max() < 1e-5
+    assert (rows["train/loss_kd"] > 0).all() and (rows["train/loss_attn"] > 0).all()
+    assert set(read_table(run / "head_metrics.parquet").layer) == {0, 1}  # heads measured as in any run
+    from headlab.lit.checkpointing import load_network
+
+    student = load_network(run / "checkpoints" / "last.ckpt")  # no teacher weights inside
+    assert student.config.n_heads == 2 and student.config.vocab_size == json.loads(
+        (teacher / "summary.json").read_text())["data"]["vocab_size"]
+
+
+def test_zero_weights_and_all_labels_train_exactly_the_plain_run(tmp_path, tiny_config, teacher, one_thread):
+    plain, zero = tmp_path / "plain", tmp_path / "zero"
+    quiet = ("callbacks.head_metrics.figures=false", "seed=3")
+    a = train(tiny_config(plain, *quiet))
+    b = train(_student(tiny_config, zero, teacher, *quiet, "distill.labels=null", "distill.alpha=0", "distill.beta=0"))
+    sa = torch.load(plain / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    sb = torch.load(zero / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert (a["test_acc"], a["test_f1"], a["val_loss"]) == (b["test_acc"], b["test_f1"], b["val_loss"])
+    pd.testing.assert_frame_equal(read_table(plain / "head_metrics.parquet").drop(columns="run_id"),
+                                  read_table(zero / "head_metrics.parquet").drop(columns="run_id"))
+
+
+@pytest.mark.parametrize("extra, key", [
+    (("teacher=/nonexistent/run",), "teacher"),                  # missing teacher
+    (("data.seed=3",), "teacher"),                               # other data split: other vocabulary
+    (("distill.labels=100000",), "train_labels"),                # more labels than the train split has
+    (("distill.layer_map=[0,5]",), "distill.layer_map"),         # teacher has 2 layers
+    (("distill.head_map=mean", "model.n_heads=3", "model.d_model=36"), "distill.head_map"),  # 4 heads onto 3
+])
+def test_mistakes_fail_before_training_and_leave_nothing(tmp_path, tiny_config, teacher, extra, key):
+    run = tmp_path / "bad"
+    with pytest.raises(ConfigError, match=key):
+        train(_student(tiny_config, run, teacher, "distill.labels=200", *extra))  # a later teacher= wins
+    assert not run.exists()
+
+
+def test_vocabulary_mismatch_names_both_sizes(tmp_path, tiny_config, teacher):
+    with pytest.raises(ConfigError, match=r"teacher .*vocab\.json has \d+ tokens, the student's data \d+"):
+        train(_student(tiny_config, tmp_path / "bad", teacher, "distill.labels=200", "data.seed=3"))
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "headlab.cli.distill", f"hydra.run.dir={tmp_path / 'run'}",
+                           f"paths.log_dir={tmp_path}", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args, key", [
+    (("teacher=/x", "distill.layer_map=middle"), "distill.layer_map"),
+    ((), "teacher"),
+])
+def test_console_script_errors_are_one_line_exit_2(tmp_path, args, key):
+    done = _cli(tmp_path, "data=synthetic", *args)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and key in lines[0], lines
+    assert not (tmp_path / "run").exists()

@@ -16,10 +16,17 @@ SELECT = "+distill=default"
 def main() -> None:
     args = sys.argv[1:]
     if not any(a.lstrip("+~").startswith("distill=") for a in args):
-        sys.argv[1:] = [SELECT, *args]
+        sys.argv[1:] = with_selection(args)
     from headlab.cli.train import main as train_main
 
     train_main()
+
+
+def with_selection(args: list[str]) -> list[str]:
+    """`SELECT` just before the first override: after the flags (Hydra's parser wants the
+    overrides in one run) and before `+distill/variant=...`, whose values must win over the defaults."""
+    first = next((i for i, a in enumerate(args) if "=" in a and not a.startswith("-")), len(args))
+    return [*args[:first], SELECT, *args[first:]]
 
 
 if __name__ == "__main__":

@@ -6,6 +6,12 @@ leave-one-layer-in curves, and the heads' roles on the run's probe set. Writes i
 `head_importance.parquet`, `importance_curves.parquet`, `importance.json` and
 `figures/importance.png` (rows of other checkpoints already there are kept). Settings:
 conf/importance.yaml. Exit 2 with one line for a bad run dir, checkpoint or setting (nothing written).
+
+`headlab-importance SWEEP_DIR` (a Hydra multirun folder: it holds multirun.yaml) measures every
+usable job of the sweep (jobs that did not complete are listed and left out), then runs
+`headlab-aggregate` on the sweep, which averages importance over seeds (`headlab.sweep.importance`).
+Every job is measured before the first file is written: one job that cannot be measured is one
+line naming it, exit 2, nothing written.
 """
 
 from __future__ import annotations
@@ -80,7 +86,8 @@ def settings_from(cfg: Any, node: str, cls: type) -> Any:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, help="a finished headlab-train run (holds .hydra/ and checkpoints/)")
+    parser.add_argument("run_dir", type=Path, help="a finished headlab-train run (holds .hydra/ and checkpoints/), "
+                        "or a sweep folder (holds multirun.yaml): every usable job, then headlab-aggregate")
     parser.add_argument("--checkpoint", default="last", help="last (default), best, or all (every checkpoint, one per step)")
     parser.add_argument("overrides", nargs="*", help="importance.KEY=VALUE settings of conf/importance.yaml")
     return parser
@@ -88,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_intermixed_args(argv)
+    if is_sweep_dir(args.run_dir):
+        return sweep_main(args.run_dir, args.checkpoint, args.overrides)
     try:
         outcome = compute(args.run_dir, args.checkpoint, args.overrides)
     except HeadlabError as err:
@@ -95,6 +104,46 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     for path in write_outputs(args.run_dir, outcome):
         print(f"wrote {path}")
+    return 0
+
+
+def is_sweep_dir(path: Path) -> bool:
+    """A Hydra multirun folder (what `headlab-train -m` writes), not a run directory."""
+    return (path / "multirun.yaml").is_file() and not (path / ".hydra" / "config.yaml").is_file()
+
+
+def sweep_main(sweep_dir: Path, which: str, overrides: list[str]) -> int:
+    """Every usable job of the sweep measured, then written, then the sweep aggregated (see the module docstring)."""
+    from headlab.cli.run_inputs import tool_config
+    from headlab.sweep.runs import discover_runs
+
+    try:
+        settings = settings_from(tool_config("importance", overrides), "importance", ImportanceSettings)
+        runs = discover_runs(sweep_dir)
+        usable = [r for r in runs if r.usable]
+        if not usable:
+            raise HeadlabError(f"{sweep_dir}: no usable job in the sweep (none completed with readable files)")
+        outcomes = []
+        for run in usable:
+            try:
+                outcomes.append((run, compute(run.run_dir, which, overrides)))
+            except HeadlabError as err:
+                raise HeadlabError(f"job {run.job} ({run.config}, seed {run.seed}): {err}") from None
+    except HeadlabError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    for run in runs:
+        if not run.usable:
+            print(f"skipped job {run.job} ({run.config}, seed {run.seed}): {run.status}: {run.reason}")
+    for run, outcome in outcomes:
+        for path in write_outputs(run.run_dir, outcome):
+            print(f"wrote {path}")
+    from headlab.sweep import aggregate_sweep
+
+    result = aggregate_sweep(sweep_dir, figures=settings.figures)
+    for path in result.written:
+        print(f"wrote {path}")
+    print(f"{PROG}: measured {len(outcomes)} of {len(runs)} jobs; aggregated into {result.out_dir}")
     return 0
 
 

@@ -15,6 +15,12 @@ refused: a split model has no pipeline for it.
 domain pipelines' Q/K/V with weights softmax(W x̄ + b) `[batch, n_domains]`, x̄ the layer input
 averaged over the real tokens. Every pipeline then gets gradient from every row, and no domain id
 is read, so unseen (or unknown, -1) domains at val/test are scored like any other text.
+
+`model.domain_router_balance=w` (> 0, soft router only) adds w * `router_balance` to the training
+loss: KL(mean router load || uniform), the load being each pipeline's weight averaged over the
+batch, averaged over the split layers. 0 when every pipeline carries the same share of the batch,
+ln(n_domains) when the router sends everything to one pipeline; it keeps the router from
+collapsing onto one pipeline early.
 """
 
 from __future__ import annotations
@@ -80,3 +86,13 @@ def project_by_domain(projections: Sequence[nn.Linear], x: Tensor, domain_ids: T
         out = part.new_zeros(x.shape[:-1] + part.shape[-1:]) if out is None else out
         out = out.index_copy(0, rows, part)
     return out
+
+
+def router_balance(weights: Sequence[Tensor]) -> Tensor:
+    """Mean over layers of KL(load || uniform), load `[n_domains]` = a layer's router `weights`
+    `[batch, n_domains]` averaged over the batch: 0 for an even load, ln(n_domains) for a collapsed one."""
+    terms = []
+    for w in weights:
+        load = w.mean(dim=0)
+        terms.append((load * (load.clamp_min(1e-12) * load.numel()).log()).sum())
+    return torch.stack(terms).mean()

@@ -22,6 +22,7 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from headlab.model import HeadlabClassifier, ModelConfig
+from headlab.model.domains import router_balance
 
 
 class NonFiniteLossError(RuntimeError):
@@ -76,6 +77,11 @@ class HeadClassifierModule(L.LightningModule):
         self.val_metrics = stage_metrics.clone(prefix="val/")
         self.test_metrics = stage_metrics.clone(prefix="test/")
         self._domain_counts: dict[str, torch.Tensor] = {}  # stage -> [correct, total] x domain, this epoch
+        self._router_logits: list[torch.Tensor] = []  # model.domain_router_balance > 0: this training step's
+        if model_config.domain_router_balance > 0:
+            for block in self.net.blocks:
+                if block.attn.domain_router is not None:
+                    block.attn.domain_router.register_forward_hook(functools.partial(_keep_in_training, self._router_logits))
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Logits `[batch, n_classes]` through the fast attention path."""
@@ -87,6 +93,7 @@ class HeadClassifierModule(L.LightningModule):
         return F.cross_entropy(logits, batch["labels"]), logits
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        self._router_logits.clear()  # only this step's training forward counts
         template_weight = self.net.template_loss_weight(self.global_step)
         if template_weight > 0:  # soft templates (model.template_mode=soft): their KL is its own loss term
             out = self._train_forward(batch["input_ids"], batch["attention_mask"], template_kl=True,
@@ -96,6 +103,11 @@ class HeadClassifierModule(L.LightningModule):
             self.log("train/template_kl", out.template_kl.detach(), batch_size=len(logits))
         else:
             loss, logits = self.model_step(batch, training=True)
+        if self._router_logits:  # model.domain_router_balance: keep the router from collapsing
+            balance = router_balance([z.softmax(dim=-1) for z in self._router_logits])
+            self._router_logits.clear()
+            loss = loss + self.net.config.domain_router_balance * balance
+            self.log("train/router_balance", balance.detach(), batch_size=len(logits))
         if not torch.isfinite(loss):
             raise NonFiniteLossError(self.global_step, float(loss))
         self.train_metrics.update(logits.detach(), batch["labels"])
@@ -191,6 +203,12 @@ class HeadClassifierModule(L.LightningModule):
         else:
             scheduler = self.scheduler_factory(optimizer)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def _keep_in_training(kept: list[torch.Tensor], module: torch.nn.Module, args: Any, output: torch.Tensor) -> None:
+    """Forward hook: keep a module's output from training-mode forwards only."""
+    if module.training:
+        kept.append(output)
 
 
 def describe(factory: Any) -> dict[str, Any] | None:

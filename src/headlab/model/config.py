@@ -54,6 +54,9 @@ class ModelConfig:
     # none: each example's domain id picks its pipeline; soft: a learned router mixes them
     # (softmax from the pooled layer input), so no domain id is needed at val/test.
     domain_router: str = "none"
+    # soft router only: weight of KL(mean router load || uniform), averaged over the split layers,
+    # added to the training loss (train/router_balance); 0: no term (headlab.model.domains).
+    domain_router_balance: float = 0.0
 
     def __post_init__(self) -> None:
         self._check_sizes()
@@ -148,6 +151,11 @@ class ModelConfig:
             raise ConfigError("model.domain_router", self.domain_router, f"one of {', '.join(ROUTERS)}")
         if self.domain_router != "none" and self.domain_split_layers == 0:
             raise ConfigError("model.domain_router", self.domain_router, "none while model.domain_split_layers=0 (nothing to route)")
+        if not _is_real(self.domain_router_balance) or not self.domain_router_balance >= 0:
+            raise ConfigError("model.domain_router_balance", self.domain_router_balance, "a number >= 0")
+        if self.domain_router_balance > 0 and self.domain_router != "soft":
+            raise ConfigError("model.domain_router_balance", self.domain_router_balance,
+                              "0 unless model.domain_router=soft (only a router has a load to balance)")
 
 
 def _is_real(value: Any) -> bool:

@@ -16,6 +16,8 @@ help:
 	@echo "make bench     speed and measurement-overhead benchmark (BENCH_ARGS='--quick' for 1 min)"
 	@echo "make sweep-smoke   8 tiny jobs through joblib, then headlab-aggregate (prints the sweep dir last)"
 	@echo "make sweep SWEEP=heads [LAUNCHER=joblib] [ARGS='seed=0,1,2,3,4 experiment=sweep_zh']"
+	@echo "make reproduce-jobs [SCALE=quick|full]   print the sweeps the article's claims need (runs nothing)"
+	@echo "make reproduce-report [SCALE=quick|full]   verdicts of every claim from the sweeps on disk -> reports/<date>/"
 
 $(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,6 +61,15 @@ sweep: $(STAMP)
 
 sweep-smoke:
 	@$(MAKE) --no-print-directory sweep SWEEP=smoke LAUNCHER=joblib
+
+# The founding article's claims (conf/reproduce/, docs/reproduce.md): the job list, then the report.
+.PHONY: reproduce-jobs reproduce-report
+SCALE ?= quick
+reproduce-jobs: $(STAMP)
+	$(BIN)/headlab-reproduce --jobs --scale $(SCALE)
+
+reproduce-report: $(STAMP)
+	$(BIN)/headlab-reproduce --scale $(SCALE)
 
 clean:
 	rm -rf $(VENV) logs .pytest_cache

@@ -9,14 +9,18 @@ from tests.reproduce.test_verdicts import SPECS, heads_runs
 
 
 def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(capsys):
-    assert main(["--jobs", "quick", "--specs", str(SPECS)]) == 0
+    assert main(["--jobs", "--specs", str(SPECS)]) == 0
     lines = capsys.readouterr().out.splitlines()
     zh = [l for l in lines if "heads-zh_reviews" in l]
-    assert zh == ["make sweep SWEEP=heads LAUNCHER=joblib ARGS='experiment=sweep_zh seed=0,1,2'    # heads-zh_reviews: C8, C15, C16"]
+    assert zh == ["make sweep SWEEP=heads LAUNCHER=joblib ARGS='experiment=sweep_zh seed=0,1,2 sweep_name=heads-zh_reviews'"
+                  "    # heads-zh_reviews: C8, C15, C16"]
     assert sum(l.startswith("make sweep SWEEP=heads ") for l in lines) == 2  # synthetic and zh_reviews
     assert lines[-1] == ("# 9 sweeps; computed without training: C1; no evidence yet (not measured): C10, C11, C17")
-    assert main(["--jobs", "full", "--specs", str(SPECS)]) == 0
-    assert all("LAUNCHER=slurm" in l for l in capsys.readouterr().out.splitlines() if l.startswith("make"))
+    assert main(["--jobs", "--scale", "full", "--specs", str(SPECS)]) == 0
+    full = [l for l in capsys.readouterr().out.splitlines() if l.startswith("make")]
+    assert all("LAUNCHER=slurm" in l for l in full)
+    assert [l.split("# ")[1] for l in full if "SWEEP=heads " in l] == ["heads-zh_reviews: C2, C8, C14, C15, C18",
+                                                                       "heads_width-zh_reviews: C16"]
 
 
 def test_a_report_from_an_explicit_sweep_folder(tmp_path, capsys):

@@ -1,10 +1,10 @@
 """`headlab-reproduce`: every claim of the founding article as a verdict, from the sweeps on disk.
 
-    headlab-reproduce [--out reports/<date>] [--sweeps-root logs/sweeps] [--evidence heads-synthetic=DIR ...]
-    headlab-reproduce --jobs quick|full        # dry run: print the sweeps the specs need, run nothing
+    headlab-reproduce [--scale quick|full] [--out reports/<date>] [--sweeps-root logs/sweeps] [--evidence NAME=DIR ...]
+    headlab-reproduce --jobs [--scale quick|full]   # dry run: print the sweeps the specs need, run nothing
 
 Reads the claim specs (`conf/reproduce/cNN_*.yaml`, or `--specs DIR`), finds each claim's evidence
-(the newest aggregated sweep of its `sweep_name` under the sweeps root, or the folder given with
+(the newest aggregated sweep of its `sweep_name` at that scale under the sweeps root, or the folder given with
 `--evidence`), applies the rules written in the spec and writes claims.csv, claims.md and
 index.html. A claim without evidence is reported "not measured" with the reason, never skipped.
 Exit codes: 0 the report was written (or the job list printed), 2 a spec or argument is wrong.
@@ -30,7 +30,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="use this sweep folder for SWEEP_NAME (repeatable)")
     parser.add_argument("--out", type=Path, default=None, help="report folder (default: reports/<today>)")
     parser.add_argument("--only", default="", help="comma-separated claim ids (default: all)")
-    parser.add_argument("--jobs", choices=("quick", "full"), default=None, help="print the sweeps to run and exit")
+    parser.add_argument("--scale", choices=("quick", "full"), default="quick",
+                        help="quick: CPU scale (make reproduce-quick); full: the article's scale (default: quick)")
+    parser.add_argument("--jobs", action="store_true", help="print the sweeps to run at --scale and exit")
     return parser
 
 
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         specs = _specs(args)
         if args.jobs:
-            return _print_jobs(specs, args.jobs)
+            return _print_jobs(specs, args.scale)
         explicit = _explicit(args.evidence)
     except HeadlabError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from headlab.reproduce.report import write_report
 
     root = args.sweeps_root or Path(os.environ.get("HEADLAB_LOG_DIR", "logs")) / "sweeps"
-    results = [evaluate_claim(spec, root, explicit) for spec in specs]
+    results = [evaluate_claim(spec, root, explicit, args.scale) for spec in specs]
     out = args.out or Path("reports") / dt.date.today().isoformat()
     for path in write_report(results, out):
         print(f"wrote {path}")

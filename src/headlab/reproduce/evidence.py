@@ -49,14 +49,16 @@ def computed_statistics(spec: ClaimSpec) -> dict[str, Statistic]:
     return out
 
 
-def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None = None) -> ClaimResult:
-    """The verdict of one claim from the evidence on disk (or computed); never raises for missing evidence."""
+def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None = None,
+                   scale: str = "quick") -> ClaimResult:
+    """The verdict of one claim from the evidence of `scale` on disk (or computed); never raises for
+    missing evidence."""
     if spec.not_measured:
         return not_measured(spec, spec.not_measured)
     try:
         if "computed" in spec.evidence:
             return decide(spec, computed_statistics(spec), "computed")
-        aggregate = find_aggregate(spec.sweep_name, Path(sweeps_root), explicit or {})
+        aggregate = find_aggregate(spec.sweep_name(scale), Path(sweeps_root), explicit or {})
         path = aggregate / spec.evidence["table"]
         table = read_table(path)
         result = decide(spec, {n: table_statistic(s, table) for n, s in spec.statistics.items()}, str(path))

@@ -1,19 +1,19 @@
-"""The sweeps a set of claim specs needs, at one scale, each once (claims share sweeps)."""
+"""The sweeps a set of claim specs needs at one scale, each once (claims share sweeps)."""
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
 
-from headlab.reproduce.spec import ClaimSpec
+from headlab.errors import ConfigError
+from headlab.reproduce.spec import SCALES, ClaimSpec
 
-SCALES = ("quick", "full")
 LAUNCHERS = {"quick": "joblib", "full": "slurm"}
 
 
 @dataclass(frozen=True)
 class SweepJob:
-    """One `make sweep` call: the sweep, its overrides at this scale, and the claims that read it."""
+    """One `make sweep` call: the sweep, its folder name and overrides at this scale, the claims that read it."""
 
     sweep: str
     sweep_name: str
@@ -22,25 +22,28 @@ class SweepJob:
     launcher: str
 
     def command(self) -> str:
-        """`make sweep SWEEP=<sweep> LAUNCHER=<launcher> ARGS='<overrides>'` (runs the jobs, then aggregates).
+        """`make sweep` with the folder name fixed, so the report finds the sweep it asked for.
 
         >>> SweepJob("heads", "heads-zh_reviews", ("experiment=sweep_zh", "seed=0,1,2"), ("C8",), "joblib").command()
-        "make sweep SWEEP=heads LAUNCHER=joblib ARGS='experiment=sweep_zh seed=0,1,2'"
+        "make sweep SWEEP=heads LAUNCHER=joblib ARGS='experiment=sweep_zh seed=0,1,2 sweep_name=heads-zh_reviews'"
         """
-        return f"make sweep SWEEP={self.sweep} LAUNCHER={self.launcher} ARGS={shlex.quote(' '.join(self.overrides))}"
+        args = " ".join((*self.overrides, f"sweep_name={self.sweep_name}"))
+        return f"make sweep SWEEP={self.sweep} LAUNCHER={self.launcher} ARGS={shlex.quote(args)}"
 
 
 def sweep_jobs(specs: list[ClaimSpec], scale: str) -> list[SweepJob]:
-    """The distinct (sweep, overrides) pairs of the specs with sweep evidence, in first-claim order."""
+    """One job per sweep folder name, in first-claim order. Two specs that give one folder name
+    different sweeps or overrides would read each other's evidence: a ConfigError."""
     if scale not in SCALES:
-        raise ValueError(f"scale must be one of {SCALES}; got {scale!r}")
-    jobs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    names: dict[tuple[str, tuple[str, ...]], str] = {}
+        raise ConfigError("scale", scale, f"one of {', '.join(SCALES)}")
+    jobs: dict[str, tuple[str, tuple[str, ...], list[str]]] = {}
     for spec in specs:
         if "sweep" not in spec.evidence:
             continue
-        key = (str(spec.evidence["sweep"]), tuple(spec.evidence[scale]))
-        jobs.setdefault(key, []).append(spec.claim)
-        names[key] = str(spec.sweep_name)
-    return [SweepJob(sweep, names[(sweep, overrides)], overrides, tuple(claims), LAUNCHERS[scale])
-            for (sweep, overrides), claims in jobs.items()]
+        name, sweep, overrides = spec.sweep_name(scale), str(spec.evidence["sweep"]), spec.overrides(scale)
+        if name in jobs and jobs[name][:2] != (sweep, overrides):
+            other = jobs[name][2][0]
+            raise ConfigError(f"{spec.claim}: evidence.{scale}", name,
+                              f"a sweep_name of its own: {other} runs {jobs[name][0]} {' '.join(jobs[name][1])} under it")
+        jobs.setdefault(name, (sweep, overrides, []))[2].append(spec.claim)
+    return [SweepJob(sweep, name, overrides, tuple(claims), LAUNCHERS[scale]) for name, (sweep, overrides, claims) in jobs.items()]

@@ -8,10 +8,9 @@ A spec says, before anything runs, what would support or contradict the claim::
     section: "5.1"                 # of the article
     article: {zh: <the article's words>, en: <English gloss>}
     evidence:                      # exactly one of:
-      sweep: heads                 #   a conf/sweep/ grid, run as sweep_name (<sweep>-<data.source>)
-      sweep_name: heads-synthetic
-      quick: [experiment=sweep_synthetic, "seed=0,1,2"]    # make reproduce-quick's overrides
-      full: [...]                  #   make reproduce's overrides
+      sweep: heads                 #   a conf/sweep/ grid, run once per scale:
+      quick: {sweep_name: heads-synthetic, overrides: ["seed=0,1,2"]}        # CPU scale
+      full: {sweep_name: heads-zh_reviews, overrides: [experiment=sweep_zh, ...]}   # the article's
       table: sweep_runs.csv        #   the aggregate table the statistics read
       figure: accuracy_vs_factor.png   # aggregate/figures/ file that shows it (optional)
     # or  evidence: {computed: true}              (statistics of kind `computed`, no training)
@@ -38,6 +37,7 @@ from headlab.reproduce.rules import Rule, parse_rule
 from headlab.reproduce.statistics import KINDS, REDUCTIONS
 
 SPEC_GLOB = "c[0-9][0-9]_*.yaml"
+SCALES = ("quick", "full")  # make reproduce-quick (CPU) and make reproduce (the article's scale)
 _SEEDED_TABLES = ("sweep_runs.csv", "sweep_heads.csv", "sweep_layer_pairs.parquet", "sweep_redundancy_runs.csv",
                   "intervention_runs.csv")
 
@@ -62,9 +62,12 @@ class ClaimSpec:
         """Why the claim has no evidence yet ("" when it has)."""
         return str(self.evidence.get("not_measured", ""))
 
-    @property
-    def sweep_name(self) -> str | None:
-        return self.evidence.get("sweep_name")
+    def sweep_name(self, scale: str) -> str:
+        """The folder name under the sweeps root that holds this claim's sweep at `scale`."""
+        return str(self.evidence[scale]["sweep_name"])
+
+    def overrides(self, scale: str) -> tuple[str, ...]:
+        return tuple(self.evidence[scale]["overrides"])
 
     @property
     def number(self) -> int:
@@ -128,11 +131,16 @@ def _evidence(evidence: Any, key) -> dict[str, Any]:
     if len(kinds) != 1:
         raise ConfigError(key("evidence"), sorted(evidence), "exactly one of sweep, computed, not_measured")
     if "sweep" in evidence:
-        for name in ("sweep_name", "table", "quick", "full"):
+        for name in ("table", *SCALES):
             _required(evidence, name, lambda k: key(f"evidence.{k}"))
-        for scale in ("quick", "full"):
-            if not isinstance(evidence[scale], list) or not all(isinstance(o, str) and "=" in o for o in evidence[scale]):
-                raise ConfigError(key(f"evidence.{scale}"), evidence[scale], "a list of key=value overrides")
+        for scale in SCALES:
+            at = evidence[scale]
+            if not isinstance(at, dict) or not isinstance(at.get("sweep_name"), str) or not at["sweep_name"]:
+                raise ConfigError(key(f"evidence.{scale}.sweep_name"), (at or {}).get("sweep_name") if isinstance(at, dict) else at,
+                                  "the sweep's folder name (sweep_name)")
+            overrides = at.get("overrides")
+            if not isinstance(overrides, list) or not all(isinstance(o, str) and "=" in o for o in overrides):
+                raise ConfigError(key(f"evidence.{scale}.overrides"), overrides, "a list of key=value overrides")
     return evidence
 
 

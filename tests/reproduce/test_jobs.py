@@ -1,0 +1,61 @@
+"""Every sweep the claim specs ask for composes at both scales, writes where the report looks, and
+runs the configs the specs' statistics select."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from headlab.cli.config_checks import validate_config
+from headlab.errors import ConfigError
+from headlab.reproduce.jobs import sweep_jobs
+from headlab.reproduce.spec import load_spec, load_specs
+from tests.reproduce.test_verdicts import SPECS
+
+SPEC_LIST = load_specs(SPECS)
+
+
+def _grid(sweep: str, cli: tuple[str, ...]) -> list[dict[str, str]]:
+    """The jobs `headlab-train -m sweep=<sweep> *cli` makes, as {override key: value}."""
+    GlobalHydra.instance().clear()
+    with initialize_config_module("headlab.conf", version_base="1.3"):
+        params = compose("train", overrides=[f"sweep={sweep}"], return_hydra_config=True).hydra.sweeper.params
+    arguments = [f"{k}={v}" for k, v in params.items()] + [f"sweep={sweep}", *cli]
+    batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(arguments), max_batch_size=None)
+    return [dict(o.split("=", 1) for o in job) for batch in batches for job in batch]
+
+
+def _same(a: str, b) -> bool:
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+@pytest.mark.parametrize("scale", ["quick", "full"])
+def test_every_job_composes_names_its_folder_and_holds_the_selected_configs(scale):
+    for job in sweep_jobs(SPEC_LIST, scale):
+        cli = (*job.overrides, f"sweep_name={job.sweep_name}")
+        grid = _grid(job.sweep, cli)
+        GlobalHydra.instance().clear()
+        with initialize_config_module("headlab.conf", version_base="1.3"):
+            cfg = compose("train", overrides=[f"{k}={v}" for k, v in grid[0].items()], return_hydra_config=True)
+        validate_config(cfg)
+        assert cfg.sweep_name == job.sweep_name
+        for spec in (s for s in SPEC_LIST if s.claim in job.claims):
+            for stat in spec.statistics.values():
+                for where in (stat.get("where", {}), stat.get("a", {}), stat.get("b", {})):
+                    for key, value in where.items():
+                        if "." in key or key in ("optim", "data"):  # a config key: some job must run that value
+                            assert any(_same(j.get(key), value) for j in grid), (spec.claim, scale, key, value)
+
+
+def test_two_specs_giving_one_folder_different_overrides_are_refused(tmp_path):
+    text = (SPECS / "c16_head_width.yaml").read_text(encoding="utf-8").replace("heads_width-zh_reviews", "heads-zh_reviews")
+    (tmp_path / "c16_head_width.yaml").write_text(text, encoding="utf-8")
+    specs = [load_spec(SPECS / "c08_heads.yaml"), load_spec(tmp_path / "c16_head_width.yaml")]
+    with pytest.raises(ConfigError, match=r"C16: evidence\.full.*a sweep_name of its own: C8 runs heads"):
+        sweep_jobs(specs, "full")

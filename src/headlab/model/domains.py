@@ -21,6 +21,10 @@ loss: KL(mean router load || uniform), the load being each pipeline's weight ave
 batch, averaged over the split layers. 0 when every pipeline carries the same share of the batch,
 ln(n_domains) when the router sends everything to one pipeline; it keeps the router from
 collapsing onto one pipeline early.
+
+`PipelineView(net, d)` is `net` with every split layer forced through domain d's Q/K/V (the
+domain id d for every row; with a router, its weights one-hot on d): what measuring "domain d's
+pipeline" on the probe runs (`headlab.sweep.domains`).
 """
 
 from __future__ import annotations
@@ -96,3 +100,35 @@ def router_balance(weights: Sequence[Tensor]) -> Tensor:
         load = w.mean(dim=0)
         terms.append((load * (load.clamp_min(1e-12) * load.numel()).log()).sum())
     return torch.stack(terms).mean()
+
+
+class PipelineView(nn.Module):
+    """`net` seen through domain `domain`'s pipeline in every split layer; layers above are shared.
+
+    Has `blocks` and `net(input_ids, attention_mask, **kwargs)` like the network, so the probe
+    measurement (`headlab.measure.measure_probe`) reads it unchanged. Nothing of `net` changes.
+    """
+
+    def __init__(self, net: nn.Module, domain: int) -> None:
+        super().__init__()
+        self.net, self.domain = net, domain
+
+    @property
+    def blocks(self) -> nn.ModuleList:
+        return self.net.blocks
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, **kwargs):
+        ids = torch.full((input_ids.size(0),), self.domain, dtype=torch.long, device=input_ids.device)
+        routers = [block.attn.domain_router for block in self.net.blocks if block.attn.domain_router is not None]
+        handles = [router.register_forward_hook(self._one_hot) for router in routers]
+        try:
+            return self.net(input_ids, attention_mask, domain_ids=ids, **kwargs)
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def _one_hot(self, module: nn.Module, args: object, logits: Tensor) -> Tensor:
+        """Router logits -> -inf except at `domain`: its softmax is exactly one-hot."""
+        forced = torch.full_like(logits, float("-inf"))
+        forced[:, self.domain] = 0.0
+        return forced

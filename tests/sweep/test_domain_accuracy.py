@@ -15,7 +15,16 @@ from scipy import stats
 from headlab.cli.train import train
 from headlab.data import TextDataModule
 from headlab.sweep import aggregate_sweep
-from headlab.sweep.domains import DOMAIN_CSV, domain_table, format_domain_accuracy, run_domain_accuracy
+from headlab.analysis.roles import ROLES
+from headlab.sweep.domains import (
+    DOMAIN_CSV,
+    ROLES_CSV,
+    ROLES_RUNS_CSV,
+    domain_table,
+    format_domain_accuracy,
+    roles_table,
+    run_domain_accuracy,
+)
 from headlab.sweep.runs import Run
 from tests.cli.conftest import TINY, compose_train_config
 
@@ -95,3 +104,28 @@ def test_headlab_aggregate_writes_accuracy_per_config_and_domain(sweep, tmp_path
         rows = table[table["config"] == config].set_index("domain")
         for domain in ("previous", "first_last"):            # one seed: the mean is that run's number
             assert rows.loc[domain, "test_acc_mean"] == pytest.approx(summary[f"test_acc_domain_{domain}"])
+
+
+def test_roles_table_counts_heads_per_role_over_seeds():
+    per_run = pd.DataFrame([
+        {"job": "0", "domain": "a", "layer": 0, "head": 0, "role": "previous_token"},
+        {"job": "0", "domain": "a", "layer": 0, "head": 1, "role": "previous_token"},
+        {"job": "1", "domain": "a", "layer": 0, "head": 0, "role": "previous_token"},
+        {"job": "1", "domain": "a", "layer": 0, "head": 1, "role": "sink"},
+    ])
+    runs = {"k=1": [run("0"), run("1")]}
+    table = roles_table(per_run, runs, pd.DataFrame({"job": ["0", "1"], "config_label": ["k=1"] * 2}))
+    by_role = table.set_index("role")
+    assert by_role.loc["previous_token", "heads_mean"] == 1.5 and by_role.loc["sink", "heads_mean"] == 0.5
+    half = stats.t.ppf(0.975, 1) * np.std([2, 1], ddof=1) / math.sqrt(2)
+    assert by_role.loc["previous_token", "heads_ci95_high"] == pytest.approx(1.5 + half)
+    assert by_role.loc["sink", "heads_ci95_low"] == 0.0          # clipped: a head count is >= 0
+
+
+def test_split_runs_get_roles_per_domain_pipeline(sweep, tmp_path):
+    aggregate_sweep(sweep, tmp_path / "out", figures=False)
+    per_run = pd.read_csv(tmp_path / "out" / ROLES_RUNS_CSV, dtype={"job": str})
+    assert set(per_run["job"]) == {"1"}                          # the shared (k=0) model has one pipeline
+    assert len(per_run) == 2 * 2 * 2 and set(per_run["role"]) <= set(ROLES)  # domains x layers x heads
+    table = pd.read_csv(tmp_path / "out" / ROLES_CSV)
+    assert (table.groupby(["domain", "layer"])["heads_mean"].sum() == 2).all()  # every head has one role

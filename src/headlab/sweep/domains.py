@@ -7,20 +7,38 @@ summary.json (`headlab.lit.module`: accuracy over that domain's examples; val/te
 domain absent from the train split are not in any domain's number). One row per (config, domain):
 each accuracy as a mean with a 95 % t-interval over the config's seeds (`mean_ci`), and `n_seeds`,
 the seeds that recorded it.
+
+Roles per domain pipeline (`domain_roles.csv`, runs with `model.domain_split_layers` > 0): the
+head metrics a run logs during training measure the MEAN of a split layer's pipelines (the probe
+carries no domain id). Here each run's last checkpoint is measured again on its probe, once per
+domain d through `PipelineView(net, d)` (every split layer on domain d's Q/K/V, or the router
+one-hot on d), with the role rule of `headlab.measure.measure_probe`. `domain_roles_runs.csv`: one
+row per (run, domain, layer, head) with the role; `domain_roles.csv`: per (config, domain, layer,
+role) the number of heads with that role, mean and 95 % t-interval over seeds. This reads each
+run's config, data and checkpoint (`headlab.cli.run_inputs`): a few seconds per run on a CPU; a run
+that cannot be measured is left out with a logged reason.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+
+from headlab.analysis.roles import ROLES
 
 from headlab.store import atomic_write_with
 from headlab.sweep.runs import Run
 from headlab.sweep.stats import mean_ci
 
+log = logging.getLogger(__name__)
+
 DOMAIN_CSV = "domain_accuracy.csv"
+ROLES_RUNS_CSV = "domain_roles_runs.csv"
+ROLES_CSV = "domain_roles.csv"
 SPLITS = ("val", "test")
 
 
@@ -54,14 +72,79 @@ def domain_table(runs_by_config: dict[str, list[Run]], tags: pd.DataFrame) -> pd
     return pd.DataFrame(rows)
 
 
+def pipeline_roles(net: Any, chunks: list[dict[str, Any]], domains: list[str]) -> pd.DataFrame:
+    """One row per (domain, layer, head): the head's role on the probe `chunks` through that
+    domain's pipeline (`PipelineView`); `domains[d]` names domain id d."""
+    from headlab.measure import measure_probe
+    from headlab.model.domains import PipelineView
+
+    rows = []
+    for domain, name in enumerate(domains):
+        roles = measure_probe(PipelineView(net, domain), chunks, weight_metrics=False).roles
+        rows += [{"domain": name, "layer": layer, "head": head, "role": role}
+                 for layer, heads in enumerate(roles) for head, role in enumerate(heads)]
+    return pd.DataFrame(rows)
+
+
+def run_pipeline_roles(run: Run) -> pd.DataFrame:
+    """`pipeline_roles` of the run's last checkpoint on its own probe; empty for a shared model."""
+    from headlab.cli.run_inputs import build_datamodule, find_checkpoints, load_matching_network, run_config
+    from headlab.measure import probe_chunks
+
+    cfg = run_config(run.run_dir)
+    if not int(cfg.model.get("domain_split_layers") or 0):
+        return pd.DataFrame()
+    datamodule = build_datamodule(cfg)
+    net = load_matching_network(find_checkpoints(run.run_dir, "last")[-1].path, cfg, datamodule).cpu()
+    chunks = probe_chunks(datamodule.probe_set(), 64, "cpu")
+    return pipeline_roles(net, chunks, datamodule.domain_names).assign(job=run.job, seed=run.seed)
+
+
+def roles_table(per_run: pd.DataFrame, runs_by_config: dict[str, list[Run]], tags: pd.DataFrame) -> pd.DataFrame:
+    """Per (config, domain, layer, role): heads with that role, mean and 95 % t-interval over the
+    config's measured seeds (a seed without such a head counts 0)."""
+    rows = []
+    for config in sorted(runs_by_config):
+        jobs = [r.job for r in runs_by_config[config]]
+        mine = per_run[per_run["job"].isin(jobs)]
+        if mine.empty:
+            continue
+        first = tags[tags["job"] == jobs[0]].drop(columns=["job"])
+        measured = sorted(mine["job"].unique())
+        for (domain, layer), group in mine.groupby(["domain", "layer"], sort=True):
+            for role in [r for r in ROLES if r in set(group["role"])]:
+                counts = [int(((group["job"] == job) & (group["role"] == role)).sum()) for job in measured]
+                ci = mean_ci(counts, bounds=(0.0, np.inf))
+                rows.append({"config": config, **(first.iloc[0].to_dict() if len(first) else {}), "domain": domain,
+                             "layer": int(layer), "role": role, "n_seeds": len(measured), "heads_mean": ci.mean,
+                             "heads_ci95_low": ci.low, "heads_ci95_high": ci.high})
+    return pd.DataFrame(rows)
+
+
 def write_domain_accuracy(out_dir: Path, runs_by_config: dict[str, list[Run]], tags: pd.DataFrame) -> list[Path]:
-    """Write `domain_accuracy.csv` into `out_dir`; none when no run recorded per-domain accuracy."""
+    """Write `domain_accuracy.csv`, and for domain-split runs `domain_roles_runs.csv` and
+    `domain_roles.csv`, into `out_dir`; none when no run recorded per-domain accuracy."""
     table = domain_table(runs_by_config, tags)
     if table.empty:
         return []
-    path = Path(out_dir) / DOMAIN_CSV
+    written = [_write(Path(out_dir) / DOMAIN_CSV, table)]
+    frames = []
+    for runs in runs_by_config.values():
+        for run in runs:
+            try:
+                frames.append(run_pipeline_roles(run))
+            except Exception as err:  # a run we cannot re-measure: say why, keep the rest
+                log.warning("domain roles: job %s left out (%s: %s)", run.job, type(err).__name__, err)
+    per_run = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) else None
+    if per_run is not None:
+        written.append(_write(Path(out_dir) / ROLES_RUNS_CSV, per_run[["job", "seed", "domain", "layer", "head", "role"]]))
+        written.append(_write(Path(out_dir) / ROLES_CSV, roles_table(per_run, runs_by_config, tags)))
+    return written
+
+
+def _write(path: Path, table: pd.DataFrame) -> Path:
     atomic_write_with(path, lambda tmp: table.to_csv(tmp, index=False))
-    return [path]
+    return path
 
 
 def format_domain_accuracy(table: pd.DataFrame) -> str:

@@ -52,3 +52,21 @@ def test_a_bad_path_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "neither a run directory" in err
     assert not (tmp_path / "empty" / "doctor.json").exists()
+
+
+def test_overrides_get_the_config_checks_before_training_and_nothing_is_written(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["data=synthetic", "optim=adamw_constant", "optim.lr=6e-3", "model.n_heads=8"]) == 0
+    out = capsys.readouterr().out
+    assert "WARN  warmup                 lr 0.006 with a warm-up of 0 steps" in out
+    assert "WARN  head_width             heads are 16 wide (< 32)" in out  # d_model 128 / 8
+    assert out.count("no run yet: train, then headlab-doctor RUN_DIR") == 5
+    assert list(tmp_path.iterdir()) == []
+    assert main(["data=synthetic"]) == 0  # the defaults: AdamW 1e-3, 5 % warm-up, 4 heads of 32
+    assert "ok    warmup                 lr 0.001, warm-up 5.0% of training" in capsys.readouterr().out
+
+
+def test_a_bad_override_is_one_line_and_exit_2(capsys):
+    assert main(["model.n_head=8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "model.n_head" in err

@@ -162,20 +162,21 @@ def check_warmup(tables: RunTables, t: Thresholds) -> Finding:
         return _not_measured(name, "optim.lr is not recorded in summary.json or the config")
     if "adam" not in target.lower():
         return _not_measured(name, f"the thresholds hold for Adam-family optimisers, not {target}")
-    if steps is not None:
-        warm = int(steps)
-    elif isinstance(ratio, (int, float)) and isinstance(total, (int, float)):
-        warm = int(ratio * total)
+    known_total = isinstance(total, (int, float)) and total > 0
+    if steps is not None and (known_total or int(steps) == 0):
+        warm, share = int(steps), (int(steps) / total if known_total else 0.0)
+    elif steps is None and isinstance(ratio, (int, float)):  # before training the total may be unknown: the ratio is the share
+        warm, share = (int(ratio * total) if known_total else None), float(ratio)
     else:
-        return _not_measured(name, "neither optim.warmup_steps nor (optim.warmup_ratio and global_step) is recorded")
-    share = warm / total if isinstance(total, (int, float)) and total > 0 else math.nan
+        return _not_measured(name, "neither optim.warmup_steps with a step count nor optim.warmup_ratio is recorded")
     evidence = {"lr": lr, "warmup_steps": warm, "total_steps": total, "warmup_share": share,
                 "schedule": tables.setting("optim.schedule"), "optimizer": target,
                 "thresholds": {"lr_at_least": t.warmup_lr, "share_below": t.warmup_min_ratio}}
+    length = f"{share:.1%} of training" if warm is None else f"{warm} steps, {share:.1%} of training"
     if lr >= t.warmup_lr and not share >= t.warmup_min_ratio:
-        return Finding(name, WARN, f"lr {lr:g} with a warm-up of {warm} steps ({share:.1%} of training)", evidence,
+        return Finding(name, WARN, f"lr {lr:g} with a warm-up of {length}", evidence,
                        "optim=adamw optim.warmup_ratio=0.05 optim.schedule=cosine")
-    return Finding(name, OK, f"lr {lr:g}, warm-up {warm} steps", evidence)
+    return Finding(name, OK, f"lr {lr:g}, warm-up {length}", evidence)
 
 
 def check_head_width(tables: RunTables, t: Thresholds) -> Finding:

@@ -98,7 +98,7 @@ def _html(results: list[ClaimResult], table: pd.DataFrame, figures: dict[str, Pa
             "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}blockquote{border-left:4px solid #ccc;"
             "margin:0;padding-left:1em}img{max-width:100%}code{background:#f4f4f4}</style></head><body>"
             f'<h1>{e(title)}</h1><table id="summary"><thead><tr><th>claim</th><th>section</th><th>verdict</th>'
-            f"<th>statistic [95% CI]</th><th>claim</th></tr></thead><tbody>{rows}</tbody></table>{sections}</body></html>\n")
+            f"<th>statistic [95% CI]</th><th>what the article says</th></tr></thead><tbody>{rows}</tbody></table>{sections}</body></html>\n")
 
 
 def _html_section(r: ClaimResult, figure: Path | None) -> str:

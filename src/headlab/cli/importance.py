@@ -3,8 +3,9 @@
 For each chosen checkpoint of a finished run: every head ablated alone (change in loss, accuracy,
 macro-F1), gradient importance (Michel et al. 2019), a random control, keep-top-k and
 leave-one-layer-in curves, and the heads' roles on the run's probe set. Writes into RUN_DIR
-`head_importance.parquet`, `importance_curves.parquet`, `importance.json` and
-`figures/importance.png` (rows of other checkpoints already there are kept). Settings:
+`head_importance.parquet`, `importance_curves.parquet`, `importance.json`, `figures/importance.png`
+and, when importance exists at two or more steps, `figures/importance_timeline.png` (rows of other
+checkpoints already there are kept). Settings:
 conf/importance.yaml. Exit 2 with one line for a bad run dir, checkpoint or setting (nothing written).
 
 `headlab-importance SWEEP_DIR` (a Hydra multirun folder: it holds multirun.yaml) measures every
@@ -242,7 +243,25 @@ def write_outputs(run_dir: Path, outcome: ImportanceOutcome) -> list[Path]:
             from headlab.plots.importance import plot_redundancy
 
             written.append(plot_redundancy(outcome.redundancy, run_dir / "figures" / "redundancy.png"))
+        written += write_timeline(run_dir, all_heads)
     return written
+
+
+def write_timeline(run_dir: Path, head_importance: Any) -> list[Path]:
+    """`figures/importance_timeline.png` when the run has importance at two or more steps (kept
+    checkpoints measured here, or the callback's `grad_importance`), with the roles of head_metrics."""
+    from headlab.plots.importance import importance_trajectory, plot_importance_timeline
+    from headlab.store import HEAD_METRICS, read_table
+
+    try:
+        head_metrics = read_table(run_dir / HEAD_METRICS)
+    except FileNotFoundError:
+        head_metrics = None
+    found = importance_trajectory(head_importance, head_metrics)
+    if found is None:
+        return []
+    trajectory, metric = found
+    return [plot_importance_timeline(trajectory, metric, run_dir / "figures" / "importance_timeline.png", head_metrics)]
 
 
 def replace_steps(path: Path, rows: Any, steps: set[int]) -> Path:

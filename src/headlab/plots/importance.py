@@ -154,3 +154,88 @@ def build_redundancy_figure(redundancy: dict) -> Figure:
 
 def _cell(x: int, y: int) -> Rectangle:
     return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="orange", linewidth=1.5)
+
+
+# ---------------------------------------------------------------- importance over training, with roles
+TIMELINE_METRICS = {
+    "ablation_dloss": "ablation: val loss increase (kept checkpoints)",
+    "grad_importance": "gradient importance E|dL/dgate| (head measurements)",
+}
+
+
+def importance_trajectory(head_importance: pd.DataFrame | None, head_metrics: pd.DataFrame | None) -> tuple[pd.DataFrame, str] | None:
+    """The importance trajectory the run has, as (rows `step, layer, head, value`, metric): ablation at
+    two or more checkpoints (`headlab-importance --checkpoint all`) first, else the callback's
+    `grad_importance` at two or more head measurements; None when neither has two steps."""
+    for table, metric in ((head_importance, "ablation_dloss"), (head_metrics, "grad_importance")):
+        if table is None or table.empty:
+            continue
+        rows = table[table["metric"] == metric]
+        if rows["step"].nunique() >= 2:
+            return rows[["step", "layer", "head", "value"]].reset_index(drop=True), metric
+    return None
+
+
+def plot_importance_timeline(trajectory: pd.DataFrame, metric: str, path: str | os.PathLike,
+                             roles: pd.DataFrame | None = None) -> Path:
+    """Write the per-head importance-over-training figure (see `build_importance_timeline_figure`)."""
+    return save_figure(build_importance_timeline_figure(trajectory, metric, roles), path)
+
+
+def build_importance_timeline_figure(trajectory: pd.DataFrame, metric: str, roles: pd.DataFrame | None = None) -> Figure:
+    """One panel per head (rows = layers): its importance over training steps (one y scale for all,
+    so heads compare), the background coloured by the head's role at each head measurement
+    (`roles`: head_metrics rows of metric `role`, ids into `headlab.analysis.roles.ROLES`, the
+    colours of the role timeline), and a dashed line at the step from which the head stays
+    important (`headlab.interventions.onset`). "Which head became important, at which step, and
+    did it hold its role before or after" reads off one figure."""
+    from headlab.analysis.roles import ROLES
+    from headlab.interventions.onset import ONSET_SHARE, importance_onset
+
+    if trajectory.empty:
+        raise DataError("importance trajectory", "no rows")
+    n_layers, n_heads = int(trajectory["layer"].max()) + 1, int(trajectory["head"].max()) + 1
+    colours = sns.color_palette("Set2" if len(ROLES) <= 8 else "husl", len(ROLES))
+    role_rows = roles[roles["metric"] == "role"] if roles is not None and not roles.empty else None
+    low, high = float(trajectory["value"].min()), float(trajectory["value"].max())
+    pad = 0.05 * ((high - low) or 1.0)
+    last_step = int(trajectory["step"].max())
+    shown: set[int] = set()
+    with figure_style():
+        fig = new_figure(1.9 * n_heads + 1.6, 1.35 * n_layers + 1.0)
+        axes = fig.subplots(n_layers, n_heads, squeeze=False, sharex=True, sharey=True)
+        for (layer, head), rows in trajectory.groupby(["layer", "head"]):
+            ax = axes[int(layer)][int(head)]
+            rows = rows.sort_values("step")
+            if role_rows is not None:
+                shown |= _role_band(ax, role_rows, int(layer), int(head), last_step, colours)
+            ax.plot(rows["step"], rows["value"], color="black", linewidth=1.0, marker=".", markersize=3)
+            ax.axhline(0.0, color="0.5", linewidth=0.5)
+            onset = importance_onset(rows["step"].to_numpy(), rows["value"].to_numpy())
+            if onset is not None:
+                ax.axvline(onset, color="crimson", linestyle="--", linewidth=0.9)
+            ax.set_title(f"L{layer}H{head}: " + ("not held" if onset is None else f"from step {onset}"), fontsize=7)
+            ax.set_ylim(low - pad, high + pad)
+            ax.tick_params(labelsize=6)
+        for ax in axes[-1]:
+            ax.set_xlabel("training step", fontsize=7)
+        handles = [Patch(facecolor=colours[i], alpha=0.5, label=ROLES[i]) for i in sorted(shown)]
+        if handles:
+            fig.legend(handles=handles, title="role", fontsize=6, title_fontsize=7, loc="outside right upper")
+        fig.suptitle(f"{TIMELINE_METRICS.get(metric, metric)} per head\nbackground: its role at each head measurement; "
+                     f"dashed: the step from which it stays >= {ONSET_SHARE:g} x its own maximum", fontsize=8)
+    return fig
+
+
+def _role_band(ax: Axes, role_rows: pd.DataFrame, layer: int, head: int, last_step: int, colours: Sequence) -> set[int]:
+    """Shade [step_i, step_i+1) with the head's role measured at step_i; returns the role ids drawn."""
+    mine = role_rows[(role_rows["layer"] == layer) & (role_rows["head"] == head)].sort_values("step")
+    steps, ids = mine["step"].to_numpy(), mine["value"].to_numpy()
+    drawn: set[int] = set()
+    for i, (start, role) in enumerate(zip(steps, ids)):
+        if not np.isfinite(role) or not 0 <= int(role) < len(colours):
+            continue
+        end = steps[i + 1] if i + 1 < len(steps) else max(last_step, start)
+        ax.axvspan(start, end if end > start else start + 1, color=colours[int(role)], alpha=0.5, linewidth=0)
+        drawn.add(int(role))
+    return drawn

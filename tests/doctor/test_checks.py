@@ -114,6 +114,9 @@ def test_the_importance_reports_redundancy_count_wins_over_the_pair_table():
     assert finding.evidence["redundant_fraction"] == 0.25  # a quarter: at the threshold, not above
     tables.importance = {"redundant_heads": 2}
     assert check_redundancy(tables, T).status == WARN
+    tables.summary["redundant_heads"] = 0  # the run's own summary comes first
+    assert check_redundancy(tables, T).evidence == {"source": "summary.json", "redundant_heads": 0, "n_heads": 4,
+                                                    "redundant_fraction": 0.0}
 
 
 def test_roles_that_change_at_the_last_measurements_are_late_instability():

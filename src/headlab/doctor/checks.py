@@ -198,13 +198,14 @@ def check_head_width(tables: RunTables, t: Thresholds) -> Finding:
 
 
 def check_redundancy(tables: RunTables, t: Thresholds) -> Finding:
-    """Near-duplicate heads at the last measurement (article 5.2, 5.4): the importance report's
-    count when the run has one, else complete-linkage clusters of the `js` pair table."""
+    """Near-duplicate heads at the last measurement (article 5.2, 5.4): the count in summary.json or
+    the importance report when the run has one, else complete-linkage clusters of the `js` pair table."""
     name = "redundant_heads"
     n_heads_total = _head_count(tables)
-    reported = (tables.importance or {}).get("redundant_heads")
+    sources = (("summary.json", tables.summary.get("redundant_heads")), ("importance.json", (tables.importance or {}).get("redundant_heads")))
+    source, reported = next(((name, v) for name, v in sources if isinstance(v, int)), (None, None))
     if reported is not None and n_heads_total:
-        evidence = {"source": "importance.json", "redundant_heads": int(reported), "n_heads": n_heads_total}
+        evidence = {"source": source, "redundant_heads": int(reported), "n_heads": n_heads_total}
     else:
         js = _pairs(tables, "js")
         if js.empty:

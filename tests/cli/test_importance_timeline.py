@@ -14,10 +14,12 @@ from headlab.plots.importance import build_importance_timeline_figure, importanc
 from tests.cli.conftest import train_keeping_threads
 
 STEPS = [0, 10, 20, 30]
-# (layer, head) -> importance per step; L0H0 becomes important at 20, L0H1 never matters
-VALUES = {(0, 0): [0.0, 0.1, 0.8, 1.0], (0, 1): [0.05, -0.02, 0.0, -0.01]}
-# role ids per step: L0H0 is "mixed" until step 10, "previous_token" from 20 on; L0H1 stays "broad"
-ROLE_IDS = {(0, 0): [ROLES.index("mixed")] * 2 + [ROLES.index("previous_token")] * 2, (0, 1): [ROLES.index("broad")] * 4}
+# (layer, head) -> importance per step. Step 0: every head large (the untrained loss), equal shares.
+# Shares after it: L0H0 0.6 then 0.2 (lost), L0H1 0.2, 0.5, 0.6 (important from step 20), L0H2 at most 0.3.
+VALUES = {(0, 0): [3.0, 0.6, 0.2, 0.2], (0, 1): [3.0, 0.2, 0.5, 0.6], (0, 2): [3.0, 0.2, 0.3, 0.2]}
+# role ids per step: L0H1 is "mixed" until step 10, "previous_token" from 20 on; the others stay "broad"
+ROLE_IDS = {(0, 0): [ROLES.index("broad")] * 4, (0, 1): [ROLES.index("mixed")] * 2 + [ROLES.index("previous_token")] * 2,
+            (0, 2): [ROLES.index("broad")] * 4}
 
 
 def _long(values: dict, metric: str) -> pd.DataFrame:
@@ -29,10 +31,12 @@ def test_each_head_panel_shows_its_onset_and_its_roles():
     fig = build_importance_timeline_figure(_long(VALUES, "ablation_dloss")[["step", "layer", "head", "value"]],
                                            "ablation_dloss", _long(ROLE_IDS, "role"))
     panels = [ax for ax in fig.axes if ax.get_title()]
-    assert [ax.get_title() for ax in panels] == ["L0H0: from step 20", "L0H1: not held"]
-    onset_lines = [line for line in panels[0].lines if line.get_linestyle() == "--"]
+    assert [ax.get_title() for ax in panels] == ["L0H0: not held", "L0H1: from step 20", "L0H2: not held"]
+    onset_lines = [line for line in panels[1].lines if line.get_linestyle() == "--"]
     assert len(onset_lines) == 1 and list(onset_lines[0].get_xdata()) == [20, 20]
-    assert not [line for line in panels[1].lines if line.get_linestyle() == "--"]
+    assert not [line for ax in (panels[0], panels[2]) for line in ax.lines if line.get_linestyle() == "--"]
+    shares = panels[1].lines[0].get_ydata()
+    assert list(shares) == pytest.approx([1 / 3, 0.2, 0.5, 0.6])
     palette = sns.color_palette("husl", len(ROLES))
 
     def band(ax):  # (start, role) of each shaded interval
@@ -43,8 +47,8 @@ def test_each_head_panel_shows_its_onset_and_its_roles():
             out.append((round(patch.get_x()), ROLES[role]))
         return sorted(out)
 
-    assert band(panels[0]) == [(0, "mixed"), (10, "mixed"), (20, "previous_token"), (30, "previous_token")]
-    assert {role for _, role in band(panels[1])} == {"broad"}
+    assert band(panels[1]) == [(0, "mixed"), (10, "mixed"), (20, "previous_token"), (30, "previous_token")]
+    assert {role for _, role in band(panels[0])} == {"broad"}
 
 
 def test_the_trajectory_prefers_measured_ablation_over_the_gradient_proxy():

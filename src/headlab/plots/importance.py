@@ -158,8 +158,8 @@ def _cell(x: int, y: int) -> Rectangle:
 
 # ---------------------------------------------------------------- importance over training, with roles
 TIMELINE_METRICS = {
-    "ablation_dloss": "ablation: val loss increase (kept checkpoints)",
-    "grad_importance": "gradient importance E|dL/dgate| (head measurements)",
+    "ablation_dloss": "ablation importance (val loss increase, kept checkpoints)",
+    "grad_importance": "gradient importance (E|dL/dgate| on the probe, head measurements)",
 }
 
 
@@ -183,47 +183,51 @@ def plot_importance_timeline(trajectory: pd.DataFrame, metric: str, path: str | 
 
 
 def build_importance_timeline_figure(trajectory: pd.DataFrame, metric: str, roles: pd.DataFrame | None = None) -> Figure:
-    """One panel per head (rows = layers): its importance over training steps (one y scale for all,
-    so heads compare), the background coloured by the head's role at each head measurement
-    (`roles`: head_metrics rows of metric `role`, ids into `headlab.analysis.roles.ROLES`, the
-    colours of the role timeline), and a dashed line at the step from which the head stays
-    important (`headlab.interventions.onset`). "Which head became important, at which step, and
-    did it hold its role before or after" reads off one figure."""
+    """One panel per head (rows = layers): its SHARE of all heads' importance at each step (see
+    `headlab.interventions.onset`: raw importance is large for every head early on, when the loss
+    is), the background coloured by the head's role at each head measurement (`roles`: head_metrics
+    rows of metric `role`, ids into `headlab.analysis.roles.ROLES`, the colours of the role
+    timeline), a dotted line at an equal share (1 / heads) and a dashed one at the step from which
+    the head keeps more than that. "Which head became important, at which step, and did it hold
+    its role before or after" reads off one figure."""
     from headlab.analysis.roles import ROLES
-    from headlab.interventions.onset import ONSET_SHARE, importance_onset
+    from headlab.interventions.onset import importance_onset, importance_shares
 
     if trajectory.empty:
         raise DataError("importance trajectory", "no rows")
+    table = trajectory.pivot_table(index="step", columns=["layer", "head"], values="value", aggfunc="mean").sort_index()
+    shares = pd.DataFrame(importance_shares(table.to_numpy()), index=table.index, columns=table.columns)
+    bar = 1.0 / shares.shape[1]
     n_layers, n_heads = int(trajectory["layer"].max()) + 1, int(trajectory["head"].max()) + 1
     colours = sns.color_palette("Set2" if len(ROLES) <= 8 else "husl", len(ROLES))
     role_rows = roles[roles["metric"] == "role"] if roles is not None and not roles.empty else None
-    low, high = float(trajectory["value"].min()), float(trajectory["value"].max())
-    pad = 0.05 * ((high - low) or 1.0)
-    last_step = int(trajectory["step"].max())
+    last_step = int(table.index.max())
+    top = float(np.nanmax(shares.to_numpy())) if np.isfinite(shares.to_numpy()).any() else 1.0
     shown: set[int] = set()
     with figure_style():
-        fig = new_figure(1.9 * n_heads + 1.6, 1.35 * n_layers + 1.0)
+        fig = new_figure(1.9 * n_heads + 1.6, 1.35 * n_layers + 1.1)
         axes = fig.subplots(n_layers, n_heads, squeeze=False, sharex=True, sharey=True)
-        for (layer, head), rows in trajectory.groupby(["layer", "head"]):
+        for (layer, head), series in shares.items():
             ax = axes[int(layer)][int(head)]
-            rows = rows.sort_values("step")
             if role_rows is not None:
                 shown |= _role_band(ax, role_rows, int(layer), int(head), last_step, colours)
-            ax.plot(rows["step"], rows["value"], color="black", linewidth=1.0, marker=".", markersize=3)
-            ax.axhline(0.0, color="0.5", linewidth=0.5)
-            onset = importance_onset(rows["step"].to_numpy(), rows["value"].to_numpy())
+            ax.plot(series.index, series.to_numpy(), color="black", linewidth=1.0, marker=".", markersize=3)
+            ax.axhline(bar, color="0.35", linewidth=0.8, linestyle=":")
+            onset = importance_onset(series.index.to_numpy(), series.to_numpy(), bar)
             if onset is not None:
                 ax.axvline(onset, color="crimson", linestyle="--", linewidth=0.9)
             ax.set_title(f"L{layer}H{head}: " + ("not held" if onset is None else f"from step {onset}"), fontsize=7)
-            ax.set_ylim(low - pad, high + pad)
+            ax.set_ylim(0.0, 1.05 * top)
             ax.tick_params(labelsize=6)
         for ax in axes[-1]:
             ax.set_xlabel("training step", fontsize=7)
+        for row in axes:
+            row[0].set_ylabel("share", fontsize=7)
         handles = [Patch(facecolor=colours[i], alpha=0.5, label=ROLES[i]) for i in sorted(shown)]
         if handles:
             fig.legend(handles=handles, title="role", fontsize=6, title_fontsize=7, loc="outside right upper")
-        fig.suptitle(f"{TIMELINE_METRICS.get(metric, metric)} per head\nbackground: its role at each head measurement; "
-                     f"dashed: the step from which it stays >= {ONSET_SHARE:g} x its own maximum", fontsize=8)
+        fig.suptitle(f"share of {TIMELINE_METRICS.get(metric, metric)} per head; background: its role\n"
+                     f"dotted: an equal share (1/{shares.shape[1]}); dashed: the step from which it stays above", fontsize=8)
     return fig
 
 

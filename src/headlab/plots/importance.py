@@ -13,6 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from headlab.errors import DataError
 from headlab.plots._figure import categorical_palette, figure_style, new_figure, save_figure
@@ -86,6 +87,7 @@ def _draw_curves(ax: Axes, curves: pd.DataFrame) -> None:
     palette = categorical_palette(sorted(top["ranking"].unique()))
     for ranking, rows in top.groupby("ranking"):
         ax.plot(rows["k"], rows["value"], marker=".", label=ranking, color=palette[ranking])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # k counts heads
     ax.set_xlabel("heads kept (most important first)", fontsize=7)
     ax.set_ylabel("val accuracy", fontsize=7)
     ax.legend(fontsize=6, title="ranking", title_fontsize=6)

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from headlab.sweep import aggregate_sweep
-from headlab.sweep.convergence import CONVERGENCE_CSV, convergence_runs, curve_facts, role_counts
+from headlab.sweep.convergence import CONVERGENCE_CSV, convergence_runs, curve_facts, format_convergence, role_counts
 from headlab.sweep.runs import Run
 
 
@@ -90,3 +90,5 @@ def test_headlab_aggregate_writes_steps_to_target_per_config(tmp_path):
     assert table.loc["hard", "best_val_acc_mean"] == pytest.approx(np.mean([1.0, 0.9, 0.8]))
     assert (table.loc["hard", "n_reached"], table.loc["free", "n_reached"]) == (3, 3)
     assert table.loc["hard", "final_role_sink_mean"] == 2.0 and table.loc["free", "final_role_mixed_mean"] == 4.0
+    text = format_convergence(pd.read_csv(tmp_path / "out" / CONVERGENCE_CSV))
+    assert "3/3" in text and "100 [" in text                 # hard: 3 of 3 seeds, 100 steps on average

@@ -120,3 +120,27 @@ def write_convergence(out_dir: Path, runs_by_config: dict[str, list[Run]], tags:
         atomic_write_with(path, lambda tmp, table=table: table.to_csv(tmp, index=False))
         written.append(path)
     return written
+
+
+def format_convergence(table: pd.DataFrame) -> str:
+    """The per-config table as aligned lines: steps to target (seeds that reached it) and best val acc."""
+    if table.empty:
+        return "convergence: no template-mode sweep"
+    label = "config_label" if "config_label" in table else "config"
+    width = max(len("config"), *(len(str(v)) for v in table[label]))
+    lines = [f"steps to {TARGET_FRACTION:.0%} of the same seed's free best val acc (mean [95% CI] over seeds)",
+             f"{'config':<{width}} {'reached':>8} {'steps to target':>26} {'best val acc':>24}"]
+    for _, r in table.iterrows():
+        reached = f"{int(r['n_reached'])}/{int(r['n_seeds'])}"
+        lines.append(f"{str(r[label]):<{width}} {reached:>8} {_interval(r, 'steps_to_target', 0):>26} "
+                     f"{_interval(r, 'best_val_acc', 3):>24}")
+    return "\n".join(lines)
+
+
+def _interval(row: pd.Series, name: str, digits: int) -> str:
+    mean, low, high = row[f"{name}_mean"], row[f"{name}_ci95_low"], row[f"{name}_ci95_high"]
+    if not np.isfinite(mean):
+        return "-"
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"

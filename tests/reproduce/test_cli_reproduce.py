@@ -15,7 +15,9 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert zh == ["make sweep SWEEP=heads LAUNCHER=joblib ARGS='experiment=sweep_zh seed=0,1,2 sweep_name=heads-zh_reviews'"
                   "    # heads-zh_reviews: C8, C15, C16"]
     assert sum(l.startswith("make sweep SWEEP=heads ") for l in lines) == 2  # synthetic and zh_reviews
-    assert lines[-1] == ("# 9 sweeps; computed without training: C1; no evidence yet (not measured): C10, C11, C17")
+    assert lines[-2] == ('headlab-analyze-hf data=en_news threads=1 run_dir="${HEADLAB_LOG_DIR:-logs}/runs/reproduce/'
+                         'c17-minilm-en_news"    # c17-minilm-en_news: C17')
+    assert lines[-1] == "# 9 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): C10, C11"
     assert main(["--jobs", "--scale", "full", "--specs", str(SPECS)]) == 0
     full = [l for l in capsys.readouterr().out.splitlines() if l.startswith("make")]
     assert all("LAUNCHER=slurm" in l for l in full)

@@ -11,7 +11,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from headlab.cli.config_checks import validate_config
 from headlab.errors import ConfigError
-from headlab.reproduce.jobs import sweep_jobs
+from headlab.reproduce.jobs import run_jobs, sweep_jobs
 from headlab.reproduce.spec import load_spec, load_specs
 from tests.reproduce.test_verdicts import SPECS
 
@@ -59,3 +59,14 @@ def test_two_specs_giving_one_folder_different_overrides_are_refused(tmp_path):
     specs = [load_spec(SPECS / "c08_heads.yaml"), load_spec(tmp_path / "c16_head_width.yaml")]
     with pytest.raises(ConfigError, match=r"C16: evidence\.full.*a sweep_name of its own: C8 runs heads"):
         sweep_jobs(specs, "full")
+
+
+@pytest.mark.parametrize("scale", ["quick", "full"])
+def test_every_run_job_is_a_valid_headlab_analyze_hf_config(scale):
+    from headlab.cli.analyze_hf import compose as compose_hf
+
+    jobs = run_jobs(SPEC_LIST, scale)
+    assert [j.claims for j in jobs] == [("C17",)]
+    for job in jobs:
+        cfg = compose_hf([*job.overrides, f"run_dir=/tmp/{job.run_name}"])
+        assert cfg.run_dir == f"/tmp/{job.run_name}"

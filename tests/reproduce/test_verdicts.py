@@ -119,3 +119,26 @@ def test_a_broken_spec_is_a_config_error_naming_file_and_key(tmp_path, edit, mat
     (tmp_path / "c08_heads.yaml").write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError, match=r"^invalid config c08_heads\.yaml: " + match):
         load_spec(tmp_path / "c08_heads.yaml")
+
+
+def test_c17_reads_a_run_directory_and_compares_layers_with_welchs_interval(tmp_path):
+    """A hand-made MiniLM-like table: deep layers reach farther (distance_norm 0.9 +- 0.1 vs
+    0.6 +- 0.1) and shallow ones hold the previous-token heads (prev_score 0.3 vs 0.05)."""
+    from headlab.store import append_part
+
+    rows = [{"run_id": "r", "step": 0, "epoch": 0, "layer": layer, "head": h, "metric": metric,
+             "value": base + (0.1 if h % 2 else -0.1) * scale}
+            for layer in range(6) for h in range(4)
+            for metric, base, scale in (("distance_norm", 0.9 if layer >= 3 else 0.6, 1.0),
+                                        ("prev_score", 0.05 if layer >= 3 else 0.3, 0.1))]
+    run = tmp_path / "runs" / "reproduce" / "c17-minilm-en_news"
+    append_part(run / "head_metrics.parquet", 0, pd.DataFrame(rows))
+    result = evaluate_claim(load_spec(SPECS / "c17_pretrained_layers.yaml"), tmp_path / "sweeps")
+    assert result.verdict == SUPPORTED, result.reason
+    far = result.statistics["deeper_farther"]
+    low, high = stats.ttest_ind([r["value"] for r in rows if r["metric"] == "distance_norm" and r["layer"] >= 3],
+                                [r["value"] for r in rows if r["metric"] == "distance_norm" and r["layer"] < 3],
+                                equal_var=False).confidence_interval()
+    assert far.mean == pytest.approx(0.3) and far.n == 24 and (far.ci_low, far.ci_high) == (pytest.approx(low), pytest.approx(high))
+    missing = evaluate_claim(load_spec(SPECS / "c17_pretrained_layers.yaml"), tmp_path / "elsewhere" / "sweeps")
+    assert missing.verdict == NOT_MEASURED and "run the command of the job list first" in missing.reason

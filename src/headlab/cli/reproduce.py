@@ -4,9 +4,10 @@
     headlab-reproduce --jobs [--scale quick|full]   # dry run: print the sweeps the specs need, run nothing
 
 Reads the claim specs (`conf/reproduce/cNN_*.yaml`, or `--specs DIR`), finds each claim's evidence
-(the newest aggregated sweep of its `sweep_name` at that scale under the sweeps root, or the folder given with
-`--evidence`), applies the rules written in the spec and writes claims.csv, claims.md and
-index.html. A claim without evidence is reported "not measured" with the reason, never skipped.
+at `--scale` (the newest aggregated sweep of its `sweep_name` under the sweeps root, or the folder
+given with `--evidence`; a command's run directory under `<sweeps root>/../runs/reproduce/`),
+applies the rules written in the spec and writes claims.csv, claims.md and index.html. A claim
+without evidence is reported "not measured" with the reason, never skipped.
 Exit codes: 0 the report was written (or the job list printed), 2 a spec or argument is wrong.
 """
 
@@ -91,14 +92,16 @@ def _explicit(pairs: list[str]) -> dict[str, Path]:
 
 
 def _print_jobs(specs, scale: str) -> int:
-    from headlab.reproduce.jobs import sweep_jobs
+    from headlab.reproduce.jobs import run_jobs, sweep_jobs
 
-    jobs = sweep_jobs(specs, scale)
+    jobs, runs = sweep_jobs(specs, scale), run_jobs(specs, scale)
     for job in jobs:
         print(f"{job.command()}    # {job.sweep_name}: {', '.join(job.claims)}")
+    for run in runs:
+        print(f"{run.command()}    # {run.run_name}: {', '.join(run.claims)}")
     computed = [s.claim for s in specs if "computed" in s.evidence]
     pending = [s.claim for s in specs if s.not_measured]
-    print(f"# {len(jobs)} sweeps; computed without training: {', '.join(computed) or '-'}; "
+    print(f"# {len(jobs)} sweeps, {len(runs)} runs; computed without training: {', '.join(computed) or '-'}; "
           f"no evidence yet (not measured): {', '.join(pending) or '-'}")
     return 0
 

@@ -1,7 +1,8 @@
 """Where a claim's evidence lives and how it is read: a sweep's aggregate table, or a computation.
 
 A sweep's evidence is `<sweeps root>/<sweep_name>/<newest stamp>/aggregate/<table>` (the folder
-`make sweep` writes and `headlab-aggregate` fills), or a folder given explicitly per sweep name.
+`make sweep` writes and `headlab-aggregate` fills), or a folder given explicitly per sweep name; a
+run's evidence is `<log dir>/runs/reproduce/<run_name>/<table>` (the job list sets `run_dir=`).
 """
 
 from __future__ import annotations
@@ -32,10 +33,29 @@ def find_aggregate(sweep_name: str, sweeps_root: Path, explicit: Mapping[str, Pa
     return stamps[-1] / AGGREGATE_DIR
 
 
+def run_root(sweeps_root: str | os.PathLike) -> Path:
+    """`<log dir>/runs/reproduce`: where the job list puts the run directories of `run` evidence."""
+    return Path(sweeps_root).parent / "runs" / "reproduce"
+
+
 def read_table(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise EvidenceMissing(f"{path} does not exist")
     return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+
+
+def _table(path: Path) -> pd.DataFrame:
+    """A run's table: a parquet dataset folder (head_metrics.parquet) or a file."""
+    if path.is_dir():
+        from headlab.store import read_table as read_dataset
+
+        try:
+            return read_dataset(path)
+        except FileNotFoundError as err:
+            raise EvidenceMissing(str(err)) from err
+    if not path.exists():
+        raise EvidenceMissing(f"{path} does not exist (run the command of the job list first)")
+    return read_table(path)
 
 
 def computed_statistics(spec: ClaimSpec) -> dict[str, Statistic]:
@@ -58,6 +78,9 @@ def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Ma
     try:
         if "computed" in spec.evidence:
             return decide(spec, computed_statistics(spec), "computed")
+        if "run" in spec.evidence:
+            path = run_root(sweeps_root) / spec.run_name(scale) / spec.evidence["table"]
+            return decide(spec, {n: table_statistic(s, _table(path)) for n, s in spec.statistics.items()}, str(path))
         aggregate = find_aggregate(spec.sweep_name(scale), Path(sweeps_root), explicit or {})
         path = aggregate / spec.evidence["table"]
         table = read_table(path)

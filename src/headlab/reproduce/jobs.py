@@ -6,7 +6,7 @@ import shlex
 from dataclasses import dataclass
 
 from headlab.errors import ConfigError
-from headlab.reproduce.spec import SCALES, ClaimSpec
+from headlab.reproduce.spec import RUN_COMMANDS, SCALES, ClaimSpec
 
 LAUNCHERS = {"quick": "joblib", "full": "slurm"}
 
@@ -47,3 +47,37 @@ def sweep_jobs(specs: list[ClaimSpec], scale: str) -> list[SweepJob]:
                               f"a sweep_name of its own: {other} runs {jobs[name][0]} {' '.join(jobs[name][1])} under it")
         jobs.setdefault(name, (sweep, overrides, []))[2].append(spec.claim)
     return [SweepJob(sweep, name, overrides, tuple(claims), LAUNCHERS[scale]) for name, (sweep, overrides, claims) in jobs.items()]
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """One command that writes a run directory a claim reads (e.g. headlab-analyze-hf on MiniLM)."""
+
+    program: str
+    run_name: str
+    overrides: tuple[str, ...]
+    claims: tuple[str, ...]
+
+    def command(self) -> str:
+        """The command with its run directory fixed under `<log dir>/runs/reproduce/`.
+
+        >>> RunJob("headlab-analyze-hf", "c17-minilm", ("data=en_news",), ("C17",)).command()
+        'headlab-analyze-hf data=en_news run_dir="${HEADLAB_LOG_DIR:-logs}/runs/reproduce/c17-minilm"'
+        """
+        args = " ".join(shlex.quote(o) for o in self.overrides)
+        return f'{self.program} {args} run_dir="${{HEADLAB_LOG_DIR:-logs}}/runs/reproduce/{self.run_name}"'
+
+
+def run_jobs(specs: list[ClaimSpec], scale: str) -> list[RunJob]:
+    """One job per run name of the specs with `run` evidence; a name reused with another command is a ConfigError."""
+    jobs: dict[str, RunJob] = {}
+    for spec in specs:
+        if "run" not in spec.evidence:
+            continue
+        at = spec.evidence[scale]
+        job = RunJob(RUN_COMMANDS[spec.evidence["run"]], spec.run_name(scale), tuple(at["command"]), (spec.claim,))
+        seen = jobs.get(job.run_name)
+        if seen and (seen.program, seen.overrides) != (job.program, job.overrides):
+            raise ConfigError(f"{spec.claim}: evidence.{scale}", job.run_name, f"a run_name of its own: {seen.claims[0]} uses it")
+        jobs[job.run_name] = RunJob(job.program, job.run_name, job.overrides, (*seen.claims, spec.claim)) if seen else job
+    return list(jobs.values())

@@ -13,6 +13,8 @@ A spec says, before anything runs, what would support or contradict the claim::
       full: {sweep_name: heads-zh_reviews, overrides: [experiment=sweep_zh, ...]}   # the article's
       table: sweep_runs.csv        #   the aggregate table the statistics read
       figure: accuracy_vs_factor.png   # aggregate/figures/ file that shows it (optional)
+    # or  evidence: {run: analyze_hf, table: head_metrics.parquet,   (one command's run directory)
+    #                 quick: {run_name: c17-minilm, command: [data=en_news]}, full: {...}}
     # or  evidence: {computed: true}              (statistics of kind `computed`, no training)
     # or  evidence: {not_measured: <why, and what would measure it>}
     statistics: {<name>: {kind: mean | paired_difference | computed, ...}}   # see .statistics
@@ -38,6 +40,8 @@ from headlab.reproduce.statistics import KINDS, REDUCTIONS
 
 SPEC_GLOB = "c[0-9][0-9]_*.yaml"
 SCALES = ("quick", "full")  # make reproduce-quick (CPU) and make reproduce (the article's scale)
+EVIDENCE_KINDS = ("sweep", "run", "computed", "not_measured")
+RUN_COMMANDS = {"analyze_hf": "headlab-analyze-hf"}  # evidence.run -> the command that writes the run
 _SEEDED_TABLES = ("sweep_runs.csv", "sweep_heads.csv", "sweep_layer_pairs.parquet", "sweep_redundancy_runs.csv",
                   "intervention_runs.csv")
 
@@ -68,6 +72,10 @@ class ClaimSpec:
 
     def overrides(self, scale: str) -> tuple[str, ...]:
         return tuple(self.evidence[scale]["overrides"])
+
+    def run_name(self, scale: str) -> str:
+        """The run directory name (under `<log dir>/runs/reproduce/`) of a `run` evidence at `scale`."""
+        return str(self.evidence[scale]["run_name"])
 
     @property
     def number(self) -> int:
@@ -127,9 +135,18 @@ def _required(raw: dict, name: str, key) -> Any:
 def _evidence(evidence: Any, key) -> dict[str, Any]:
     if not isinstance(evidence, dict):
         raise ConfigError(key("evidence"), evidence, "a mapping")
-    kinds = [k for k in ("sweep", "computed", "not_measured") if k in evidence]
+    kinds = [k for k in EVIDENCE_KINDS if k in evidence]
     if len(kinds) != 1:
-        raise ConfigError(key("evidence"), sorted(evidence), "exactly one of sweep, computed, not_measured")
+        raise ConfigError(key("evidence"), sorted(evidence), f"exactly one of {', '.join(EVIDENCE_KINDS)}")
+    if "run" in evidence:
+        if evidence["run"] not in RUN_COMMANDS:
+            raise ConfigError(key("evidence.run"), evidence["run"], f"one of {', '.join(RUN_COMMANDS)}")
+        for scale in ("table", *SCALES):
+            _required(evidence, scale, lambda k: key(f"evidence.{k}"))
+        for scale in SCALES:
+            at = evidence[scale]
+            if not isinstance(at, dict) or not isinstance(at.get("run_name"), str) or not isinstance(at.get("command"), list):
+                raise ConfigError(key(f"evidence.{scale}"), at, "{run_name: <folder name>, command: [key=value, ...]}")
     if "sweep" in evidence:
         for name in ("table", *SCALES):
             _required(evidence, name, lambda k: key(f"evidence.{k}"))
@@ -163,6 +180,9 @@ def _statistics(statistics: Any, evidence: dict, key) -> dict[str, dict[str, Any
         _required(s, "column", k)
         if s.get("reduce") is not None and s["reduce"] not in REDUCTIONS:
             raise ConfigError(k("reduce"), s["reduce"], f"one of {', '.join(REDUCTIONS)}")
+        if s["kind"] in ("paired_difference", "group_difference") and (not isinstance(s.get("a"), dict)
+                                                                      or not isinstance(s.get("b"), dict)):
+            raise ConfigError(k("a"), s.get("a"), "two selections a: {...} and b: {...}")
         if s["kind"] == "paired_difference":
             if not isinstance(s.get("a"), dict) or not isinstance(s.get("b"), dict):
                 raise ConfigError(k("a"), s.get("a"), "two config selections a: {...} and b: {...}")

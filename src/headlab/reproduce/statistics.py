@@ -4,7 +4,11 @@ Every statistic is a mean with a 95 % t-interval over independent units (`headla
 
 - ``mean``: the per-run values (or table rows) selected by ``where``;
 - ``paired_difference``: per seed, the value of config ``a`` minus that of config ``b`` (the sweeps
-  run the same seeds in every config, with the same data split, so seeds pair).
+  run the same seeds in every config, with the same data split, so seeds pair);
+- ``group_difference``: the rows (heads) selected by ``a`` minus those selected by ``b``, with
+  Welch's t-interval (one model measured once, e.g. deep minus shallow layers of MiniLM).
+
+A selection value may be a list: the row matches any of its values (``layer: [3, 4, 5]``).
 
 A per-run value is a column of ``sweep_runs.csv`` (usable runs only), or a reduction (``reduce``)
 of the rows a run has in a per-head / per-layer table (``sweep_heads.csv``,
@@ -23,10 +27,11 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from headlab.sweep.stats import mean_ci
 
-KINDS = ("mean", "paired_difference", "computed")
+KINDS = ("mean", "paired_difference", "group_difference", "computed")
 REDUCTIONS = ("mean", "median", "nan_fraction", "fraction_in", "distinct_per_layer", "last_step_mean")
 
 
@@ -62,6 +67,9 @@ def table_statistic(spec: Mapping[str, Any], table: pd.DataFrame) -> Statistic:
     if spec["kind"] == "mean":
         per_unit = unit_values(spec, select(table, spec.get("where", {})))
         return from_values(per_unit.to_numpy(float), _unit(spec), bounds)
+    if spec["kind"] == "group_difference":
+        a, b = (unit_values(spec, select(table, spec[g])).to_numpy(float) for g in ("a", "b"))
+        return welch_difference(a, b, f"{_unit(spec)}: {_label(spec['a'])} minus {_label(spec['b'])}")
     a = unit_values(spec, select(table, spec["a"])).groupby(level="seed").mean()
     b = unit_values(spec, select(table, spec["b"])).groupby(level="seed").mean()
     common = a.index.intersection(b.index)
@@ -71,13 +79,36 @@ def table_statistic(spec: Mapping[str, Any], table: pd.DataFrame) -> Statistic:
     return from_values((a[common] - b[common]).to_numpy(float), f"seed pairs of {_unit(spec)}", bounds)
 
 
+def welch_difference(a: np.ndarray, b: np.ndarray, unit: str, confidence: float = 0.95) -> Statistic:
+    """mean(a) - mean(b) with Welch's t-interval (unequal variances; NaN interval below 2 values a side).
+
+    >>> s = welch_difference(np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0]), "x")
+    >>> round(s.mean, 3), round(s.ci_low, 3), round(s.ci_high, 3), s.n
+    (1.5, -0.988, 3.988, 5)
+    """
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if a.size == 0 or b.size == 0:
+        raise EvidenceMissing(f"no finite {unit} on one side")
+    diff = float(a.mean() - b.mean())
+    if a.size < 2 or b.size < 2:
+        return Statistic(diff, math.nan, math.nan, int(a.size + b.size), unit)
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return Statistic(diff, diff, diff, int(a.size + b.size), unit)
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    return Statistic(diff, diff - half, diff + half, int(a.size + b.size), unit)
+
+
 def select(table: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
     """Rows whose columns equal `where`'s values (4 matches 4, 4.0 and "4"); usable runs only."""
     rows = table[table["usable"].astype(str) == "True"] if "usable" in table.columns else table
     for column, wanted in where.items():
         if column not in rows.columns:
             raise EvidenceMissing(f"the table has no column {column!r} (was this factor swept?)")
-        rows = rows[rows[column].map(lambda v: _same(v, wanted))]
+        allowed = wanted if isinstance(wanted, (list, tuple)) else [wanted]
+        rows = rows[rows[column].map(lambda v: any(_same(v, w) for w in allowed))]
     if rows.empty:
         raise EvidenceMissing(f"no usable rows with {_label(where)}")
     return rows

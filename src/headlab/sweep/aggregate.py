@@ -12,6 +12,7 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 | `sweep_summary.csv` | config (overrides without `seed`): means and 95% t-intervals over seeds |
 | `division_of_labour.csv` | config: within-layer JS, role entropy, cross-seed same role (`headlab.sweep.division`) |
 | `intervention_effects.csv`, `convergence.csv` | config of a knockout / freeze_pattern sweep, of a template-mode sweep: `headlab.sweep.interventions`, `headlab.sweep.convergence` |
+| `domain_accuracy.csv`, `domain_roles.csv` | (config, domain) of runs with domain ids; (config, domain, layer, role) of split runs: `headlab.sweep.domains` |
 | `sweep_importance.csv`, `sweep_importance_tau.csv` | only when runs hold `head_importance.parquet`: see `headlab.sweep.importance` |
 | `figures/*.png` | see `headlab.plots.sweep` |
 

@@ -15,6 +15,7 @@ import torch
 from headlab.cli.train import train
 from headlab.errors import ConfigError
 from headlab.store import read_table
+from tests.cli.conftest import compose_train_config
 
 DISTILL = ["+distill=default", "trainer.log_every_n_steps=1"]
 
@@ -101,3 +102,22 @@ def test_console_script_errors_are_one_line_exit_2(tmp_path, args, key):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0], lines
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("variant, alpha, beta, layer_map", [
+    ("ce", 0.0, 0.0, "uniform"), ("logits", 0.5, 0.0, "uniform"),
+    ("logits_attn_last", 0.5, 1.0, "last"), ("logits_attn_first_middle", 0.5, 1.0, "first_middle"),
+    ("attn_last", 0.0, 1.0, "last"), ("attn_first_middle", 0.0, 1.0, "first_middle"),
+])
+def test_a_variant_overrides_the_default_selection_wherever_it_stands(tmp_path, variant, alpha, beta, layer_map):
+    for order in (["+distill=default", f"distill={variant}"], [f"distill={variant}", "+distill=default"]):
+        cfg = compose_train_config(tmp_path / "run", [*order, "teacher=/t"])  # a sweep puts its params first
+        assert (cfg.module.alpha, cfg.module.beta, cfg.module.layer_map) == (alpha, beta, layer_map)
+        assert cfg.data.train_labels == 1000 and cfg.module._target_ == "headlab.distill.module.DistillModule"
+
+
+def test_the_selection_goes_after_the_flags_and_before_the_first_override():
+    from headlab.cli.distill import SELECT, with_selection
+
+    assert with_selection(["-m", "sweep=distill", "teacher=x"]) == ["-m", SELECT, "sweep=distill", "teacher=x"]
+    assert with_selection(["--help"]) == ["--help", SELECT]

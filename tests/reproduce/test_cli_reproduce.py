@@ -21,8 +21,8 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert main(["--jobs", "--scale", "full", "--specs", str(SPECS)]) == 0
     full = [l for l in capsys.readouterr().out.splitlines() if l.startswith("make")]
     assert all("LAUNCHER=slurm" in l for l in full)
-    assert [l.split("# ")[1] for l in full if "SWEEP=heads " in l] == ["heads-zh_reviews: C2, C8, C14, C15, C18",
-                                                                       "heads_width-zh_reviews: C16"]
+    assert [l.split("# ")[1] for l in full if "SWEEP=heads " in l] == ["heads-zh_reviews-full: C2, C8, C14, C15, C18",
+                                                                       "heads_width-zh_reviews-full: C16"]
 
 
 def test_a_report_from_an_explicit_sweep_folder(tmp_path, capsys):

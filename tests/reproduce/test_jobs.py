@@ -54,7 +54,7 @@ def test_every_job_composes_names_its_folder_and_holds_the_selected_configs(scal
 
 
 def test_two_specs_giving_one_folder_different_overrides_are_refused(tmp_path):
-    text = (SPECS / "c16_head_width.yaml").read_text(encoding="utf-8").replace("heads_width-zh_reviews", "heads-zh_reviews")
+    text = (SPECS / "c16_head_width.yaml").read_text(encoding="utf-8").replace("heads_width-zh_reviews-full", "heads-zh_reviews-full")
     (tmp_path / "c16_head_width.yaml").write_text(text, encoding="utf-8")
     specs = [load_spec(SPECS / "c08_heads.yaml"), load_spec(tmp_path / "c16_head_width.yaml")]
     with pytest.raises(ConfigError, match=r"C16: evidence\.full.*a sweep_name of its own: C8 runs heads"):
@@ -70,3 +70,11 @@ def test_every_run_job_is_a_valid_headlab_analyze_hf_config(scale):
     for job in jobs:
         cfg = compose_hf([*job.overrides, f"run_dir=/tmp/{job.run_name}"])
         assert cfg.run_dir == f"/tmp/{job.run_name}"
+
+
+def test_a_folder_name_shared_by_the_two_scales_is_refused(tmp_path):
+    for name in ("c08_heads.yaml", "c16_head_width.yaml"):
+        text = (SPECS / name).read_text(encoding="utf-8").replace("heads_width-zh_reviews-full", "heads-zh_reviews")
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"c16_head_width\.yaml: evidence\.full='heads-zh_reviews'.*apart from the quick scale's"):
+        load_specs(tmp_path)

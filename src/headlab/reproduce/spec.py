@@ -93,7 +93,18 @@ def load_specs(folder: str | os.PathLike) -> list[ClaimSpec]:
         if s.claim in seen:
             raise ConfigError(f"{Path(s.path).name}: claim", s.claim, f"an id not already used by {seen[s.claim]}")
         seen[s.claim] = Path(s.path).name
+    _check_scales_apart(specs)
     return sorted(specs, key=lambda s: s.number)
+
+
+def _check_scales_apart(specs: list[ClaimSpec]) -> None:
+    """A folder name used at both scales would let one scale's report read the other's evidence."""
+    names = {scale: {s.evidence[scale].get("sweep_name") or s.evidence[scale].get("run_name"): s for s in specs
+                     if scale in s.evidence} for scale in SCALES}
+    for name in set(names["quick"]) & set(names["full"]):
+        quick, full = names["quick"][name], names["full"][name]
+        raise ConfigError(f"{Path(full.path).name}: evidence.full", name,
+                          f"a folder name apart from the quick scale's (used by {quick.claim}), e.g. {name}-full")
 
 
 def load_spec(path: str | os.PathLike) -> ClaimSpec:

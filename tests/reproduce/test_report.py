@@ -53,6 +53,7 @@ def test_claims_csv_has_one_row_per_claim_with_its_verdict_and_statistic(report)
     assert rows.loc["C1", "verdict"] == "supported" and rows.loc["C8", "verdict"] == "supported"
     assert rows.loc["C8", "statistics"] == "gap = 0.0217 [0.00269, 0.0406] (n=3)"  # mean and t-interval of 0.02, 0.015, 0.03
     assert rows.loc["C8", "figure"] == "figures/c8_accuracy_vs_factor.png"
+    assert rows.loc["C8", "coverage"] == "6 of 7 jobs usable" and rows.loc["C1", "coverage"] == ""
     assert rows.loc["C10", "verdict"] == "not measured" and "prune" in rows.loc["C10", "reason"]
     assert rows.loc["C15", "verdict"] == "not measured" and "sweep_heads.csv does not exist" in rows.loc["C15", "reason"]
     assert (out / "figures" / "c8_accuracy_vs_factor.png").is_file()
@@ -64,6 +65,7 @@ def test_claims_md_quotes_the_article_and_links_the_figure(report):
     assert md.count("\n| C") == 18
     assert "> 固定总参数量大致不变" in md and "![C8](figures/c8_accuracy_vs_factor.png)" in md
     assert "**Verdict: supported**" in md
+    assert "| C8 | 5.1 | supported (6 of 7 jobs usable) |" in md  # a verdict on an unfinished sweep says so
 
 
 @pytest.mark.skipif(BROWSER is None, reason="no chromium on PATH: apt-get install chromium (docs/reproduce.md#ci)")

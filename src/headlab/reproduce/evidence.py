@@ -33,6 +33,20 @@ def find_aggregate(sweep_name: str, sweeps_root: Path, explicit: Mapping[str, Pa
     return stamps[-1] / AGGREGATE_DIR
 
 
+def sweep_coverage(aggregate: Path) -> str:
+    """"k of n jobs usable" from the sweep's `sweep_runs.csv` (it lists every expected job, started
+    or not); "" when the table is not there.
+
+    >>> sweep_coverage(Path("/nonexistent"))
+    ''
+    """
+    try:
+        runs = pd.read_csv(aggregate / "sweep_runs.csv", usecols=["usable"])
+    except (OSError, ValueError):
+        return ""
+    return f"{int(runs['usable'].astype(str).eq('True').sum())} of {len(runs)} jobs usable"
+
+
 def run_root(sweeps_root: str | os.PathLike) -> Path:
     """`<log dir>/runs/reproduce`: where the job list puts the run directories of `run` evidence."""
     return Path(sweeps_root).parent / "runs" / "reproduce"
@@ -87,6 +101,7 @@ def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Ma
         result = decide(spec, {n: table_statistic(s, table) for n, s in spec.statistics.items()}, str(path))
         figure = aggregate / "figures" / str(spec.evidence.get("figure", ""))
         result.figure = str(figure) if spec.evidence.get("figure") and figure.is_file() else ""
+        result.coverage = sweep_coverage(aggregate)
         return result
     except EvidenceMissing as missing:
         return not_measured(spec, str(missing))

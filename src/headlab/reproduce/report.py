@@ -22,7 +22,7 @@ from headlab.reproduce.verdict import ClaimResult
 from headlab.store import atomic_write_text, atomic_write_with
 
 COLUMNS = ("claim", "version", "section", "title", "verdict", "reason", "statistics", "supported_if", "contradicted_if",
-           "source", "figure")
+           "source", "coverage", "figure")
 _COLOUR = {"supported": "#1a7f37", "contradicted": "#cf222e", "inconclusive": "#9a6700", "not measured": "#57606a"}
 
 
@@ -44,7 +44,7 @@ def claims_table(results: list[ClaimResult], figure_names: dict[str, str] | None
                      "statistics": "; ".join(format_statistic(n, s) for n, s in r.statistics.items()),
                      "supported_if": r.spec.supported_if.text if r.spec.supported_if else "",
                      "contradicted_if": r.spec.contradicted_if.text if r.spec.contradicted_if else "",
-                     "source": r.source, "figure": (figure_names or {}).get(r.spec.claim, "")})
+                     "source": r.source, "coverage": r.coverage, "figure": (figure_names or {}).get(r.spec.claim, "")})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -73,13 +73,15 @@ def _copy_figures(results: list[ClaimResult], folder: Path) -> dict[str, Path]:
 
 def _markdown(results: list[ClaimResult], table: pd.DataFrame, title: str) -> str:
     lines = [f"# {title}", "", "| claim | section | verdict | statistic | title |", "|---|---|---|---|---|"]
-    lines += [f"| {r.claim} | {r.section} | {r.verdict} | {r.statistics or '-'} | {r.title} |" for r in table.itertuples()]
+    lines += [f"| {r.claim} | {r.section} | {r.verdict}{_partial(r.coverage)} | {r.statistics or '-'} | {r.title} |"
+              for r in table.itertuples()]
     for r, row in zip(results, table.itertuples()):
         lines += ["", f"## {r.spec.claim} ({r.spec.section}): {r.spec.title}", "", f"> {r.spec.zh}", ">", f"> {r.spec.en}", "",
                   f"**Verdict: {r.verdict}** ({r.reason})", ""]
         if r.statistics:
             lines += [f"- {format_statistic(n, s)}: {s.unit}" for n, s in r.statistics.items()]
-            lines += [f"- supported if `{row.supported_if}`", f"- contradicted if `{row.contradicted_if}`", f"- evidence: {r.source}"]
+            lines += [f"- supported if `{row.supported_if}`", f"- contradicted if `{row.contradicted_if}`",
+                      f"- evidence: {r.source}" + (f" ({r.coverage})" if r.coverage else "")]
         if row.figure:
             lines += ["", f"![{r.spec.claim}]({row.figure})"]
         if r.spec.notes:
@@ -90,7 +92,7 @@ def _markdown(results: list[ClaimResult], table: pd.DataFrame, title: str) -> st
 def _html(results: list[ClaimResult], table: pd.DataFrame, figures: dict[str, Path], title: str) -> str:
     e = html.escape
     rows = "".join(f'<tr><td><a href="#{e(r.claim)}">{e(r.claim)}</a></td><td>{e(r.section)}</td>'
-                   f'<td style="color:{_COLOUR.get(r.verdict, "#000")}"><b>{e(r.verdict)}</b></td>'
+                   f'<td style="color:{_COLOUR.get(r.verdict, "#000")}"><b>{e(r.verdict)}</b>{e(_partial(r.coverage))}</td>'
                    f"<td>{e(r.statistics or '-')}</td><td>{e(r.title)}</td></tr>" for r in table.itertuples())
     sections = "".join(_html_section(r, figures.get(r.spec.claim)) for r in results)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title><style>'
@@ -110,10 +112,22 @@ def _html_section(r: ClaimResult, figure: Path | None) -> str:
         parts.append("<ul>" + "".join(f"<li>{e(format_statistic(n, s))}: {e(s.unit)}</li>" for n, s in r.statistics.items())
                      + f"<li>supported if <code>{e(r.spec.supported_if.text)}</code></li>"
                      + f"<li>contradicted if <code>{e(r.spec.contradicted_if.text)}</code></li>"
-                     + f"<li>evidence: {e(r.source)}</li></ul>")
+                     + f"<li>evidence: {e(r.source)}{e(f' ({r.coverage})' if r.coverage else '')}</li></ul>")
     if figure is not None:
         data = base64.b64encode(figure.read_bytes()).decode("ascii")
         parts.append(f'<img class="figure" alt="{e(r.spec.claim)} figure" src="data:image/png;base64,{data}">')
     if r.spec.notes:
         parts.append(f"<p><i>{e(r.spec.notes)}</i></p>")
     return "".join(parts) + "</section>"
+
+
+def _partial(coverage: str) -> str:
+    """" (9 of 15 jobs usable)" when a sweep is not complete, else "".
+
+    >>> _partial("9 of 15 jobs usable"), _partial("9 of 9 jobs usable")
+    (' (9 of 15 jobs usable)', '')
+    """
+    if not coverage:
+        return ""
+    k, _, rest = coverage.partition(" of ")
+    return "" if rest.split(" ")[0] == k else f" ({coverage})"

@@ -26,6 +26,7 @@ class ClaimResult:
     statistics: dict[str, Statistic] = field(default_factory=dict)
     source: str = ""  # where the evidence came from (a table path, or "computed")
     figure: str = ""  # the figure that shows the evidence ("" when there is none on disk)
+    coverage: str = ""  # for a sweep: "k of n jobs usable" (a verdict on an unfinished sweep says so)
 
 
 def decide(spec: ClaimSpec, statistics: dict[str, Statistic], source: str = "") -> ClaimResult:

@@ -14,6 +14,7 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 | `intervention_effects.csv`, `convergence.csv` | config of a knockout / freeze_pattern sweep, of a template-mode sweep: `headlab.sweep.interventions`, `headlab.sweep.convergence` |
 | `domain_accuracy.csv`, `domain_roles.csv` | (config, domain) of runs with domain ids; (config, domain, layer, role) of split runs: `headlab.sweep.domains` |
 | `sweep_importance.csv`, `sweep_importance_tau.csv` | only when runs hold `head_importance.parquet`: see `headlab.sweep.importance` |
+| `sweep_redundancy.csv`, `sweep_redundancy_runs.csv` | config (and run): near-duplicate head fraction at the last measurement, mean and 95% t-interval over seeds: see `headlab.sweep.redundancy` |
 | `figures/*.png` | see `headlab.plots.sweep` |
 
 Only usable runs (completed, every file readable) enter the statistics; the others are listed

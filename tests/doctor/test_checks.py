@@ -145,3 +145,15 @@ def test_a_run_without_head_tables_gets_not_measured_with_reasons():
     for name in ("init_variance", "redundant_heads", "late_instability", "never_left_init_role"):
         assert by_check[name].status == NOT_MEASURED and by_check[name].message
     assert by_check["run_status"].status == OK and by_check["head_width"].status == OK
+
+
+def test_a_pretrained_model_measured_once_has_no_init_and_reads_its_head_width_from_the_summary():
+    """headlab-analyze-hf's summary: kind analyze_hf, model {d_head, n_heads}, no loss, one measurement."""
+    tables = healthy_tables(kind="analyze_hf", model={"d_head": 16, "n_heads": 12}, head_dim=None, val_loss=None)
+    tables.summary["swept"] = {}
+    tables.head_metrics = tables.head_metrics[tables.head_metrics["step"] == 0]
+    by_check = {f.check: f for f in run_checks(tables)}
+    assert by_check["run_status"].message == "completed"
+    assert by_check["init_variance"].status == NOT_MEASURED and "pretrained" in by_check["init_variance"].message
+    assert by_check["head_width"].status == WARN and by_check["head_width"].evidence["n_heads"] == 12
+    assert by_check["warmup"].status == NOT_MEASURED

@@ -38,6 +38,7 @@ def test_a_sweep_dir_diagnoses_every_job_and_exits_1_when_one_failed(tmp_path, c
     assert main([str(tmp_path / "sweep")]) == 1
     out = capsys.readouterr().out
     assert "diverged at step 7" in out and "no summary.json (not started)" in out
+    assert out.splitlines()[-1] == "3 jobs: 1 ok, 0 warn, 2 fail"
     listing = json.loads((tmp_path / "sweep" / "doctor.json").read_text())
     assert [j["worst"] for j in listing["jobs"]] == ["ok", "fail", "fail"]
     assert json.loads((tmp_path / "sweep" / "1" / "doctor.json").read_text())["checks"][0]["status"] == "fail"

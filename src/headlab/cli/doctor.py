@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for d in diagnoses:
         print(format_diagnosis(d))
+    if len(diagnoses) > 1:
+        counts = {w: sum(d.worst == w for d in diagnoses) for w in ("ok", "warn", FAIL)}
+        print(f"{len(diagnoses)} jobs: {counts['ok']} ok, {counts['warn']} warn, {counts[FAIL]} fail")
     return 1 if any(d.worst == FAIL for d in diagnoses) else 0
 
 

@@ -121,7 +121,7 @@ def check_run_status(tables: RunTables, t: Thresholds) -> Finding:
     loss = s.get("val_loss")
     if loss is not None and not (isinstance(loss, (int, float)) and math.isfinite(loss)):
         return Finding(name, FAIL, f"completed with a non-finite validation loss ({loss})", evidence, lower)
-    return Finding(name, OK, "completed, finite validation loss", evidence)
+    return Finding(name, OK, "completed" + (", finite validation loss" if loss is not None else ""), evidence)
 
 
 def check_init_variance(tables: RunTables, t: Thresholds) -> Finding:
@@ -132,6 +132,8 @@ def check_init_variance(tables: RunTables, t: Thresholds) -> Finding:
     if js.empty or entropy.empty:
         return _not_measured(name, "no step-0 js pairs / entropy_norm in the run's tables (single-head layers or no measurement)")
     first = min(js["step"].min(), entropy["step"].min())
+    if tables.summary.get("kind") == "analyze_hf":
+        return _not_measured(name, "a pretrained model measured as it is: its step 0 is not an initialisation")
     if first != 0:
         return _not_measured(name, f"the first measurement is at step {first}, not at init")
     js0, ent0 = js.loc[js["step"] == 0, "value"], entropy.loc[entropy["step"] == 0, "value"]
@@ -182,8 +184,9 @@ def check_warmup(tables: RunTables, t: Thresholds) -> Finding:
 def check_head_width(tables: RunTables, t: Thresholds) -> Finding:
     """Heads narrower than 32 dimensions (article 5.1)."""
     name = "head_width"
-    d_head = tables.summary.get("head_dim") or tables.setting("model.d_head")
-    d_model, n_heads = tables.setting("model.d_model"), tables.setting("model.n_heads")
+    pretrained = tables.summary.get("model") if isinstance(tables.summary.get("model"), dict) else {}
+    d_head = tables.summary.get("head_dim") or tables.setting("model.d_head") or pretrained.get("d_head")
+    d_model, n_heads = tables.setting("model.d_model"), tables.setting("model.n_heads") or pretrained.get("n_heads")
     if d_head is None and isinstance(d_model, int) and isinstance(n_heads, int) and n_heads > 0:
         d_head = d_model // n_heads
     if not isinstance(d_head, int):

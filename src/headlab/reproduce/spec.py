@@ -17,7 +17,7 @@ A spec says, before anything runs, what would support or contradict the claim::
     #                 quick: {run_name: c17-minilm, command: [data=en_news]}, full: {...}}
     # or  evidence: {computed: true}              (statistics of kind `computed`, no training)
     # or  evidence: {not_measured: <why, and what would measure it>}
-    statistics: {<name>: {kind: mean | paired_difference | computed, ...}}   # see .statistics
+    statistics: {<name>: {kind: mean | paired_difference | group_difference | computed, ...}}   # .statistics
     rule: {supported_if: <rule>, contradicted_if: <rule>}                     # see .rules
     notes: <caveats of this evidence>
 

@@ -41,6 +41,7 @@ _SYNTHETIC_KEYS = tuple(p for p in inspect.signature(generate_synthetic).paramet
 _FILES_KEYS = SPLITS
 _MULTIDOMAIN_KEYS = tuple(p for p in inspect.signature(generate_multidomain).parameters if p != "seed")
 UNKNOWN_DOMAIN = -1  # a val/test domain tag absent from the train split
+UNLABELLED = -1  # the label of a train row outside data.train_labels, kept by data.train_unlabelled
 
 
 @dataclass
@@ -104,6 +105,7 @@ class TextDataModule(L.LightningDataModule):
         train_fraction: float = 1.0,
         multidomain: Mapping[str, Any] | None = None,
         train_labels: int | None = None,
+        train_unlabelled: bool = False,
     ) -> None:
         super().__init__()
         if source not in SOURCES:
@@ -135,6 +137,9 @@ class TextDataModule(L.LightningDataModule):
         if train_labels is not None:
             _check_int("data.train_labels", train_labels, 1)
         self.train_labels = train_labels  # n: train on n labelled rows of train (stratified, seeded); the vocabulary stays train's
+        if not isinstance(train_unlabelled, bool) or (train_unlabelled and train_labels is None):
+            raise ConfigError("data.train_unlabelled", train_unlabelled, "false, or true with data.train_labels set")
+        self.train_unlabelled = train_unlabelled  # keep the other train rows, their label UNLABELLED (headlab-distill)
         self._prepared: _Prepared | None = None
         self._train_loader: ResumableLoader | None = None
         self._train_position: dict[str, int] | None = None
@@ -149,10 +154,15 @@ class TextDataModule(L.LightningDataModule):
             return
         parts, source_stats = self._load_parts()
         tokenizer = CharTokenizer.fit(parts["train"].texts, min_freq=self.min_freq)
-        if self.train_labels is not None:  # after the fit: a teacher trained on all of train shares this vocabulary
-            parts["train"] = parts["train"].subset(stratified_subset(parts["train"].labels, self.train_labels, self.seed))
+        chosen = None  # after the fit: a teacher trained on all of train shares this vocabulary
+        if self.train_labels is not None:
+            chosen = stratified_subset(parts["train"].labels, self.train_labels, self.seed)
+            if not self.train_unlabelled:
+                parts["train"] = parts["train"].subset(chosen)
         domain_names = sorted(set(parts["train"].domains)) if parts["train"].domains is not None else None
         splits = {name: self._encode(tokenizer, parts[name], domain_names) for name in SPLITS}
+        if chosen is not None and self.train_unlabelled:
+            splits["train"] = _hide_labels(splits["train"], chosen)
         if not splits["train"].labels:
             raise DataError(self.source, "the train split is empty")
         val = splits["val"]  # select_probe checks probe_size <= len(val) and names data.probe_size
@@ -247,6 +257,8 @@ class TextDataModule(L.LightningDataModule):
         data = self._data()
         out: dict[str, Any] = {"source": self.source, "max_len": self.max_len, "seed": self.seed}
         out.update({f"n_{name}": len(split.labels) for name, split in data.splits.items()})
+        if self.train_unlabelled:
+            out["n_train_labelled"] = sum(label != UNLABELLED for label in data.splits["train"].labels)
         out.update({f"truncated_{name}": split.n_truncated for name, split in data.splits.items()})
         out.update({"vocab_size": data.tokenizer.vocab_size, "n_classes": len(data.label_names)})
         out.update({"probe_size": len(data.probe), "probe_digest": data.probe.digest()})
@@ -344,6 +356,13 @@ class ResumableLoader(DataLoader):
 
     def load_state_dict(self, state_dict: dict[str, int]) -> None:
         self._resume = {"epoch": int(state_dict["epoch"]), "batches": int(state_dict["batches"])}
+
+
+def _hide_labels(split: EncodedSplit, chosen: list[int]) -> EncodedSplit:
+    """Every row of `split`; those not in `chosen` labelled UNLABELLED."""
+    keep = set(chosen)
+    labels = [label if i in keep else UNLABELLED for i, label in enumerate(split.labels)]
+    return EncodedSplit(split.input_ids, labels, split.n_truncated, split.domain_ids)
 
 
 def _check_int(key: str, value: Any, minimum: int | None) -> None:

@@ -366,6 +366,10 @@ def _check_ranges(plain: dict[str, Any]) -> None:
     if isinstance(lr, (int, float)) and not lr > 0:
         raise ConfigError("optim.lr", lr, "a learning rate > 0")
     _check_trainer(plain.get("trainer") or {}, plain.get("callbacks") or {})
+    if (plain.get("data") or {}).get("train_unlabelled") is True:  # rows labelled -1: only a module that says it takes them
+        module = _locate("module._target_", str((plain.get("module") or {}).get("_target_")))
+        if not getattr(module, "trains_on_unlabelled", False):
+            raise ConfigError("data.train_unlabelled", True, "false: only headlab-distill trains on unlabelled rows")
     for group in _BUILT_TO_CHECK:
         _build_to_check(group, plain.get(group))
 

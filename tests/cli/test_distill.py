@@ -121,3 +121,13 @@ def test_the_selection_goes_after_the_flags_and_before_the_first_override():
 
     assert with_selection(["-m", "sweep=distill", "teacher=x"]) == ["-m", SELECT, "sweep=distill", "teacher=x"]
     assert with_selection(["--help"]) == ["--help", SELECT]
+
+
+def test_unlabelled_rest_is_trained_on_by_the_student_only(tmp_path, tiny_config, teacher, one_thread):
+    summary = train(_student(tiny_config, tmp_path / "student", teacher, "distill.labels=100", "distill.unlabelled=true",
+                             "callbacks.head_metrics.figures=false"))
+    assert summary["status"] == "completed"
+    assert summary["data"]["n_train"] == 640 and summary["data"]["n_train_labelled"] == 100
+    with pytest.raises(ConfigError, match="data.train_unlabelled"):  # a plain run has no use for label-less rows
+        train(tiny_config(tmp_path / "plain", "+data.train_labels=100", "+data.train_unlabelled=true"))
+    assert not (tmp_path / "plain").exists()

@@ -87,3 +87,23 @@ def test_attention_term_goes_down_with_each_loss(tmp_path, one_thread, loss, hea
     assert record.attn[-1] < 0.7 * record.attn[0], record.attn
     assert not any(k.startswith("teacher") for k in module.state_dict())  # the teacher is not saved with the student
     assert all(not p.requires_grad for p in module.teacher_net.parameters())
+
+
+def test_unlabelled_rows_get_the_teacher_terms_but_no_cross_entropy(tmp_path):
+    from headlab.data.datamodule import UNLABELLED
+    from headlab.distill.transfer import logit_kd
+
+    teacher = make_teacher_dir(tmp_path / "teacher", _config(4, 32))
+    module = DistillModule(_config(2, 16), teacher=str(teacher), alpha=1.0, beta=1.0, teacher_checkpoint="last")
+    logged: dict[str, float] = {}
+    module.log = lambda name, value, **kw: logged.__setitem__(name, float(value))
+    module.log_dict = lambda values, **kw: logged.update({k: float(v) for k, v in values.items()})
+    batch = next(iter(_batches()))
+    batch["labels"] = torch.tensor([0, 1, 1, 0, UNLABELLED, UNLABELLED, UNLABELLED, UNLABELLED])
+    module.training_step(batch, 0)
+    with torch.no_grad():
+        student = module.net(batch["input_ids"], batch["attention_mask"]).logits
+        taught = module.teacher_net(batch["input_ids"], batch["attention_mask"]).logits
+    ce = torch.nn.functional.cross_entropy(student[:4], batch["labels"][:4]).item()
+    assert logged["train/loss_ce"] == pytest.approx(ce, rel=1e-5)  # the 4 labelled rows only
+    assert logged["train/loss_kd"] == pytest.approx(logit_kd(taught, student, 2.0).item(), rel=1e-5)  # all 8 rows

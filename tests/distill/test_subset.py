@@ -48,3 +48,20 @@ def test_datamodule_trains_on_the_subset_with_the_whole_train_vocabulary():
     counts = Counter(few._data().splits["train"].labels)
     whole_counts = Counter(whole._data().splits["train"].labels)
     assert all(abs(counts[c] - 60 * whole_counts[c] / 480) < 1 for c in whole_counts)
+
+
+def test_unlabelled_keeps_every_train_row_and_hides_the_labels_outside_the_subset():
+    from headlab.data import TextDataModule
+    from headlab.data.datamodule import UNLABELLED
+
+    few = TextDataModule("synthetic", max_len=40, probe_size=16, synthetic={"n": 600}, train_labels=60)
+    rest = TextDataModule("synthetic", max_len=40, probe_size=16, synthetic={"n": 600}, train_labels=60,
+                          train_unlabelled=True)
+    few.setup(), rest.setup()
+    split = rest._data().splits["train"]
+    assert rest.stats["n_train"] == 480 and rest.stats["n_train_labelled"] == 60
+    labelled = [(tuple(ids), y) for ids, y in zip(split.input_ids, split.labels) if y != UNLABELLED]
+    subset = few._data().splits["train"]
+    assert labelled == [(tuple(ids), y) for ids, y in zip(subset.input_ids, subset.labels)]  # the same rows, in order
+    with pytest.raises(ConfigError, match="data.train_unlabelled"):
+        TextDataModule("synthetic", train_unlabelled=True)  # no subset: nothing would be unlabelled

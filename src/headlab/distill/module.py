@@ -19,6 +19,7 @@ from typing import Any, Iterator, Literal
 import torch
 import torch.nn.functional as F
 
+from headlab.data.datamodule import UNLABELLED
 from headlab.distill.maps import layer_map as make_layer_map
 from headlab.distill.teacher import check_vocabulary, load_teacher
 from headlab.distill.transfer import attention_transfer, check_head_map, logit_kd, points_needed
@@ -29,6 +30,9 @@ from headlab.model import ModelConfig
 
 class DistillModule(HeadClassifierModule):
     """Cross-entropy plus distillation from the teacher run dir `teacher`.
+
+    Train rows labelled `UNLABELLED` (`data.train_unlabelled`, set by `distill.unlabelled=true`)
+    get the logit and attention terms only; cross-entropy and train/acc use the labelled rows.
 
     Args (besides `HeadClassifierModule`'s):
         teacher: a finished headlab run dir; its vocabulary must be the student data's.
@@ -41,6 +45,8 @@ class DistillModule(HeadClassifierModule):
             or ``relation`` (MiniLMv2 Q/K/V relations split into the student's head count; any counts).
         teacher_checkpoint: ``best`` or ``last`` checkpoint of the teacher run.
     """
+
+    trains_on_unlabelled = True  # config_checks: data.train_unlabelled needs a module that says so
 
     def __init__(
         self,
@@ -95,9 +101,10 @@ class DistillModule(HeadClassifierModule):
         self.teacher_net.to(self.device)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        if self.alpha == 0 and self.beta == 0:
-            return super().training_step(batch, batch_idx)  # nothing to distil: exactly a plain run
         ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
+        labelled = labels != UNLABELLED  # distill.unlabelled: rows the teacher teaches, without a label
+        if self.alpha == 0 and self.beta == 0 and bool(labelled.all()):
+            return super().training_step(batch, batch_idx)  # nothing to distil: exactly a plain run
         points = points_needed(self.attention_loss, self.head_map) if self.beta > 0 else ()
         template_weight = self.net.template_loss_weight(self.global_step)
         with torch.no_grad():
@@ -106,7 +113,7 @@ class DistillModule(HeadClassifierModule):
         s_out, s_points = forward_with_points(student, points, ids, mask, template_kl=template_weight > 0,
                                               domain_ids=batch.get("domain_ids"))
         logits = s_out.logits
-        loss_ce = F.cross_entropy(logits, labels)
+        loss_ce = F.cross_entropy(logits[labelled], labels[labelled]) if labelled.any() else logits.sum() * 0.0
         loss_kd = logit_kd(t_out.logits, logits, self.temperature) if self.alpha > 0 else loss_ce.new_zeros(())
         loss_attn = (attention_transfer(t_points, s_points, mask, self.layer_pairs, self.attention_loss, self.head_map)
                      if points else loss_ce.new_zeros(()))
@@ -116,7 +123,8 @@ class DistillModule(HeadClassifierModule):
             self.log("train/template_kl", s_out.template_kl.detach(), batch_size=len(logits))
         if not torch.isfinite(loss):
             raise NonFiniteLossError(self.global_step, float(loss))
-        self.train_metrics.update(logits.detach(), labels)
+        if labelled.any():
+            self.train_metrics.update(logits.detach()[labelled], labels[labelled])
         n = len(logits)
         self.log("train/loss", loss, prog_bar=True, batch_size=n)
         self.log_dict({"train/loss_ce": loss_ce.detach(), "train/loss_kd": loss_kd.detach(),

@@ -26,7 +26,8 @@ def teacher_checkpoint(run_dir: str | Path, which: str = "best", key: str = "tea
     root = Path(str(run_dir)).expanduser()
     allowed = "a headlab run dir (with vocab.json and checkpoints/), e.g. one written by headlab-train"
     if not root.is_dir():
-        raise ConfigError(key, str(run_dir), f"{allowed}; no such directory")
+        hint = " (a MiniLM teacher is not built: docs/distill.md)" if str(run_dir).lower() == "minilm" else ""
+        raise ConfigError(key, str(run_dir), f"{allowed}; no such directory{hint}")
     if not (root / "vocab.json").is_file():
         raise ConfigError(key, str(run_dir), f"{allowed}; it has no vocab.json")
     last = root / "checkpoints" / "last.ckpt"

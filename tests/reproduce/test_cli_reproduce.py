@@ -12,7 +12,7 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert main(["--jobs", "--specs", str(SPECS)]) == 0
     lines = capsys.readouterr().out.splitlines()
     zh = [l for l in lines if "heads-zh_reviews" in l]
-    assert zh == ["make sweep SWEEP=heads LAUNCHER=joblib ARGS='experiment=sweep_zh seed=0,1,2 sweep_name=heads-zh_reviews'"
+    assert zh == ["make sweep SWEEP=heads LAUNCHER=joblib ARGS='experiment=sweep_zh seed=0,1,2 model.n_heads=4,8,16 sweep_name=heads-zh_reviews'"
                   "    # heads-zh_reviews: C8, C15, C16"]
     assert sum(l.startswith("make sweep SWEEP=heads ") for l in lines) == 2  # synthetic and zh_reviews
     assert lines[-2] == ('headlab-analyze-hf data=en_news threads=1 run_dir="${HEADLAB_LOG_DIR:-logs}/runs/reproduce/'

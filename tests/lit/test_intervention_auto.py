@@ -81,3 +81,26 @@ def test_auto_knockout_trains_exactly_as_naming_the_chosen_head(tmp_path):
 def test_auto_batches_below_one_is_a_config_error():
     with pytest.raises(ConfigError, match="intervention.knockout.auto_batches=0"):
         HeadIntervention("knockout", 3, "auto", n_layers=2, n_heads=2, auto_batches=0)
+
+
+def test_evaluating_a_checkpoint_from_before_t_keeps_the_runs_facts():
+    """After fit, summary.json's best checkpoint may predate t: loading its callback state for the
+    evaluation must not erase what the run did."""
+    callback = HeadIntervention("knockout", 3, "auto", n_layers=2, n_heads=2)
+    callback.heads, callback.applied_step, callback.auto_dloss = [(1, 0)], 3, [[0.0, 0.0], [0.4, 0.1]]
+    before = callback.describe()
+    callback.load_state_dict({"applied_step": None, "heads": [], "auto_dloss": None})  # the best ckpt at step 2
+    assert callback.describe() == before
+
+
+def test_a_checkpoint_from_before_a_freeze_is_evaluated_unfrozen():
+    from headlab.lit import HeadClassifierModule
+
+    module = HeadClassifierModule(ModelConfig(**CONFIG))
+    callback = HeadIntervention("freeze_pattern", 3, [[0, 0]], n_layers=2, n_heads=2)
+    callback._module, callback.applied_step = module, 3
+    module.net.freeze_patterns({0: [0]})
+    callback.load_state_dict({"applied_step": 3, "frozen_state": module.net.frozen_state()})  # best after t
+    assert module.net.frozen_patterns is not None
+    callback.load_state_dict({"applied_step": None})                                          # best before t
+    assert module.net.frozen_patterns is None and callback.describe()["applied_step"] == 3

@@ -20,6 +20,7 @@ from headlab.sweep.interventions import (
     acc_effects,
     effects_runs,
     format_effects,
+    intervention_info,
     role_changes,
 )
 from headlab.sweep.runs import Run
@@ -192,3 +193,14 @@ def test_the_effects_print_shows_each_config_with_its_interval(aggregated):
     _, out = aggregated
     text = format_effects(pd.read_csv(out / EFFECTS_CSV))
     assert "knockout" in text and "L0H0" in text and "[" in text
+
+
+def test_the_step_written_at_t_wins_over_a_summary_that_lost_it(tmp_path):
+    (tmp_path / "interventions.json").write_text(json.dumps(
+        [{"kind": "knockout", "step": 20, "heads": [[1, 3]], "applied_step": 20}]))
+    summary = {"status": "completed", "intervention": {"kind": "knockout", "step": 20, "heads": [[1, 3]],
+                                                       "applied_step": None}}
+    lost = Run("9", tmp_path, "completed", summary=summary)
+    assert intervention_info(lost)["applied_step"] == 20 and intervention_info(lost)["heads"] == [[1, 3]]
+    summary["intervention"]["step"] = None                   # a control: nothing to look up
+    assert intervention_info(Run("0", tmp_path, "completed", summary=summary))["applied_step"] is None

@@ -30,6 +30,7 @@ Per config: each of those numbers as a mean with a 95 % t-interval over seeds (`
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from headlab.sweep.heads import ROLE_METRIC
 from headlab.sweep.runs import Run
 from headlab.sweep.stats import mean_ci
 
+INTERVENTIONS_FILE = "interventions.json"  # written by the run at t (headlab.lit.callbacks.interventions)
 EFFECTS_CSV = "intervention_effects.csv"
 EFFECT_RUNS_CSV = "intervention_runs.csv"
 ROLE_WINDOW = 200  # steps after t in which role changes are counted (sweep=knockout measures every 50)
@@ -56,9 +58,23 @@ EFFECT_STATISTICS: dict[str, tuple[float, float]] = {
 
 
 def intervention_info(run: Run) -> dict[str, Any] | None:
-    """The run's `intervention` block from summary.json (None when it has none)."""
+    """The run's `intervention` block from summary.json (None when it has none). Where the summary
+    says `applied_step: null` but the run wrote `interventions.json` at t, the file's record wins:
+    earlier runs lost the step from the summary when their best checkpoint, from before t, was
+    evaluated after fit (fixed in the callback since; the sweeps of 2026-11-30 have such runs)."""
     info = run.summary.get("intervention")
-    return info if isinstance(info, dict) else None
+    if not isinstance(info, dict):
+        return None
+    if info.get("applied_step") is None and info.get("step") is not None:
+        path = Path(run.run_dir) / INTERVENTIONS_FILE
+        try:
+            written = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+        except (OSError, ValueError):
+            written = []
+        applied = [w for w in written if isinstance(w, dict) and w.get("applied_step") is not None]
+        if applied:
+            return {**info, **applied[-1]}
+    return info
 
 
 def is_control(run: Run) -> bool:

@@ -113,6 +113,14 @@ class HeadIntervention(L.Callback):
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if self.applied_step is not None:
+            # Fit is over and a saved checkpoint is evaluated (summary.json's best, maybe from before
+            # the intervention): the run's facts stay; a checkpoint from before a freeze is scored
+            # unfrozen, as it was trained (knockout gates come back with the weights).
+            module = getattr(self, "_module", None)
+            if state_dict.get("applied_step") is None and module is not None:
+                module.net.frozen_patterns = None
+            return
         self.applied_step = state_dict.get("applied_step")
         self._frozen_state = state_dict.get("frozen_state")
         if self.auto and self.applied_step is not None:  # the head chosen before the restart

@@ -150,3 +150,15 @@ def test_figures_are_written(aggregated):
         if p.suffix == ".png":
             assert p.parent == result.out_dir / "figures"
             assert p.read_bytes()[:8] == PNG_SIGNATURE and p.stat().st_size > 10_000
+
+
+def test_a_plain_override_names_the_config_over_an_appended_default_of_the_same_group(tmp_path):
+    """headlab-distill appends `+distill=default` before a sweep's `distill=NAME`: the label is the variant."""
+    from headlab.sweep.aggregate import run_tags
+    from headlab.sweep.runs import Run
+
+    runs = [Run(str(i), tmp_path / str(i), "completed", overrides=[f"distill={name}", f"seed={seed}", "+distill=default"])
+            for i, (name, seed) in enumerate([("ce", 0), ("ce", 1), ("logits", 0), ("logits", 1)])]
+    assert runs[0].override_values()["distill"] == "ce"
+    tags = run_tags(runs)
+    assert list(tags["config_label"]) == ["distill=ce", "distill=ce", "distill=logits", "distill=logits"]

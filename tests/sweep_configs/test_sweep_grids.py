@@ -32,7 +32,13 @@ GRIDS = {
     "domains": ({"data": ["multidomain"], "model.domain_split_layers": [0, 1, 2], "seed": SEEDS}, 9),
     "domains_routed": ({"data": ["multidomain"], "model.domain_split_layers": [1, 2], "model.domain_router": ["soft"],
                         "seed": SEEDS}, 6),
+    "distill": ({"distill": ["ce", "logits", "logits_attn_last", "logits_attn_first_middle", "attn_last", "attn_first_middle"],
+                 "seed": SEEDS}, 18),
 }
+
+
+# What the sweep's command puts before the user's arguments (headlab-distill = headlab-train +distill=default).
+ENTRY = {"distill": ["+distill=default"]}
 
 
 def _compose(*overrides: str) -> DictConfig:
@@ -43,8 +49,9 @@ def _compose(*overrides: str) -> DictConfig:
 
 def _jobs(sweep: str, *cli: str) -> list[list[str]]:
     """The job override lists Hydra's basic sweeper makes for `headlab-train -m sweep=<sweep> *cli`."""
-    params = _compose(f"sweep={sweep}").hydra.sweeper.params
-    arguments = [f"{key}={value}" for key, value in params.items()] + [f"sweep={sweep}", *cli]
+    entry = ENTRY.get(sweep, [])
+    params = _compose(*entry, f"sweep={sweep}").hydra.sweeper.params
+    arguments = [f"{key}={value}" for key, value in params.items()] + [*entry, f"sweep={sweep}", *cli]
     overrides = OverridesParser.create().parse_overrides(arguments)
     batches = BasicSweeper.split_arguments(overrides, max_batch_size=None)
     return [list(job) for batch in batches for job in batch]
@@ -95,7 +102,8 @@ def test_every_job_composes_to_a_valid_model(sweep):
 
 @pytest.mark.parametrize("sweep", sorted(set(GRIDS) - {"smoke", "domains", "domains_routed"}))  # those: multidomain only
 def test_sweeps_run_on_synthetic_by_default_and_on_zh_reviews_with_experiment_sweep_zh(sweep):
-    synthetic, zh = _compose(f"sweep={sweep}"), _compose(f"sweep={sweep}", "experiment=sweep_zh")
+    entry = ENTRY.get(sweep, [])
+    synthetic, zh = _compose(*entry, f"sweep={sweep}"), _compose(*entry, f"sweep={sweep}", "experiment=sweep_zh")
     assert synthetic.data.source == "synthetic" and zh.data.source == "zh_reviews"
     assert synthetic.sweep_name == f"{sweep}-synthetic" and zh.sweep_name == f"{sweep}-zh_reviews"
     assert synthetic.hydra.sweeper.params == zh.hydra.sweeper.params

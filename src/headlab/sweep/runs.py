@@ -72,7 +72,12 @@ class Run:
         return ",".join(kept) if kept else DEFAULT_CONFIG
 
     def override_values(self) -> dict[str, str]:
-        return {_override_key(o): o.split("=", 1)[1] for o in self.overrides if "=" in o}
+        """key -> value of the job's overrides; a plain `key=` wins over an appended `+key=` of the same key
+        (headlab-distill appends `+distill=default`, a sweep then picks `distill=NAME`)."""
+        values: dict[str, str] = {}
+        for o in sorted((o for o in self.overrides if "=" in o), key=lambda o: not o.startswith("+")):
+            values[_override_key(o)] = o.split("=", 1)[1]
+        return values
 
 
 def discover_runs(sweep_dir: str | os.PathLike) -> list[Run]:

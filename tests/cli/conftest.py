@@ -60,14 +60,6 @@ def compose_tiny():
     return make
 
 
-@pytest.fixture(autouse=True)
-def _forget_hydra_config():
-    """`compose_train_config` sets Hydra's global run config; unset it after each test, so later
-    tests (e.g. config checks outside a Hydra run) see no leftover `hydra:` values."""
-    yield
-    HydraConfig.instance().cfg = None
-
-
 @pytest.fixture
 def one_thread():
     """Tiny models on a shared machine: extra torch threads only spin."""

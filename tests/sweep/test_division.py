@@ -158,7 +158,8 @@ def test_aggregate_writes_one_division_row_per_config(aggregated):
 def test_headlab_aggregate_prints_the_division_table(sweep_dir, tmp_path, capsys):
     assert aggregate_main([str(sweep_dir), "--no-figures", "--out", str(tmp_path / "agg")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    row = next(line for line in lines if line.startswith("model.n_heads=4"))
+    division = lines[next(i for i, line in enumerate(lines) if line.startswith("division of labour")):]
+    row = next(line for line in division if line.startswith("model.n_heads=4"))
     assert row.split()[1] == "2"                           # seeds
     assert "0.400 [0.400, 0.400]" in row and "2.00 [2.00, 2.00] (2.00)" in row and "1.00 (0.25)" in row
 

@@ -1,6 +1,7 @@
 """`headlab-aggregate SWEEP_DIR [--out DIR]`: a Hydra multirun folder -> tables and figures.
 
-Prints every file written, the division-of-labour table, then every job that was skipped and
+Prints every file written, the per-config tables (results, division of labour, and where the sweep
+has them: steps to target, intervention effects, per-domain accuracy, duplicate heads), then every job that was skipped and
 why (missing, still running, failed, diverged, unreadable). Exit codes: 0 when at least one run
 was aggregated, 1 when the folder holds jobs but none usable, 2 when SWEEP_DIR is not a
 multirun folder.
@@ -33,7 +34,6 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_plot_caches(args.sweep_dir, args.out)
     from headlab.sweep import aggregate_sweep  # after argument parsing: --help stays instant
     from headlab.sweep.aggregate import SOURCES
-    from headlab.sweep.division import DIVISION_CSV, format_division
 
     try:
         result = aggregate_sweep(args.sweep_dir, args.out, figures=not args.no_figures)
@@ -43,17 +43,31 @@ def main(argv: list[str] | None = None) -> int:
     for path in result.written:
         print(f"wrote {path}")
     print(f"{len(result.usable)} of {len(result.runs)} runs aggregated ({SOURCES})")
-    division = [p for p in result.written if p.name == DIVISION_CSV]
-    if division:
-        import pandas as pd
-
-        print(format_division(pd.read_csv(division[0])))
+    for table in _terminal_tables(result.written):
+        print(table)
     for run in result.skipped:
         print(f"skipped job {run.job} ({run.config}, seed {run.seed}): {run.status}: {run.reason}")
     if not result.usable:
         print(f"{PROG}: error: no usable run in {args.sweep_dir}", file=sys.stderr)
         return 1
     return 0
+
+
+def _terminal_tables(written: list[Path]) -> list[str]:
+    """The per-config tables a reader wants first, formatted, in a fixed order (those the sweep wrote)."""
+    import pandas as pd
+
+    from headlab.sweep.aggregate import format_results
+    from headlab.sweep.convergence import CONVERGENCE_CSV, format_convergence
+    from headlab.sweep.division import DIVISION_CSV, format_division
+    from headlab.sweep.domains import DOMAIN_CSV, format_domain_accuracy
+    from headlab.sweep.interventions import EFFECTS_CSV, format_effects
+    from headlab.sweep.redundancy import CONFIG_FILE as REDUNDANCY_CSV, format_redundancy
+
+    formatters = {"sweep_summary.csv": format_results, DIVISION_CSV: format_division, CONVERGENCE_CSV: format_convergence,
+                  EFFECTS_CSV: format_effects, DOMAIN_CSV: format_domain_accuracy, REDUNDANCY_CSV: format_redundancy}
+    by_name = {p.name: p for p in written}
+    return [format_table(pd.read_csv(by_name[name])) for name, format_table in formatters.items() if name in by_name]
 
 
 def _quiet_plot_caches(sweep_dir: Path, out: Path | None) -> None:

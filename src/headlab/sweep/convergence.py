@@ -27,7 +27,7 @@ import pandas as pd
 from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_with
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import mean_ci
+from headlab.sweep.stats import format_interval, mean_ci
 
 CONVERGENCE_CSV = "convergence.csv"
 CONVERGENCE_RUNS_CSV = "convergence_runs.csv"
@@ -132,15 +132,6 @@ def format_convergence(table: pd.DataFrame) -> str:
              f"{'config':<{width}} {'reached':>8} {'steps to target':>26} {'best val acc':>24}"]
     for _, r in table.iterrows():
         reached = f"{int(r['n_reached'])}/{int(r['n_seeds'])}"
-        lines.append(f"{str(r[label]):<{width}} {reached:>8} {_interval(r, 'steps_to_target', 0):>26} "
-                     f"{_interval(r, 'best_val_acc', 3):>24}")
+        lines.append(f"{str(r[label]):<{width}} {reached:>8} {format_interval(r, 'steps_to_target', 0):>26} "
+                     f"{format_interval(r, 'best_val_acc', 3):>24}")
     return "\n".join(lines)
-
-
-def _interval(row: pd.Series, name: str, digits: int) -> str:
-    mean, low, high = row[f"{name}_mean"], row[f"{name}_ci95_low"], row[f"{name}_ci95_high"]
-    if not np.isfinite(mean):
-        return "-"
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"

@@ -36,7 +36,7 @@ from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_with
 from headlab.sweep.heads import ROLE_METRIC, layer_pair_means
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import mean_ci
+from headlab.sweep.stats import format_interval, mean_ci
 
 DIVISION_CSV = "division_of_labour.csv"
 JS_MAX = math.log(2.0)
@@ -174,18 +174,9 @@ def format_division(table: pd.DataFrame) -> str:
     lines = ["division of labour (last measurement; mean [95% CI] over seeds; JS in nats, entropy in bits)",
              f"{'config':<{width}} {'seeds':>5} {'JS within layer':>22} {'role entropy (max)':>26} {'same role (chance)':>28}"]
     for _, r in table.iterrows():
-        entropy = f"{_interval(r, 'role_entropy_bits', 2)} ({r['role_entropy_max_bits']:.2f})"
+        entropy = f"{format_interval(r, 'role_entropy_bits', 2)} ({r['role_entropy_max_bits']:.2f})"
         chance = r["same_role_baseline_mean"]
-        same = f"{_interval(r, 'same_role', 2)} ({chance:.2f})" if np.isfinite(chance) else "-"
-        lines.append(f"{str(r[label]):<{width}} {int(r['n_seeds']):>5} {_interval(r, 'js_within_layer', 3):>22} "
+        same = f"{format_interval(r, 'same_role', 2)} ({chance:.2f})" if np.isfinite(chance) else "-"
+        lines.append(f"{str(r[label]):<{width}} {int(r['n_seeds']):>5} {format_interval(r, 'js_within_layer', 3):>22} "
                      f"{entropy:>26} {same:>28}")
     return "\n".join(lines)
-
-
-def _interval(row: pd.Series, name: str, digits: int) -> str:
-    mean, low, high = row[f"{name}_mean"], row[f"{name}_ci95_low"], row[f"{name}_ci95_high"]
-    if not np.isfinite(mean):
-        return "-"
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"

@@ -32,7 +32,7 @@ from headlab.analysis.roles import ROLES
 
 from headlab.store import atomic_write_with
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import mean_ci
+from headlab.sweep.stats import format_interval, mean_ci
 
 log = logging.getLogger(__name__)
 
@@ -157,14 +157,5 @@ def format_domain_accuracy(table: pd.DataFrame) -> str:
              f"{'config':<{width}} {'domain':<12} {'seeds':>5} {'test acc':>22} {'val acc':>22}"]
     for _, r in table.iterrows():
         lines.append(f"{str(r[label]):<{width}} {str(r['domain']):<12} {int(r['val_acc_n_seeds']):>5} "
-                     f"{_interval(r, 'test_acc'):>22} {_interval(r, 'val_acc'):>22}")
+                     f"{format_interval(r, 'test_acc', 3):>22} {format_interval(r, 'val_acc', 3):>22}")
     return "\n".join(lines)
-
-
-def _interval(row: pd.Series, name: str) -> str:
-    mean, low, high = row[f"{name}_mean"], row[f"{name}_ci95_low"], row[f"{name}_ci95_high"]
-    if pd.isna(mean):
-        return "-"
-    if pd.isna(low) or pd.isna(high):
-        return f"{mean:.3f}"
-    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"

@@ -41,7 +41,7 @@ import pandas as pd
 from headlab.store import atomic_write_with
 from headlab.sweep.heads import ROLE_METRIC
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import mean_ci
+from headlab.sweep.stats import format_interval, mean_ci
 
 INTERVENTIONS_FILE = "interventions.json"  # written by the run at t (headlab.lit.callbacks.interventions)
 EFFECTS_CSV = "intervention_effects.csv"
@@ -219,16 +219,7 @@ def format_effects(table: pd.DataFrame) -> str:
              f"{'kind':<15} {'step':>5} {'heads':<10} {'seeds':>5} {'dip vs control':>22} {'recovered':>22} "
              f"{'role changes (control)':>30}"]
     for _, r in table.iterrows():
-        changes = f"{_interval(r, 'role_changes', 1)} ({_interval(r, 'control_role_changes', 1)})"
+        changes = f"{format_interval(r, 'role_changes', 1)} ({format_interval(r, 'control_role_changes', 1)})"
         lines.append(f"{str(r['kind']):<15} {str(r['step']):>5} {str(r['heads']):<10} {int(r['n_seeds']):>5} "
-                     f"{_interval(r, 'dip_vs_control', 3):>22} {_interval(r, 'recovered_frac', 3):>22} {changes:>30}")
+                     f"{format_interval(r, 'dip_vs_control', 3):>22} {format_interval(r, 'recovered_frac', 3):>22} {changes:>30}")
     return "\n".join(lines)
-
-
-def _interval(row: pd.Series, name: str, digits: int) -> str:
-    mean, low, high = row[f"{name}_mean"], row[f"{name}_ci95_low"], row[f"{name}_ci95_high"]
-    if not np.isfinite(mean):
-        return "-"
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"

@@ -27,7 +27,7 @@ import pandas as pd
 from headlab.analysis.redundancy import DEFAULT_MASS, js_threshold, pair_table_redundancy
 from headlab.store import atomic_write_with
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import mean_ci
+from headlab.sweep.stats import format_interval, mean_ci
 
 RUNS_FILE = "sweep_redundancy_runs.csv"
 CONFIG_FILE = "sweep_redundancy.csv"
@@ -98,3 +98,19 @@ def write_sweep_redundancy(out_dir: Path, runs_by_config: dict[str, list[Run]], 
         atomic_write_with(path, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
         written.append(path)
     return written
+
+
+def format_redundancy(table: pd.DataFrame) -> str:
+    """`sweep_redundancy.csv` as terminal lines: the duplicate-head fraction per config and how close the
+    closest two heads of a layer came to the bar."""
+    if table.empty:
+        return "duplicate heads: no config"
+    label = "config_label" if "config_label" in table else "config"
+    width = max(len("config"), *(len(str(v)) for v in table[label]))
+    bar = float(table["js_threshold"].iloc[0])
+    lines = [f"near-duplicate heads (JS <= {bar:.3f} nats at the last measurement; mean [95% CI] over seeds)",
+             f"{'config':<{width}} {'seeds':>5} {'duplicate fraction':>22} {'closest pair JS':>16}"]
+    for _, r in table.iterrows():
+        lines.append(f"{str(r[label]):<{width}} {int(r['n_seeds']):>5} {format_interval(r, 'duplicate_fraction'):>22} "
+                     f"{r['min_pair_js_mean']:>16.3f}")
+    return "\n".join(lines)

@@ -78,3 +78,14 @@ def steps_to_converge(val_curve: pd.DataFrame | None, fraction: float = CONVERGE
         return math.nan
     reached = curve[curve["val_acc"] >= fraction * curve["val_acc"].max()]
     return float(reached["step"].iloc[0])
+
+
+def format_interval(row: pd.Series, name: str, digits: int = 3) -> str:
+    """`mean [low, high]` from a table row's `<name>_mean / _ci95_low / _ci95_high` columns, for the
+    terminal tables: the mean alone when the interval is undefined (one seed), `-` when there is no mean."""
+    mean, low, high = (row.get(f"{name}_{part}", np.nan) for part in ("mean", "ci95_low", "ci95_high"))
+    if pd.isna(mean):
+        return "-"
+    if pd.isna(low) or pd.isna(high):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"

@@ -35,3 +35,29 @@ def test_an_unchanged_resume_keeps_the_schedule_exactly(tmp_path, compose_tiny):
     train(compose_tiny(split, *quiet))
     train(compose_tiny(split, *quiet, "resume=true", "trainer.max_epochs=2"))
     assert [g["lr"] for g in _param_groups(split)] == [g["lr"] for g in _param_groups(steady)]
+
+
+def _drop_from_settings(run, key):
+    """The run as an older headlab wrote it: its settings lack `key` (a key added to headlab since)."""
+    import json
+
+    from headlab.run.history import RESOLVED, segment_dirs
+
+    path = segment_dirs(run)[-1] / RESOLVED
+    settings = json.loads(path.read_text())
+    del settings[key]
+    path.write_text(json.dumps(settings))
+
+
+def test_a_key_added_since_the_run_started_resumes_at_its_default_and_is_refused_when_set(tmp_path, compose_tiny):
+    import pytest
+
+    from headlab.errors import ConfigError
+
+    run = tmp_path / "run"
+    train(compose_tiny(run, *QUIET))
+    _drop_from_settings(run, "data.bucket_by_length")
+    with pytest.raises(ConfigError, match=r"data\.bucket_by_length: run .<unset>. vs now False"):
+        train(compose_tiny(run, *QUIET, "resume=true", "trainer.max_epochs=2", "data.bucket_by_length=false"))
+    result = train(compose_tiny(run, *QUIET, "resume=true", "trainer.max_epochs=2"))
+    assert result["status"] == "completed" and result["global_step"] == 12

@@ -5,7 +5,8 @@ and `.hydra/` put back to the run's own) when the model's shape differs from the
 when any setting differs from the run's newest segment (`headlab.run.history`), except
 `trainer.max_epochs` / `trainer.max_steps` going up (extending training), settings that do not
 change the experiment (`NOT_A_CONDITION`), and keys the user lists in `resume_allow`
-(e.g. `resume_allow=[optim.lr]`; a group name allows all of its keys).
+(e.g. `resume_allow=[optim.lr]`; a group name allows all of its keys). A key the run's settings
+lack that this command does not set (one a newer headlab added, at its default) is not a change.
 """
 
 from __future__ import annotations
@@ -78,10 +79,15 @@ def _refuse_changed_settings(cfg: DictConfig, run_dir: Path) -> None:
     now = experiment_settings(cfg)
     allowed = tuple(str(k) for k in (cfg.get("resume_allow") or ())) + NOT_A_CONDITION
     follows = _interpolated_keys(cfg)  # e.g. optim.optimizer.lr = ${optim.lr}: its source is compared itself
+    from headlab.cli.run_info import job_override_list
+
+    given = {o.split("=", 1)[0].lstrip("+~") for o in job_override_list()}
     changed = {}
     for key in sorted(set(before) | set(now)):
         old, new = before.get(key, "<unset>"), now.get(key, "<unset>")
         if old == new or key in follows or _matches(key, allowed) or (key in EXTENDABLE and _extends(old, new)):
+            continue
+        if key not in before and key not in given:  # added to headlab since, at its default
             continue
         changed[key] = (old, new)
     if changed:

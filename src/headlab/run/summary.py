@@ -10,7 +10,8 @@ Keys (`headlab.run.record.RunRecord` writes the file; sweeps aggregate the top-l
   `val_loss` of the last validation during fit, `roles` (each head's role at the last measurement).
 - Top level, for sweeps (`headlab-aggregate`): `val_acc`, `val_f1`, `val_loss`, `test_acc`, `test_f1`,
   `test_loss`, `best_step`, `best_checkpoint` = the BEST checkpoint's; `final_roles` = `last.roles`,
-  `last_checkpoint`, `global_step`, `epochs` = the LAST state's.
+  `last_checkpoint`, `global_step`, `epochs` = the LAST state's; `redundant_heads` and
+  `redundant_clusters` (near-duplicate heads per layer at the last measurement, docs/importance.md#redundancy).
 - `wall_s`, `measure_s` and the callback's other timings, `n_params`, `head_dim`, `data`, `probe_digest`,
   `swept` (the values sweeps vary), `config_digest`, `overrides`, `resumed_from`, `config_history`.
 """
@@ -89,4 +90,16 @@ def run_facts(trainer: Any) -> dict[str, Any]:
                          head_metrics_write_s=round(timing.write_s, 3), figures_s=round(timing.figures_s, 3))
             if callback.last_measurement is not None:
                 facts["final_roles"] = callback.last_measurement.roles
+                facts.update(final_redundancy(callback.last_measurement.head_pairs))
     return facts
+
+
+def final_redundancy(head_pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """`redundant_heads` (heads that duplicate another of their layer at the last measurement, at the
+    bar of `headlab.analysis.redundancy.DEFAULT_MASS`) and `redundant_clusters` (per layer, the clusters)."""
+    from headlab.analysis.redundancy import DEFAULT_MASS, duplicate_clusters, js_threshold, redundant_heads
+
+    if not head_pairs or any("js" not in layer for layer in head_pairs):
+        return {}
+    clusters = [duplicate_clusters(layer["js"], js_threshold(DEFAULT_MASS)) for layer in head_pairs]
+    return {"redundant_heads": sum(redundant_heads(c) for c in clusters), "redundant_clusters": clusters}

@@ -1,6 +1,13 @@
 """Per-run tables and atomic writes (no torch, no Lightning)."""
 
-from headlab.store.atomic import atomic_path, atomic_write_bytes, atomic_write_json, atomic_write_text, atomic_write_with
+from headlab.store.atomic import (
+    atomic_path,
+    atomic_write_bytes,
+    atomic_write_csv,
+    atomic_write_json,
+    atomic_write_text,
+    atomic_write_with,
+)
 from headlab.store.tables import (
     HEAD_METRICS,
     HEAD_PAIRS,
@@ -19,6 +26,7 @@ __all__ = [
     "HEAD_PAIRS",
     "append_part",
     "atomic_path",
+    "atomic_write_csv",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",

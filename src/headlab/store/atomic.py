@@ -55,6 +55,12 @@ def atomic_write_with(path: str | os.PathLike, write: Callable[[Path], None]) ->
         write(tmp)
 
 
+def atomic_write_csv(path: str | os.PathLike, frame: Any) -> Path:
+    """A pandas frame as CSV without its index, written atomically; the path, for lists of files written."""
+    atomic_write_with(path, lambda tmp: frame.to_csv(tmp, index=False))
+    return Path(path)
+
+
 def _json_default(obj: Any) -> Any:
     if hasattr(obj, "item"):  # numpy / torch scalars
         return obj.item()

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.analysis.roles import ROLES
-from headlab.store import atomic_write_with
+from headlab.store import atomic_write_csv, atomic_write_with
 from headlab.sweep import heads as head_stats
 from headlab.sweep.convergence import write_convergence
 from headlab.sweep.division import write_division
@@ -93,7 +93,7 @@ def aggregate_sweep(
     usable = result.usable
     heads = _concat([head_stats.head_summary(r).assign(job=r.job) for r in usable])
     per_run = run_table(runs, tags, heads)
-    result.written.append(_write_csv(result.out_dir / "sweep_runs.csv", per_run))
+    result.written.append(atomic_write_csv(result.out_dir / "sweep_runs.csv", per_run))
     if not usable:
         return result
     pairs = _concat([head_stats.layer_pair_means(r.head_pairs).assign(job=r.job) for r in usable])
@@ -103,10 +103,10 @@ def aggregate_sweep(
     heads, pairs, out = _tagged(heads, tags), _tagged(pairs, tags), result.out_dir
     result.written += [
         _write_parquet(out / "sweep.parquet", tidy),
-        _write_csv(out / "sweep_heads.csv", heads),
+        atomic_write_csv(out / "sweep_heads.csv", heads),
         _write_parquet(out / "sweep_layer_pairs.parquet", pairs),
-        _write_csv(out / "sweep_matches.csv", matches),
-        _write_csv(out / "sweep_summary.csv", summary),
+        atomic_write_csv(out / "sweep_matches.csv", matches),
+        atomic_write_csv(out / "sweep_summary.csv", summary),
     ]
     result.written += write_sweep_importance(out, _by_config(usable))
     result.written += write_division(out, _by_config(usable), matches, tags[["job", "config_label", *swept_factors(tags)]])
@@ -284,11 +284,6 @@ def _number(value: Any) -> float:
         return float(value) if value is not None else math.nan
     except (TypeError, ValueError):
         return math.nan
-
-
-def _write_csv(path: Path, df: pd.DataFrame) -> Path:
-    atomic_write_with(path, lambda tmp: df.to_csv(tmp, index=False))
-    return path
 
 
 def _write_parquet(path: Path, df: pd.DataFrame) -> Path:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.analysis.roles import ROLES
-from headlab.store import atomic_write_with
+from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
 from headlab.sweep.stats import format_interval, mean_ci
 
@@ -114,12 +114,7 @@ def write_convergence(out_dir: Path, runs_by_config: dict[str, list[Run]], tags:
     per_run = convergence_runs(runs_by_config, tags)
     if per_run.empty:
         return []
-    written = []
-    for name, table in ((CONVERGENCE_RUNS_CSV, per_run), (CONVERGENCE_CSV, convergence_table(per_run, tags))):
-        path = Path(out_dir) / name
-        atomic_write_with(path, lambda tmp, table=table: table.to_csv(tmp, index=False))
-        written.append(path)
-    return written
+    return [atomic_write_csv(Path(out_dir) / name, table) for name, table in ((CONVERGENCE_RUNS_CSV, per_run), (CONVERGENCE_CSV, convergence_table(per_run, tags)))]
 
 
 def format_convergence(table: pd.DataFrame) -> str:

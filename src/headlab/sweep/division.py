@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.analysis.roles import ROLES
-from headlab.store import atomic_write_with
+from headlab.store import atomic_write_csv
 from headlab.sweep.heads import ROLE_METRIC, layer_pair_means
 from headlab.sweep.runs import Run
 from headlab.sweep.stats import format_interval, mean_ci
@@ -160,9 +160,7 @@ def write_division(out_dir: Path, runs_by_config: dict[str, list[Run]], matches:
                    tags: pd.DataFrame) -> list[Path]:
     """Write `division_of_labour.csv` into `out_dir` (atomically); the list of files written."""
     table = division_table(runs_by_config, matches, tags)
-    path = Path(out_dir) / DIVISION_CSV
-    atomic_write_with(path, lambda tmp: table.to_csv(tmp, index=False))
-    return [path]
+    return [atomic_write_csv(Path(out_dir) / DIVISION_CSV, table)]
 
 
 def format_division(table: pd.DataFrame) -> str:

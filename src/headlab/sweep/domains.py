@@ -30,7 +30,7 @@ import pandas as pd
 
 from headlab.analysis.roles import ROLES
 
-from headlab.store import atomic_write_with
+from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
 from headlab.sweep.stats import format_interval, mean_ci
 
@@ -127,7 +127,7 @@ def write_domain_accuracy(out_dir: Path, runs_by_config: dict[str, list[Run]], t
     table = domain_table(runs_by_config, tags)
     if table.empty:
         return []
-    written = [_write(Path(out_dir) / DOMAIN_CSV, table)]
+    written = [atomic_write_csv(Path(out_dir) / DOMAIN_CSV, table)]
     frames = []
     for runs in runs_by_config.values():
         for run in runs:
@@ -137,14 +137,9 @@ def write_domain_accuracy(out_dir: Path, runs_by_config: dict[str, list[Run]], t
                 log.warning("domain roles: job %s left out (%s: %s)", run.job, type(err).__name__, err)
     per_run = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) else None
     if per_run is not None:
-        written.append(_write(Path(out_dir) / ROLES_RUNS_CSV, per_run[["job", "seed", "domain", "layer", "head", "role"]]))
-        written.append(_write(Path(out_dir) / ROLES_CSV, roles_table(per_run, runs_by_config, tags)))
+        written.append(atomic_write_csv(Path(out_dir) / ROLES_RUNS_CSV, per_run[["job", "seed", "domain", "layer", "head", "role"]]))
+        written.append(atomic_write_csv(Path(out_dir) / ROLES_CSV, roles_table(per_run, runs_by_config, tags)))
     return written
-
-
-def _write(path: Path, table: pd.DataFrame) -> Path:
-    atomic_write_with(path, lambda tmp: table.to_csv(tmp, index=False))
-    return path
 
 
 def format_domain_accuracy(table: pd.DataFrame) -> str:

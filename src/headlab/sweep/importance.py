@@ -127,13 +127,8 @@ def sweep_importance(groups: dict[str, list[Run]]) -> tuple[pd.DataFrame, pd.Dat
 def write_sweep_importance(out_dir: Path, groups: dict[str, list[Run]]) -> list[Path]:
     """Write `sweep_importance.csv` and `sweep_importance_tau.csv` (atomically) when any config has
     two or more runs with `head_importance.parquet`; returns the paths written."""
-    from headlab.store import atomic_write_with
+    from headlab.store import atomic_write_csv
 
     averaged, taus = sweep_importance(groups)
-    written = []
-    for name, frame in (("sweep_importance.csv", averaged), ("sweep_importance_tau.csv", taus)):
-        if not frame.empty:
-            path = Path(out_dir) / name
-            atomic_write_with(path, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
-            written.append(path)
-    return written
+    return [atomic_write_csv(Path(out_dir) / name, frame)
+            for name, frame in (("sweep_importance.csv", averaged), ("sweep_importance_tau.csv", taus)) if not frame.empty]

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from headlab.store import atomic_write_with
+from headlab.store import atomic_write_csv
 from headlab.sweep.heads import ROLE_METRIC
 from headlab.sweep.runs import Run
 from headlab.sweep.stats import format_interval, mean_ci
@@ -203,12 +203,7 @@ def write_intervention_effects(out_dir: Path, runs_by_config: dict[str, list[Run
     per_run = effects_runs(runs_by_config, tags)
     if per_run.empty:
         return []
-    written = []
-    for name, table in ((EFFECT_RUNS_CSV, per_run), (EFFECTS_CSV, effects_table(per_run, tags))):
-        path = Path(out_dir) / name
-        atomic_write_with(path, lambda tmp, table=table: table.to_csv(tmp, index=False))
-        written.append(path)
-    return written
+    return [atomic_write_csv(Path(out_dir) / name, table) for name, table in ((EFFECT_RUNS_CSV, per_run), (EFFECTS_CSV, effects_table(per_run, tags)))]
 
 
 def format_effects(table: pd.DataFrame) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.analysis.redundancy import DEFAULT_MASS, js_threshold, pair_table_redundancy
-from headlab.store import atomic_write_with
+from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
 from headlab.sweep.stats import format_interval, mean_ci
 
@@ -92,12 +92,7 @@ def write_sweep_redundancy(out_dir: Path, runs_by_config: dict[str, list[Run]], 
     per_run, per_config = redundancy_tables(runs_by_config, tags)
     if per_run.empty:
         return []
-    written = []
-    for name, frame in ((RUNS_FILE, per_run), (CONFIG_FILE, per_config)):
-        path = Path(out_dir) / name
-        atomic_write_with(path, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
-        written.append(path)
-    return written
+    return [atomic_write_csv(Path(out_dir) / name, frame) for name, frame in ((RUNS_FILE, per_run), (CONFIG_FILE, per_config))]
 
 
 def format_redundancy(table: pd.DataFrame) -> str:

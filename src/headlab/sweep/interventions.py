@@ -210,11 +210,12 @@ def format_effects(table: pd.DataFrame) -> str:
     """The per-config table as a few aligned lines: mean [95% CI] of recovery and role changes."""
     if table.empty:
         return "intervention effects: no intervened config"
+    heads = max(len("heads"), *(len(str(v)) for v in table["heads"]))  # auto picks can name several heads
     lines = ["intervention effects (val acc; mean [95% CI] over seeds; vs the un-intervened run of the same seed)",
-             f"{'kind':<15} {'step':>5} {'heads':<10} {'seeds':>5} {'dip vs control':>22} {'recovered':>22} "
+             f"{'kind':<15} {'step':>5} {'heads':<{heads}} {'seeds':>5} {'dip vs control':>22} {'recovered':>22} "
              f"{'role changes (control)':>30}"]
     for _, r in table.iterrows():
         changes = f"{format_interval(r, 'role_changes', 1)} ({format_interval(r, 'control_role_changes', 1)})"
-        lines.append(f"{str(r['kind']):<15} {str(r['step']):>5} {str(r['heads']):<10} {int(r['n_seeds']):>5} "
+        lines.append(f"{str(r['kind']):<15} {str(r['step']):>5} {str(r['heads']):<{heads}} {int(r['n_seeds']):>5} "
                      f"{format_interval(r, 'dip_vs_control', 3):>22} {format_interval(r, 'recovered_frac', 3):>22} {changes:>30}")
     return "\n".join(lines)

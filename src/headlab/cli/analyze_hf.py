@@ -1,9 +1,14 @@
-"""`headlab-analyze-hf [model=minilm] [data=zh_reviews|...] [key=value ...]`: measure a pretrained encoder.
+"""`headlab-analyze-hf [model=minilm] [data=zh_reviews|...] [importance=true] [key=value ...]`: measure a pretrained encoder.
 
 Composes `conf/hf/analyze.yaml` with the chosen `conf/hf/model/` and `conf/hf/data/` files and the
 dotted overrides, checked against the typed schema below (a wrong key, type or choice is one
 line and exit 2, before anything is loaded or written), then runs `headlab.hf.analyze` and prints
 the run directory. Nothing downloads (HF_HUB_OFFLINE=1).
+
+`importance=true` (a labelled source: en_polarity, synthetic, files, zh_reviews) also fits a linear
+head on a seeded, stratified train part (`classifier.*`) and scores every head on the held-out
+part by single-head ablation and gradient importance (`headlab.hf.importance`), computed before
+anything is written.
 """
 
 from __future__ import annotations
@@ -56,12 +61,25 @@ class MeasureSection:
 
 
 @dataclass
+class ClassifierSection:
+    """The linear head `importance=true` fits (headlab.hf.importance.ImportanceFit)."""
+
+    test_share: float = 0.5
+    seed: int = 0
+    steps: int = 200
+    lr: float = 0.1
+    batch_size: int = 32
+
+
+@dataclass
 class AnalyzeHFConfig:
     """The schema every composed config is checked against (types and keys)."""
 
     model: ModelSection = field(default_factory=ModelSection)
     data: DataSection = field(default_factory=DataSection)
     measure: MeasureSection = field(default_factory=MeasureSection)
+    importance: bool = False
+    classifier: ClassifierSection = field(default_factory=ClassifierSection)
     threads: Optional[int] = None
     run_dir: Optional[str] = None
 
@@ -124,6 +142,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError("data.source", cfg.data.source, f"one of {list(SOURCES)}")
     if cfg.data.source == "files" and not cfg.data.get("path"):
         raise ConfigError("data.path", None, "a CSV or JSONL file with a text column (data=files data.path=...)")
+    fit = importance_fit(cfg)
     folder = resolve_model_path(cfg.model.name, cfg.model.path)  # before the run dir: a bad path writes nothing
     settings = AnalyzeSettings(source=cfg.data.source, path=cfg.data.path, probe_size=cfg.data.probe_size,
                                max_len=cfg.data.max_len, seed=cfg.data.seed, max_unk_rate=cfg.data.max_unk_rate,
@@ -136,6 +155,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     from headlab.hf.analyze import build_probe
 
     build_probe(tokenizer, settings)  # refuses mostly-[UNK] data before the run dir exists
+    importance = importance_facts = None
+    if fit is not None:  # computed before the run dir exists: a failure writes nothing
+        from headlab.hf.importance import head_importance, importance_summary
+        from headlab.hf.texts import load_labeled
+
+        data = load_labeled(cfg.data.source, cfg.data.path, cfg.data.synthetic.n, cfg.data.synthetic.seed)
+        importance = head_importance(net, tokenizer, data, fit)
+        importance_facts = importance_summary(importance, fit)
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
     configure_cache_dirs(run_dir.parent)  # matplotlib caches beside the runs, never in the home directory
@@ -144,7 +171,20 @@ def run(cfg: DictConfig) -> dict[str, Any]:
              "model": {"name": cfg.model.name if not cfg.model.path else None, "path": str(folder),
                        "n_layers": len(net.blocks), "n_heads": net.n_heads, "d_head": net.blocks[0].attn.d_head,
                        "architecture": type(model).__name__}}
-    return analyze(net, tokenizer, settings, run_dir, facts)
+    return analyze(net, tokenizer, settings, run_dir, facts, importance, importance_facts)
+
+
+def importance_fit(cfg: DictConfig) -> Any:
+    """The checked `ImportanceFit` when `importance=true` (None otherwise); a source without labels is refused."""
+    if not cfg.importance:
+        return None
+    from headlab.hf.importance import ImportanceFit
+    from headlab.hf.texts import LABELED_SOURCES
+
+    if cfg.data.source not in LABELED_SOURCES:
+        raise ConfigError("importance", True, f"a labelled data source ({', '.join(LABELED_SOURCES)}); "
+                          f"data.source={cfg.data.source} has no labels")
+    return ImportanceFit(**OmegaConf.to_container(cfg.classifier, resolve=True), max_len=cfg.data.max_len)
 
 
 def default_run_dir() -> Path:
@@ -170,6 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{PROG}: {summary['model']['n_layers']} layers x {summary['model']['n_heads']} heads on "
           f"{summary['data']['probe_size']} {summary['data']['source']} texts ([UNK] {summary['data']['unk_rate']:.1%}) "
           f"in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    if "importance" in summary:
+        imp = summary["importance"]
+        print(f"{PROG}: importance on {imp['n_test']} held-out texts (acc {imp['test']['acc']:.3f}): "
+              f"{imp['heads_for_half_ablation_effect']} of {imp['n_heads']} heads carry half the ablation effect; "
+              f"top {', '.join(imp['top_heads']['ablation'][:3])}", file=sys.stderr)
     return 0
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from headlab.errors import DataError
 from headlab.hf.adapter import HFEncoder
+from headlab.hf.importance import HFImportance
 from headlab.hf.probe import HFProbe, encode_probe
 from headlab.hf.texts import load_texts
 from headlab.measure import Measurement, measure_probe
@@ -63,8 +64,13 @@ def build_probe(tokenizer: Any, settings: AnalyzeSettings) -> tuple[HFProbe, int
 
 
 def analyze(net: HFEncoder, tokenizer: Any, settings: AnalyzeSettings, run_dir: Path,
-            facts: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Measure `net` on the probe of `settings`, write the run contract into `run_dir`; returns the summary."""
+            facts: dict[str, Any] | None = None, importance: HFImportance | None = None,
+            importance_facts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Measure `net` on the probe of `settings`, write the run contract into `run_dir`; returns the summary.
+
+    `importance` (from `headlab.hf.importance.head_importance`, computed before anything is written)
+    adds `head_importance.parquet`, `figures/importance.png` and summary.json's `importance` block
+    (`importance_facts`)."""
     t0 = time.perf_counter()
     probe, n_texts = build_probe(tokenizer, settings)
     m = measure_probe(net, probe.chunks(settings.chunk_size), map_len=settings.map_len,
@@ -76,6 +82,8 @@ def analyze(net: HFEncoder, tokenizer: Any, settings: AnalyzeSettings, run_dir: 
     from headlab.plots.run_figures import write_run_figures  # matplotlib only once there is something to draw
 
     figures = write_run_figures(run_dir)
+    if importance is not None:
+        figures.append(write_importance(run_dir, run_id, importance, m.roles))
     lengths = [len(s) for s in probe.input_ids]
     summary = {
         "status": "completed",
@@ -92,8 +100,23 @@ def analyze(net: HFEncoder, tokenizer: Any, settings: AnalyzeSettings, run_dir: 
         "wall_s": time.perf_counter() - t0,
         "figures": [p.name for p in figures],
     }
+    if importance is not None:
+        summary["importance"] = importance_facts or {}
     atomic_write_json(run_dir / "summary.json", summary)
     return summary
+
+
+def write_importance(run_dir: Path, run_id: str, importance: HFImportance, roles: list[list[str]]) -> Path:
+    """`head_importance.parquet` (headlab-importance's rows and writer, step 0) and its heat-map figure
+    beside the role map; returns the figure's path."""
+    from headlab.cli.importance import replace_steps
+    from headlab.interventions import HEAD_IMPORTANCE, importance_rows
+    from headlab.plots.importance import plot_importance
+
+    table = replace_steps(run_dir / HEAD_IMPORTANCE, importance_rows(run_id, 0, 0, importance.result), {0})
+    import pandas as pd
+
+    return plot_importance(pd.read_parquet(table), run_dir / "figures" / "importance.png", 0, roles)
 
 
 def layer_means(m: Measurement) -> list[dict[str, float]]:

@@ -47,6 +47,32 @@ def load_texts(source: str, path: str | None = None, synthetic_n: int = 2000, sy
     raise ConfigError("data.source", source, f"one of {list(SOURCES)}")
 
 
+LABELED_SOURCES = ("zh_reviews", "synthetic", "files", "en_polarity")  # en_news has no labels
+
+
+def load_labeled(source: str, path: str | None = None, synthetic_n: int = 2000, synthetic_seed: int = 0) -> LabeledTexts:
+    """The texts of `source` with their labels, as `load_texts` spells them (synthetic letters spaced)."""
+    if source == "en_polarity":
+        return load_en_polarity()
+    if source == "zh_reviews":
+        from headlab.data.zh_reviews import load_zh_reviews
+
+        return load_zh_reviews()
+    if source == "synthetic":
+        from headlab.data.synthetic import generate_synthetic
+
+        data = generate_synthetic(n=synthetic_n, seed=synthetic_seed)
+        return LabeledTexts(texts=[" ".join(t) for t in data.texts], labels=data.labels,
+                            label_names=data.label_names, stats=data.stats)
+    if source == "files":
+        if not path:
+            raise ConfigError("data.path", path, "a CSV or JSONL file with text and label columns (data=files data.path=...)")
+        from headlab.data.files import load_files
+
+        return load_files(path)
+    raise ConfigError("data.source", source, f"a labelled source for importance: one of {list(LABELED_SOURCES)}")
+
+
 def load_en_polarity() -> LabeledTexts:
     """The 200 Pang & Lee sentences with their labels (0 = neg, 1 = pos; 100 each), e.g. for importance."""
     lines = _gensim_lines(_GENSIM_FILES["en_polarity"], strip_labels=False)

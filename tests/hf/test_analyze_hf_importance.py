@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from headlab.cli.analyze_hf import compose, main, run
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, DataError
 from headlab.hf import HFClassifier, HFEncoder, fit_linear_head
 from headlab.hf.importance import stratified_split
 from headlab.hf.texts import load_labeled
@@ -87,3 +87,5 @@ def test_stratified_split_holds_out_the_share_of_each_class_and_is_seeded():
     assert not set(train) & set(test) and sorted(train + test) == list(range(16))
     assert [sum(labels[i] == c for i in test) for c in range(3)] == [2, 1, 1]  # round(2.5)=2, 1, at least 1
     assert (train, test) == stratified_split(labels, 0.25, seed=3) != stratified_split(labels, 0.25, seed=4)
+    with pytest.raises(DataError, match="class 1 has 1 example"):  # a class cannot sit in both parts
+        stratified_split([0, 0, 1], 0.5, seed=0)

@@ -223,6 +223,7 @@ def write_outputs(run_dir: Path, outcome: ImportanceOutcome) -> list[Path]:
 
     from headlab.cli.run_info import configure_cache_dirs
     from headlab.interventions import HEAD_IMPORTANCE, IMPORTANCE_CURVES, curve_rows, importance_rows
+    from headlab.store import replace_steps
 
     steps = {c.step for c in outcome.checkpoints}
     heads = pd.concat([importance_rows(outcome.run_id, c.step, c.epoch, c.result) for c in outcome.checkpoints])
@@ -262,21 +263,6 @@ def write_timeline(run_dir: Path, head_importance: Any) -> list[Path]:
         return []
     trajectory, metric = found
     return [plot_importance_timeline(trajectory, metric, run_dir / "figures" / "importance_timeline.png", head_metrics)]
-
-
-def replace_steps(path: Path, rows: Any, steps: set[int]) -> Path:
-    """Write `rows` to the parquet file `path` atomically, keeping its rows of other steps."""
-    import pandas as pd
-
-    from headlab.store import atomic_write_with
-
-    if path.is_file():
-        old = pd.read_parquet(path)
-        rows = pd.concat([old[~old["step"].isin(steps)], rows], ignore_index=True)
-    rows = rows.sort_values([c for c in ("step", "curve", "ranking", "layer", "head", "k", "metric") if c in rows.columns],
-                            kind="stable").reset_index(drop=True)
-    atomic_write_with(path, lambda tmp: rows.to_parquet(tmp, index=False))
-    return path
 
 
 def write_report(path: Path, outcome: ImportanceOutcome) -> Path:

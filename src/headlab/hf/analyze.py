@@ -109,7 +109,7 @@ def analyze(net: HFEncoder, tokenizer: Any, settings: AnalyzeSettings, run_dir: 
 def write_importance(run_dir: Path, run_id: str, importance: HFImportance, roles: list[list[str]]) -> Path:
     """`head_importance.parquet` (headlab-importance's rows and writer, step 0) and its heat-map figure
     beside the role map; returns the figure's path."""
-    from headlab.cli.importance import replace_steps
+    from headlab.store import replace_steps
     from headlab.interventions import HEAD_IMPORTANCE, importance_rows
     from headlab.plots.importance import plot_importance
 

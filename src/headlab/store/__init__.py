@@ -17,6 +17,7 @@ from headlab.store.tables import (
     head_metric_rows,
     head_pair_rows,
     read_table,
+    replace_steps,
     write_attention_maps,
 )
 
@@ -35,5 +36,6 @@ __all__ = [
     "head_metric_rows",
     "head_pair_rows",
     "read_table",
+    "replace_steps",
     "write_attention_maps",
 ]

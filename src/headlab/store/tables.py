@@ -108,6 +108,19 @@ def read_table(table_dir: str | os.PathLike) -> pd.DataFrame:
 ATTENTION_MAPS = "attention_maps.npz"
 
 
+def replace_steps(path: str | os.PathLike, rows: pd.DataFrame, steps: set[int]) -> Path:
+    """Write `rows` to the parquet file `path` atomically, keeping its rows of other steps (a re-measured
+    checkpoint replaces its own rows only: headlab-importance, headlab-analyze-hf)."""
+    path = Path(path)
+    if path.is_file():
+        old = pd.read_parquet(path)
+        rows = pd.concat([old[~old["step"].isin(steps)], rows], ignore_index=True)
+    rows = rows.sort_values([c for c in ("step", "curve", "ranking", "layer", "head", "k", "metric") if c in rows.columns],
+                            kind="stable").reset_index(drop=True)
+    atomic_write_with(path, lambda tmp: rows.to_parquet(tmp, index=False))
+    return path
+
+
 def write_attention_maps(run_dir: str | os.PathLike, last, first=None) -> Path:
     """`attention_maps.npz` of a run: the mean maps `[layer, head, P, P]`, step and roles of the
     `last` measurement (and the maps and step of the `first`), plain arrays only (loadable without

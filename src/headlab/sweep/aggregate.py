@@ -226,7 +226,7 @@ def _seed_statistics(used: pd.DataFrame) -> dict[str, float]:
     out: dict[str, float] = {}
     for column in SEED_STATISTICS:
         ci = mean_ci(used[column] if column in used else [], bounds=_BOUNDS[column])
-        out.update({f"{column}_mean": ci.mean, f"{column}_ci95_low": ci.low, f"{column}_ci95_high": ci.high})
+        out.update(ci.columns(column))
     return out
 
 

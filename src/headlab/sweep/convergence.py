@@ -102,7 +102,7 @@ def convergence_table(per_run: pd.DataFrame, tags: pd.DataFrame) -> pd.DataFrame
         for name, bounds in (("steps_to_target", (0.0, math.inf)), ("best_val_acc", (0.0, 1.0)),
                              ("best_step", (0.0, math.inf)), ("target", (0.0, 1.0))):
             ci = mean_ci(group[name], bounds=bounds)
-            row.update({f"{name}_mean": ci.mean, f"{name}_ci95_low": ci.low, f"{name}_ci95_high": ci.high})
+            row.update(ci.columns(name))
         row.update({f"{c}_mean": float(group[c].mean()) for c in role_columns})
         rows.append(row)
     return pd.DataFrame(rows)

@@ -152,8 +152,7 @@ def division_table(runs_by_config: dict[str, list[Run]], matches: pd.DataFrame, 
 
 def _ci(name: str, values: pd.Series, bounds: tuple[float, float]) -> dict[str, float]:
     bounds = (bounds[0], bounds[1] if np.isfinite(bounds[1]) else math.inf)
-    ci = mean_ci(values, bounds=bounds)
-    return {f"{name}_mean": ci.mean, f"{name}_ci95_low": ci.low, f"{name}_ci95_high": ci.high}
+    return mean_ci(values, bounds=bounds).columns(name)
 
 
 def write_division(out_dir: Path, runs_by_config: dict[str, list[Run]], matches: pd.DataFrame,

@@ -66,8 +66,7 @@ def domain_table(runs_by_config: dict[str, list[Run]], tags: pd.DataFrame) -> pd
             for split in SPLITS:
                 values = [accs.get(domain, {}).get(split) for accs in per_run]
                 ci = mean_ci(values, bounds=(0.0, 1.0))
-                row.update({f"{split}_acc_n_seeds": ci.n, f"{split}_acc_mean": ci.mean,
-                            f"{split}_acc_ci95_low": ci.low, f"{split}_acc_ci95_high": ci.high})
+                row.update({f"{split}_acc_n_seeds": ci.n, **ci.columns(f"{split}_acc")})
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -116,8 +115,7 @@ def roles_table(per_run: pd.DataFrame, runs_by_config: dict[str, list[Run]], tag
                 counts = [int(((group["job"] == job) & (group["role"] == role)).sum()) for job in measured]
                 ci = mean_ci(counts, bounds=(0.0, np.inf))
                 rows.append({"config": config, **(first.iloc[0].to_dict() if len(first) else {}), "domain": domain,
-                             "layer": int(layer), "role": role, "n_seeds": len(measured), "heads_mean": ci.mean,
-                             "heads_ci95_low": ci.low, "heads_ci95_high": ci.high})
+                             "layer": int(layer), "role": role, "n_seeds": len(measured), **ci.columns("heads")})
     return pd.DataFrame(rows)
 
 

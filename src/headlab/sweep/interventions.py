@@ -191,7 +191,7 @@ def effects_table(per_run: pd.DataFrame, tags: pd.DataFrame) -> pd.DataFrame:
                                "n_with_control": int(group["control_job"].notna().sum())}
         for name, bounds in EFFECT_STATISTICS.items():
             ci = mean_ci(group[name] if name in group else [], bounds=bounds)
-            row.update({f"{name}_mean": ci.mean, f"{name}_ci95_low": ci.low, f"{name}_ci95_high": ci.high})
+            row.update(ci.columns(name))
         rows.append(row)
     table = pd.DataFrame(rows)
     return table.sort_values("step", kind="stable").reset_index(drop=True) if len(table) else table

@@ -80,8 +80,7 @@ def redundancy_tables(runs_by_config: dict[str, list[Run]], tags: pd.DataFrame,
                      "n_seeds": ci.n, "seeds": " ".join(str(int(s)) for s in sorted(group["seed"].dropna())),
                      "n_heads": int(first["n_heads"]), "mass": mass, "js_threshold": js_threshold(mass),
                      "redundant_heads_mean": float(group["redundant_heads"].mean()),
-                     "duplicate_fraction_mean": ci.mean, "duplicate_fraction_ci95_low": ci.low,
-                     "duplicate_fraction_ci95_high": ci.high, "min_pair_js_mean": float(group["min_pair_js"].mean()),
+                     **ci.columns("duplicate_fraction"), "min_pair_js_mean": float(group["min_pair_js"].mean()),
                      "source": ",".join(sorted(group["source"].unique()))})
     return runs_table.sort_values("job", key=lambda j: j.astype(int), kind="stable"), pd.DataFrame(rows)
 

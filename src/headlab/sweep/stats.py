@@ -30,6 +30,10 @@ class MeanCI:
     low: float
     high: float
 
+    def columns(self, name: str) -> dict[str, float]:
+        """`<name>_mean`, `<name>_ci95_low`, `<name>_ci95_high`: the table columns `format_interval` reads."""
+        return {f"{name}_mean": self.mean, f"{name}_ci95_low": self.low, f"{name}_ci95_high": self.high}
+
 
 def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE,
             bounds: tuple[float, float] = (-math.inf, math.inf)) -> MeanCI:

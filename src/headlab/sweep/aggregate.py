@@ -46,7 +46,7 @@ from headlab.sweep.importance import write_sweep_importance
 from headlab.sweep.interventions import write_intervention_effects
 from headlab.sweep.redundancy import write_sweep_redundancy
 from headlab.sweep.runs import Run, discover_runs
-from headlab.sweep.stats import format_interval, mean_ci, steps_to_converge
+from headlab.sweep.stats import format_interval, label_column, mean_ci, steps_to_converge
 
 AGGREGATE_DIR = "aggregate"
 SOURCES = "accuracy and F1: each run's best checkpoint (by val/acc); roles and head metrics: its last measurement"
@@ -126,8 +126,7 @@ def format_results(summary: pd.DataFrame) -> str:
     """`sweep_summary.csv` as terminal lines: each config's best-checkpoint val accuracy and test macro-F1."""
     if summary.empty:
         return "results: no config"
-    label = "config_label" if "config_label" in summary else "config"
-    width = max(len("config"), *(len(str(v)) for v in summary[label]))
+    label, width = label_column(summary)
     lines = ["results (best checkpoint by val/acc; mean [95% CI] over seeds)",
              f"{'config':<{width}} {'seeds':>5} {'val acc':>22} {'test F1':>22}"]
     for _, r in summary.iterrows():

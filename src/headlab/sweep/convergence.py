@@ -27,7 +27,7 @@ import pandas as pd
 from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import format_interval, mean_ci
+from headlab.sweep.stats import format_interval, job_tags, label_column, mean_ci
 
 CONVERGENCE_CSV = "convergence.csv"
 CONVERGENCE_RUNS_CSV = "convergence_runs.csv"
@@ -95,8 +95,7 @@ def convergence_table(per_run: pd.DataFrame, tags: pd.DataFrame) -> pd.DataFrame
     rows = []
     role_columns = [c for c in per_run.columns if c.startswith("final_role_")]
     for config, group in per_run.groupby("config", sort=True):
-        first = tags[tags["job"] == group["job"].iloc[0]].drop(columns=["job"])
-        row: dict[str, Any] = {"config": config, **(first.iloc[0].to_dict() if len(first) else {}),
+        row: dict[str, Any] = {"config": config, **job_tags(tags, group["job"].iloc[0]),
                                "n_seeds": len(group), "n_reached": int(group["reached"].sum()),
                                "n_with_reference": int(group["reference_job"].notna().sum())}
         for name, bounds in (("steps_to_target", (0.0, math.inf)), ("best_val_acc", (0.0, 1.0)),
@@ -121,8 +120,7 @@ def format_convergence(table: pd.DataFrame) -> str:
     """The per-config table as aligned lines: steps to target (seeds that reached it) and best val acc."""
     if table.empty:
         return "convergence: no template-mode sweep"
-    label = "config_label" if "config_label" in table else "config"
-    width = max(len("config"), *(len(str(v)) for v in table[label]))
+    label, width = label_column(table)
     lines = [f"steps to {TARGET_FRACTION:.0%} of the same seed's free best val acc (mean [95% CI] over seeds)",
              f"{'config':<{width}} {'reached':>8} {'steps to target':>26} {'best val acc':>24}"]
     for _, r in table.iterrows():

@@ -36,7 +36,7 @@ from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_csv
 from headlab.sweep.heads import ROLE_METRIC, layer_pair_means
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import format_interval, mean_ci
+from headlab.sweep.stats import format_interval, job_tags, label_column, mean_ci
 
 DIVISION_CSV = "division_of_labour.csv"
 JS_MAX = math.log(2.0)
@@ -132,9 +132,8 @@ def division_table(runs_by_config: dict[str, list[Run]], matches: pd.DataFrame, 
     for config in sorted(runs_by_config):
         runs = runs_by_config[config]
         per_run = pd.DataFrame([run_division(r, conditional) for r in runs])
-        first = tags[tags["job"] == runs[0].job].drop(columns=["job"]).iloc[0].to_dict() if len(tags) else {}
         # seeds with head tables: a usable run without them (accuracy only) adds no value here
-        row = {"config": config, **first, "n_seeds": int(per_run["heads_per_layer"].notna().sum())}
+        row = {"config": config, **job_tags(tags, runs[0].job), "n_seeds": int(per_run["heads_per_layer"].notna().sum())}
         n_heads = per_run["heads_per_layer"].max()
         row["heads_per_layer"] = n_heads
         row["role_entropy_max_bits"] = math.log2(min(n_heads, len(ROLES))) if np.isfinite(n_heads) else math.nan
@@ -166,8 +165,7 @@ def format_division(table: pd.DataFrame) -> str:
     """The table as a few aligned lines for the terminal: each score as `mean [low, high]`."""
     if table.empty:
         return "division of labour: no config"
-    label = "config_label" if "config_label" in table else "config"
-    width = max(len("config"), *(len(str(v)) for v in table[label]))
+    label, width = label_column(table)
     lines = ["division of labour (last measurement; mean [95% CI] over seeds; JS in nats, entropy in bits)",
              f"{'config':<{width}} {'seeds':>5} {'JS within layer':>22} {'role entropy (max)':>26} {'same role (chance)':>28}"]
     for _, r in table.iterrows():

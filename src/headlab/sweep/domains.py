@@ -32,7 +32,7 @@ from headlab.analysis.roles import ROLES
 
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import format_interval, mean_ci
+from headlab.sweep.stats import format_interval, job_tags, label_column, mean_ci
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +60,9 @@ def domain_table(runs_by_config: dict[str, list[Run]], tags: pd.DataFrame) -> pd
         runs = runs_by_config[config]
         per_run = [run_domain_accuracy(r) for r in runs]
         domains = sorted({d for accs in per_run for d in accs})
-        first = tags[tags["job"] == runs[0].job].drop(columns=["job"])
+        first = job_tags(tags, runs[0].job)
         for domain in domains:
-            row: dict[str, Any] = {"config": config, **(first.iloc[0].to_dict() if len(first) else {}), "domain": domain}
+            row: dict[str, Any] = {"config": config, **first, "domain": domain}
             for split in SPLITS:
                 values = [accs.get(domain, {}).get(split) for accs in per_run]
                 ci = mean_ci(values, bounds=(0.0, 1.0))
@@ -108,13 +108,13 @@ def roles_table(per_run: pd.DataFrame, runs_by_config: dict[str, list[Run]], tag
         mine = per_run[per_run["job"].isin(jobs)]
         if mine.empty:
             continue
-        first = tags[tags["job"] == jobs[0]].drop(columns=["job"])
+        first = job_tags(tags, jobs[0])
         measured = sorted(mine["job"].unique())
         for (domain, layer), group in mine.groupby(["domain", "layer"], sort=True):
             for role in [r for r in ROLES if r in set(group["role"])]:
                 counts = [int(((group["job"] == job) & (group["role"] == role)).sum()) for job in measured]
                 ci = mean_ci(counts, bounds=(0.0, np.inf))
-                rows.append({"config": config, **(first.iloc[0].to_dict() if len(first) else {}), "domain": domain,
+                rows.append({"config": config, **first, "domain": domain,
                              "layer": int(layer), "role": role, "n_seeds": len(measured), **ci.columns("heads")})
     return pd.DataFrame(rows)
 
@@ -144,8 +144,7 @@ def format_domain_accuracy(table: pd.DataFrame) -> str:
     """The table as aligned lines: per config and domain, test (and val) accuracy mean [95% CI]."""
     if table.empty:
         return "domain accuracy: no run recorded per-domain accuracy"
-    label = "config_label" if "config_label" in table else "config"
-    width = max(len("config"), *(len(str(v)) for v in table[label]))
+    label, width = label_column(table)
     lines = ["accuracy per domain (best checkpoint; mean [95% CI] over seeds)",
              f"{'config':<{width}} {'domain':<12} {'seeds':>5} {'test acc':>22} {'val acc':>22}"]
     for _, r in table.iterrows():

@@ -41,7 +41,7 @@ import pandas as pd
 from headlab.store import atomic_write_csv
 from headlab.sweep.heads import ROLE_METRIC
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import format_interval, mean_ci
+from headlab.sweep.stats import format_interval, job_tags, mean_ci
 
 INTERVENTIONS_FILE = "interventions.json"  # written by the run at t (headlab.lit.callbacks.interventions)
 EFFECTS_CSV = "intervention_effects.csv"
@@ -183,8 +183,7 @@ def effects_table(per_run: pd.DataFrame, tags: pd.DataFrame) -> pd.DataFrame:
     """One row per intervened config: the per-run numbers as mean and 95 % t-interval over seeds."""
     rows = []
     for config, group in per_run.groupby("config", sort=True):
-        first = tags[tags["job"] == group["job"].iloc[0]].drop(columns=["job"])
-        row: dict[str, Any] = {"config": config, **(first.iloc[0].to_dict() if len(first) else {}),
+        row: dict[str, Any] = {"config": config, **job_tags(tags, group["job"].iloc[0]),
                                "kind": group["kind"].iloc[0], "step": group["step"].iloc[0],
                                "heads": " / ".join(sorted(set(group["heads"]))), "n_seeds": len(group),
                                "n_applied": int(group["applied_step"].notna().sum()),

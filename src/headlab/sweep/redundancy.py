@@ -27,7 +27,7 @@ import pandas as pd
 from headlab.analysis.redundancy import DEFAULT_MASS, js_threshold, pair_table_redundancy
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import format_interval, mean_ci
+from headlab.sweep.stats import format_interval, label_column, mean_ci
 
 RUNS_FILE = "sweep_redundancy_runs.csv"
 CONFIG_FILE = "sweep_redundancy.csv"
@@ -99,8 +99,7 @@ def format_redundancy(table: pd.DataFrame) -> str:
     closest two heads of a layer came to the bar."""
     if table.empty:
         return "duplicate heads: no config"
-    label = "config_label" if "config_label" in table else "config"
-    width = max(len("config"), *(len(str(v)) for v in table[label]))
+    label, width = label_column(table)
     bar = float(table["js_threshold"].iloc[0])
     lines = [f"near-duplicate heads (JS <= {bar:.3f} nats at the last measurement; mean [95% CI] over seeds)",
              f"{'config':<{width}} {'seeds':>5} {'duplicate fraction':>22} {'closest pair JS':>16}"]

@@ -93,3 +93,15 @@ def format_interval(row: pd.Series, name: str, digits: int = 3) -> str:
     if pd.isna(low) or pd.isna(high):
         return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def job_tags(tags: pd.DataFrame, job: str) -> dict:
+    """A job's row of the sweep's tag table (config_label and the swept values), without `job`; {} if absent."""
+    row = tags[tags["job"] == job].drop(columns=["job"])
+    return row.iloc[0].to_dict() if len(row) else {}
+
+
+def label_column(table: pd.DataFrame) -> tuple[str, int]:
+    """The column that names a config in a terminal table (`config_label` when present) and its width."""
+    label = "config_label" if "config_label" in table else "config"
+    return label, max(len("config"), *(len(str(v)) for v in table[label]))

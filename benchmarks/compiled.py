@@ -1,6 +1,6 @@
 """Section ``compile``: `module.compile=true` against eager, through the training module's own step.
 
-Both variants are `HeadClassifierModule`s and run `model_step(batch, training=True)`, the step
+Both variants are `HeadClassifierModule`s and run `training_loss(batch, template_kl=False)`, the loss
 Lightning trains with, so the compiled one is exactly what `module.compile=true` gives a run.
 """
 
@@ -17,12 +17,12 @@ from benchmarks.steps import Candidate, headlab_config, make_batch, prepare, tra
 
 
 def module_candidate(name: str, compile: bool, args: argparse.Namespace, device: torch.device) -> Candidate:
-    """A `HeadClassifierModule` (seed 0) whose training loss is its own `model_step`."""
+    """A `HeadClassifierModule` (seed 0) whose training loss is its own `training_loss`."""
     from headlab.lit import HeadClassifierModule
 
     torch.manual_seed(0)
     module = HeadClassifierModule(headlab_config(args), compile=compile)
-    return prepare(Candidate(name, module.net, lambda batch: module.model_step(batch, training=True)[0]), args, device)
+    return prepare(Candidate(name, module.net, lambda batch: module.training_loss(batch, template_kl=False)[1]), args, device)
 
 
 def section(args: argparse.Namespace, out: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
 import functools
+import types
 
 import pytest
 import torch
@@ -38,7 +39,8 @@ def test_model_step_is_cross_entropy_of_the_networks_logits():
 
 def test_non_finite_loss_stops_training_naming_the_step(monkeypatch):
     module = HeadClassifierModule(CONFIG)
-    monkeypatch.setattr(module, "model_step", lambda batch, training=False: (torch.tensor(float("nan")), torch.zeros(4, 3)))
+    nan_loss = (types.SimpleNamespace(logits=torch.zeros(4, 3)), torch.tensor(float("nan")), None)
+    monkeypatch.setattr(module, "training_loss", lambda batch, template_kl: nan_loss)
     with pytest.raises(NonFiniteLossError, match="step 0"):
         module.training_step(_batch(), 0)
 

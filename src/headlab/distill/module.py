@@ -24,7 +24,7 @@ from headlab.distill.maps import layer_map as make_layer_map
 from headlab.distill.teacher import check_vocabulary, load_teacher
 from headlab.distill.transfer import attention_transfer, check_head_map, logit_kd, points_needed
 from headlab.errors import ConfigError
-from headlab.lit.module import HeadClassifierModule, NonFiniteLossError
+from headlab.lit.module import HeadClassifierModule
 from headlab.model import ModelConfig
 
 
@@ -100,36 +100,26 @@ class DistillModule(HeadClassifierModule):
     def on_fit_start(self) -> None:
         self.teacher_net.to(self.device)
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    def training_loss(self, batch: dict[str, torch.Tensor], template_kl: bool) -> tuple[Any, torch.Tensor, torch.Tensor | None]:
+        """CE on the labelled rows + alpha * KD(logits) + beta * attention loss; the step adds the rest."""
         ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
         labelled = labels != UNLABELLED  # distill.unlabelled: rows the teacher teaches, without a label
         if self.alpha == 0 and self.beta == 0 and bool(labelled.all()):
-            return super().training_step(batch, batch_idx)  # nothing to distil: exactly a plain run
+            return super().training_loss(batch, template_kl)  # nothing to distil: exactly a plain run
         points = points_needed(self.attention_loss, self.head_map) if self.beta > 0 else ()
-        template_weight = self.net.template_loss_weight(self.global_step)
         with torch.no_grad():
             t_out, t_points = forward_with_points(self.teacher_net, points, ids, mask, domain_ids=batch.get("domain_ids"))
         student = self.net if points else self._train_forward  # hooks need the module itself, not a compiled one
-        s_out, s_points = forward_with_points(student, points, ids, mask, template_kl=template_weight > 0,
+        s_out, s_points = forward_with_points(student, points, ids, mask, template_kl=template_kl,
                                               domain_ids=batch.get("domain_ids"))
         logits = s_out.logits
         loss_ce = F.cross_entropy(logits[labelled], labels[labelled]) if labelled.any() else logits.sum() * 0.0
         loss_kd = logit_kd(t_out.logits, logits, self.temperature) if self.alpha > 0 else loss_ce.new_zeros(())
         loss_attn = (attention_transfer(t_points, s_points, mask, self.layer_pairs, self.attention_loss, self.head_map)
                      if points else loss_ce.new_zeros(()))
-        loss = loss_ce + self.alpha * loss_kd + self.beta * loss_attn
-        if template_weight > 0:
-            loss = loss + template_weight * s_out.template_kl
-            self.log("train/template_kl", s_out.template_kl.detach(), batch_size=len(logits))
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(self.global_step, float(loss))
-        if labelled.any():
-            self.train_metrics.update(logits.detach()[labelled], labels[labelled])
-        n = len(logits)
-        self.log("train/loss", loss, prog_bar=True, batch_size=n)
         self.log_dict({"train/loss_ce": loss_ce.detach(), "train/loss_kd": loss_kd.detach(),
-                       "train/loss_attn": loss_attn.detach()}, batch_size=n)
-        return loss
+                       "train/loss_attn": loss_attn.detach()}, batch_size=len(logits))
+        return s_out, loss_ce + self.alpha * loss_kd + self.beta * loss_attn, labelled
 
 
 def forward_with_points(net: torch.nn.Module, points: Sequence[str], input_ids: torch.Tensor,

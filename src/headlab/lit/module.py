@@ -87,22 +87,19 @@ class HeadClassifierModule(L.LightningModule):
         """Logits `[batch, n_classes]` through the fast attention path."""
         return self.net(input_ids, attention_mask).logits
 
-    def model_step(self, batch: dict[str, torch.Tensor], training: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        forward = self._train_forward if training else self.net
-        logits = forward(batch["input_ids"], batch["attention_mask"], domain_ids=batch.get("domain_ids")).logits
+    def model_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loss, logits) of an evaluation batch (val / test); training goes through `training_loss`."""
+        logits = self.net(batch["input_ids"], batch["attention_mask"], domain_ids=batch.get("domain_ids")).logits
         return F.cross_entropy(logits, batch["labels"]), logits
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         self._router_logits.clear()  # only this step's training forward counts
         template_weight = self.net.template_loss_weight(self.global_step)
+        out, loss, scored = self.training_loss(batch, template_kl=template_weight > 0)
+        logits = out.logits
         if template_weight > 0:  # soft templates (model.template_mode=soft): their KL is its own loss term
-            out = self._train_forward(batch["input_ids"], batch["attention_mask"], template_kl=True,
-                                      domain_ids=batch.get("domain_ids"))
-            logits = out.logits
-            loss = F.cross_entropy(logits, batch["labels"]) + template_weight * out.template_kl
+            loss = loss + template_weight * out.template_kl
             self.log("train/template_kl", out.template_kl.detach(), batch_size=len(logits))
-        else:
-            loss, logits = self.model_step(batch, training=True)
         if self._router_logits:  # model.domain_router_balance: keep the router from collapsing
             balance = router_balance([z.softmax(dim=-1) for z in self._router_logits])
             self._router_logits.clear()
@@ -110,9 +107,19 @@ class HeadClassifierModule(L.LightningModule):
             self.log("train/router_balance", balance.detach(), batch_size=len(logits))
         if not torch.isfinite(loss):
             raise NonFiniteLossError(self.global_step, float(loss))
-        self.train_metrics.update(logits.detach(), batch["labels"])
+        if scored is None:
+            self.train_metrics.update(logits.detach(), batch["labels"])
+        elif scored.any():
+            self.train_metrics.update(logits.detach()[scored], batch["labels"][scored])
         self.log("train/loss", loss, prog_bar=True, batch_size=len(logits))
         return loss
+
+    def training_loss(self, batch: dict[str, torch.Tensor], template_kl: bool) -> tuple[Any, torch.Tensor, torch.Tensor | None]:
+        """(the training forward's output, the task loss, which rows count in train/acc: None = all).
+        The step adds the template and router terms; a subclass (distillation) overrides only this."""
+        out = self._train_forward(batch["input_ids"], batch["attention_mask"], template_kl=template_kl,
+                                  domain_ids=batch.get("domain_ids"))
+        return out, F.cross_entropy(out.logits, batch["labels"]), None
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Refuse to write non-finite weights (the last checkpoint stays the last good one) and

@@ -157,3 +157,16 @@ def test_a_pretrained_model_measured_once_has_no_init_and_reads_its_head_width_f
     assert by_check["init_variance"].status == NOT_MEASURED and "pretrained" in by_check["init_variance"].message
     assert by_check["head_width"].status == WARN and by_check["head_width"].evidence["n_heads"] == 12
     assert by_check["warmup"].status == NOT_MEASURED
+
+
+def test_the_pair_table_fallback_uses_the_bar_of_the_sweep_table_and_headlab_importance():
+    """Two heads 0.06 nats apart sit under the 10 %-mass bar (0.0693): one duplicate, the count
+    `pair_table_redundancy` (sweep_redundancy.csv, importance.json) gives on the same table."""
+    from headlab.analysis.redundancy import pair_table_redundancy
+
+    tables = healthy_tables()
+    close = [[0, .06, .4, .4], [.06, 0, .4, .4], [.4, .4, 0, .4], [.4, .4, .4, 0]]
+    tables.head_pairs = js_table(last_matrix=close)
+    finding = check_redundancy(tables, T)
+    assert finding.evidence["redundant_heads"] == 1 == pair_table_redundancy(tables.head_pairs, T.redundancy_mass)["redundant_heads"]
+    assert finding.evidence["clusters"] == {0: [[0, 1]]}

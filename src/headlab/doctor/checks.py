@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.analysis.bifurcation import role_bifurcation_steps
-from headlab.analysis.redundancy import duplicate_clusters, js_threshold, redundant_heads
+from headlab.analysis.redundancy import pair_table_redundancy
 from headlab.analysis.roles import ROLES
 
 OK, WARN, FAIL, NOT_MEASURED = "ok", "warn", "fail", "not measured"
@@ -210,15 +210,12 @@ def check_redundancy(tables: RunTables, t: Thresholds) -> Finding:
     if reported is not None and n_heads_total:
         evidence = {"source": source, "redundant_heads": int(reported), "n_heads": n_heads_total}
     else:
-        js = _pairs(tables, "js")
-        if js.empty:
+        found = pair_table_redundancy(tables.head_pairs, t.redundancy_mass) if tables.head_pairs is not None else None
+        if found is None:
             return _not_measured(name, "no importance.json redundancy and no js pair table")
-        at = js[js["step"] == js["step"].max()]
-        threshold = js_threshold(t.redundancy_mass)
-        clusters = {int(layer): duplicate_clusters(_square(rows), threshold) for layer, rows in at.groupby("layer")}
-        evidence = {"source": "head_pairs js", "step": int(at["step"].iloc[0]), "js_threshold": threshold,
-                    "clusters": {k: v for k, v in clusters.items() if v},
-                    "redundant_heads": sum(redundant_heads(c) for c in clusters.values()), "n_heads": n_heads_total}
+        evidence = {"source": "head_pairs js", "step": found["step"], "js_threshold": found["js_threshold"],
+                    "clusters": {entry["layer"]: entry["clusters"] for entry in found["layers"] if entry["clusters"]},
+                    "redundant_heads": found["redundant_heads"], "n_heads": n_heads_total}
     frac = evidence["redundant_heads"] / evidence["n_heads"] if evidence["n_heads"] else math.nan
     evidence["redundant_fraction"] = frac
     n_heads = tables.setting("model.n_heads")
@@ -298,13 +295,6 @@ def _settle_steps(tables: RunTables) -> tuple[np.ndarray, pd.DataFrame] | None:
         settle = role_bifurcation_steps(steps.astype(float), cube.to_numpy(float)).numpy()
         rows += [{"layer": int(layer), "head": int(h), "settle_step": s} for h, s in zip(cube.columns, settle)]
     return steps, pd.DataFrame(rows)
-
-
-def _square(rows: pd.DataFrame) -> np.ndarray:
-    n = int(max(rows["head_a"].max(), rows["head_b"].max())) + 1
-    m = np.zeros((n, n))
-    m[rows["head_a"].to_numpy(), rows["head_b"].to_numpy()] = rows["value"].to_numpy()
-    return m + m.T
 
 
 def _head_count(tables: RunTables) -> int:

@@ -30,7 +30,9 @@ def teacher_checkpoint(run_dir: str | Path, which: str = "best", key: str = "tea
         raise ConfigError(key, str(run_dir), f"{allowed}; no such directory{hint}")
     if not (root / "vocab.json").is_file():
         raise ConfigError(key, str(run_dir), f"{allowed}; it has no vocab.json")
-    last = root / "checkpoints" / "last.ckpt"
+    from headlab.lit.checkpointing import run_last_checkpoint
+
+    last = run_last_checkpoint(root)
     if which == "best":
         best = _best_from_summary(root)
         if best is not None:

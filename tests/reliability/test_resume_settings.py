@@ -61,3 +61,22 @@ def test_a_key_added_since_the_run_started_resumes_at_its_default_and_is_refused
         train(compose_tiny(run, *QUIET, "resume=true", "trainer.max_epochs=2", "data.bucket_by_length=false"))
     result = train(compose_tiny(run, *QUIET, "resume=true", "trainer.max_epochs=2"))
     assert result["status"] == "completed" and result["global_step"] == 12
+
+
+def test_resume_auto_leaves_a_completed_run_alone_and_extends_or_refuses_otherwise(tmp_path, compose_tiny):
+    """A sweep launched again into its folder (make reproduce-quick) must not retrain finished jobs,
+    yet more epochs is still a resume and a changed setting still a refusal."""
+    import pytest
+
+    from headlab.errors import ConfigError
+
+    run = tmp_path / "run"
+    first = train(compose_tiny(run, *QUIET))
+    checkpoint_before = (run / "checkpoints" / "last.ckpt").stat().st_mtime_ns
+    again = train(compose_tiny(run, *QUIET, "resume=auto"))
+    assert again == first  # the stored summary, nothing retrained or rewritten
+    assert (run / "checkpoints" / "last.ckpt").stat().st_mtime_ns == checkpoint_before
+    with pytest.raises(ConfigError, match=r"optim\.lr: run 0\.001 vs now 0\.0005"):
+        train(compose_tiny(run, *QUIET, "resume=auto", "optim.lr=5e-4"))
+    extended = train(compose_tiny(run, *QUIET, "resume=auto", "trainer.max_epochs=2"))
+    assert extended["global_step"] == 2 * first["global_step"] and extended["resumed_from"]["step"] == first["global_step"]

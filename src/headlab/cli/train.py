@@ -33,6 +33,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, validate and test one configuration; returns the summary written to `summary.json`."""
     run_dir = Path(cfg.paths.output_dir)
     configure_cache_dirs(Path(cfg.paths.log_dir))
+    from headlab.run.history import restore_first_hydra
+    from headlab.run.resume import finished_run
+
+    done = finished_run(cfg, run_dir)
+    if done is not None:  # resume=auto on a run completed with these settings: nothing to do
+        restore_first_hydra(run_dir)  # Hydra rewrote .hydra/ for this launch
+        log.info("%s: completed already with these settings (resume=auto): not trained again", run_dir)
+        return done
     with RunRecord(cfg, run_dir) as record:
         validate_config(cfg)  # before data, imports or files: a typo costs milliseconds
         setup_job(cfg)

@@ -7,10 +7,12 @@ when any setting differs from the run's newest segment (`headlab.run.history`), 
 change the experiment (`NOT_A_CONDITION`), and keys the user lists in `resume_allow`
 (e.g. `resume_allow=[optim.lr]`; a group name allows all of its keys). A key the run's settings
 lack that this command does not set (one a newer headlab added, at its default) is not a change.
+`resume=auto` on a run that completed with exactly these settings does nothing (`finished_run`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,10 +74,36 @@ def find_resume(cfg: DictConfig, run_dir: Path) -> ResumePoint | None:
     return ResumePoint(str(last), int(checkpoint.get("global_step", 0)), saved)
 
 
+def finished_run(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
+    """`resume=auto` on a run that already completed with exactly these settings: its summary, so a
+    re-launched sweep (make reproduce-quick, a requeued array) skips it instead of training again.
+    None when anything is left to do: no completed summary, unknown or changed settings, or more
+    epochs / steps asked for (that is a resume)."""
+    if cfg.get("resume") != "auto":
+        return None
+    path = run_dir / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict) or summary.get("status") != "completed" or latest_settings(run_dir) is None:
+        return None
+    return None if _changed_settings(cfg, run_dir, extendable=False) else summary
+
+
 def _refuse_changed_settings(cfg: DictConfig, run_dir: Path) -> None:
+    changed = _changed_settings(cfg, run_dir, extendable=True)
+    if changed:
+        diffs = ", ".join(f"{k}: run {a!r} vs now {b!r}" for k, (a, b) in changed.items())
+        raise ConfigError("resume", True, f"the settings the run was trained with ({diffs}); resume with them, "
+                          f"or list the keys to change: resume_allow=[{','.join(changed)}]")
+
+
+def _changed_settings(cfg: DictConfig, run_dir: Path, extendable: bool) -> dict[str, tuple[Any, Any]]:
+    """Settings that differ from the run's newest segment, beyond what a resume may change."""
     before = latest_settings(run_dir)
     if before is None:
-        return  # a run from before segments were kept: only its model shape can be checked
+        return {}  # a run from before segments were kept: only its model shape can be checked
     now = experiment_settings(cfg)
     allowed = tuple(str(k) for k in (cfg.get("resume_allow") or ())) + NOT_A_CONDITION
     follows = _interpolated_keys(cfg)  # e.g. optim.optimizer.lr = ${optim.lr}: its source is compared itself
@@ -85,15 +113,12 @@ def _refuse_changed_settings(cfg: DictConfig, run_dir: Path) -> None:
     changed = {}
     for key in sorted(set(before) | set(now)):
         old, new = before.get(key, "<unset>"), now.get(key, "<unset>")
-        if old == new or key in follows or _matches(key, allowed) or (key in EXTENDABLE and _extends(old, new)):
+        if old == new or key in follows or _matches(key, allowed) or (extendable and key in EXTENDABLE and _extends(old, new)):
             continue
         if key not in before and key not in given:  # added to headlab since, at its default
             continue
         changed[key] = (old, new)
-    if changed:
-        diffs = ", ".join(f"{k}: run {a!r} vs now {b!r}" for k, (a, b) in changed.items())
-        raise ConfigError("resume", True, f"the settings the run was trained with ({diffs}); resume with them, "
-                          f"or list the keys to change: resume_allow=[{','.join(changed)}]")
+    return changed
 
 
 def _interpolated_keys(node: Any, prefix: str = "") -> set[str]:

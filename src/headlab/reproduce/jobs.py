@@ -4,31 +4,27 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from headlab.errors import ConfigError
-from headlab.reproduce.spec import RUN_COMMANDS, SCALES, ClaimSpec
+from headlab.reproduce.spec import RUN_COMMANDS, SCALES, ClaimSpec, PerJob
 
 LAUNCHERS = {"quick": "joblib", "full": "slurm"}
 
 
 @dataclass(frozen=True)
 class SweepJob:
-    """One `make sweep` call: the sweep, its folder name and overrides at this scale, the claims that read it."""
+    """One sweep: its grid, folder name and overrides at this scale, the claims that read it, the
+    program that runs it, its teacher (another sweep's job) and the commands run on its jobs."""
 
     sweep: str
     sweep_name: str
     overrides: tuple[str, ...]
     claims: tuple[str, ...]
     launcher: str
-
-    def command(self) -> str:
-        """`make sweep` with the folder name fixed, so the report finds the sweep it asked for.
-
-        >>> SweepJob("heads", "heads-zh_reviews", ("experiment=sweep_zh", "seed=0,1,2"), ("C8",), "joblib").command()
-        "make sweep SWEEP=heads LAUNCHER=joblib ARGS='experiment=sweep_zh seed=0,1,2 sweep_name=heads-zh_reviews'"
-        """
-        args = " ".join((*self.overrides, f"sweep_name={self.sweep_name}"))
-        return f"make sweep SWEEP={self.sweep} LAUNCHER={self.launcher} ARGS={shlex.quote(args)}"
+    program: str = "headlab-train"
+    teacher: tuple[str, tuple[tuple[str, Any], ...]] | None = None
+    per_job: tuple[PerJob, ...] = ()
 
 
 def sweep_jobs(specs: list[ClaimSpec], scale: str) -> list[SweepJob]:
@@ -36,17 +32,40 @@ def sweep_jobs(specs: list[ClaimSpec], scale: str) -> list[SweepJob]:
     different sweeps or overrides would read each other's evidence: a ConfigError."""
     if scale not in SCALES:
         raise ConfigError("scale", scale, f"one of {', '.join(SCALES)}")
-    jobs: dict[str, tuple[str, tuple[str, ...], list[str]]] = {}
+    jobs: dict[str, tuple[tuple, list[str], list[PerJob]]] = {}
     for spec in specs:
         if "sweep" not in spec.evidence:
             continue
-        name, sweep, overrides = spec.sweep_name(scale), str(spec.evidence["sweep"]), spec.overrides(scale)
-        if name in jobs and jobs[name][:2] != (sweep, overrides):
-            other = jobs[name][2][0]
+        name = spec.sweep_name(scale)
+        identity = (str(spec.evidence["sweep"]), spec.overrides(scale), spec.program, spec.teacher(scale))
+        if name in jobs and jobs[name][0] != identity:
+            other, (sweep, overrides, program, _) = jobs[name][1][0], jobs[name][0]
             raise ConfigError(f"{spec.claim}: evidence.{scale}", name,
-                              f"a sweep_name of its own: {other} runs {jobs[name][0]} {' '.join(jobs[name][1])} under it")
-        jobs.setdefault(name, (sweep, overrides, []))[2].append(spec.claim)
-    return [SweepJob(sweep, name, overrides, tuple(claims), LAUNCHERS[scale]) for name, (sweep, overrides, claims) in jobs.items()]
+                              f"a sweep_name of its own: {other} runs {program} {sweep} {' '.join(overrides)} under it")
+        _, claims, per_job = jobs.setdefault(name, (identity, [], []))
+        claims.append(spec.claim)
+        per_job.extend(p for p in spec.per_job(scale) if p not in per_job)
+    found = [SweepJob(sweep, name, overrides, tuple(claims), LAUNCHERS[scale], program, teacher, tuple(per_job))
+             for name, ((sweep, overrides, program, teacher), claims, per_job) in jobs.items()]
+    return _teachers_first(found, scale)
+
+
+def _teachers_first(jobs: list[SweepJob], scale: str) -> list[SweepJob]:
+    """A sweep whose teacher is a job of another sweep runs after it; an unknown teacher sweep is refused."""
+    names = {j.sweep_name for j in jobs}
+    for job in jobs:
+        if job.teacher and job.teacher[0] not in names:
+            raise ConfigError(f"{job.claims[0]}: evidence.{scale}.teacher.sweep_name", job.teacher[0],
+                              f"a sweep of this scale ({', '.join(sorted(names))})")
+    ordered: list[SweepJob] = []
+    pending = list(jobs)
+    while pending:
+        ready = [j for j in pending if not j.teacher or j.teacher[0] in {o.sweep_name for o in ordered}]
+        if not ready:
+            raise ConfigError("evidence.teacher", [j.sweep_name for j in pending], "teachers that do not depend on each other")
+        ordered.extend(ready)
+        pending = [j for j in pending if j not in ready]
+    return ordered
 
 
 @dataclass(frozen=True)

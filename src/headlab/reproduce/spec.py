@@ -13,6 +13,12 @@ A spec says, before anything runs, what would support or contradict the claim::
       full: {sweep_name: heads-zh_reviews, overrides: [experiment=sweep_zh, ...]}   # the article's
       table: sweep_runs.csv        #   the aggregate table the statistics read
       figure: accuracy_vs_factor.png   # aggregate/figures/ file that shows it (optional)
+      program: train               #   optional: train (headlab-train, default) or distill (headlab-distill)
+      # a scale may name its teacher, a job of another sweep (the runner passes teacher=<its dir>):
+      #   quick: {..., teacher: {sweep_name: heads-zh_reviews, where: {model.n_heads: 8, seed: 0}}}
+      per_job:                     #   optional: commands run on each completed job before aggregating
+        - {command: headlab-prune, args: [prune.max_drop=0.005], where: {model.n_heads: 8}}
+        # (or quick_where / full_where when the selection differs by scale; none: every job)
     # or  evidence: {run: analyze_hf, table: head_metrics.parquet,   (one command's run directory)
     #                 quick: {run_name: c17-minilm, command: [data=en_news]}, full: {...}}
     # or  evidence: {computed: true}              (statistics of kind `computed`, no training)
@@ -42,8 +48,20 @@ SPEC_GLOB = "c[0-9][0-9]_*.yaml"
 SCALES = ("quick", "full")  # make reproduce-quick (CPU) and make reproduce (the article's scale)
 EVIDENCE_KINDS = ("sweep", "run", "computed", "not_measured")
 RUN_COMMANDS = {"analyze_hf": "headlab-analyze-hf"}  # evidence.run -> the command that writes the run
+SWEEP_PROGRAMS = {"train": "headlab-train", "distill": "headlab-distill"}  # evidence.program -> the multirun command
+# evidence.per_job commands -> the settings prefix of their `threads` key (the runner sets it)
+PER_JOB_COMMANDS = {"headlab-prune": "prune", "headlab-importance": "importance"}
 _SEEDED_TABLES = ("sweep_runs.csv", "sweep_heads.csv", "sweep_layer_pairs.parquet", "sweep_redundancy_runs.csv",
                   "intervention_runs.csv")
+
+
+@dataclass(frozen=True)
+class PerJob:
+    """A command run on each completed job of a sweep whose config matches `where` (all when empty)."""
+
+    command: str
+    args: tuple[str, ...]
+    where: tuple[tuple[str, Any], ...]
 
 
 @dataclass(frozen=True)
@@ -76,6 +94,22 @@ class ClaimSpec:
     def run_name(self, scale: str) -> str:
         """The run directory name (under `<log dir>/runs/reproduce/`) of a `run` evidence at `scale`."""
         return str(self.evidence[scale]["run_name"])
+
+    @property
+    def program(self) -> str:
+        """The command a sweep's multirun starts (headlab-train, or headlab-distill for a student sweep)."""
+        return SWEEP_PROGRAMS[self.evidence.get("program", "train")]
+
+    def teacher(self, scale: str) -> tuple[str, tuple[tuple[str, Any], ...]] | None:
+        """(sweep_name, where) of the job whose run dir is this sweep's `teacher=`, or None."""
+        found = self.evidence[scale].get("teacher")
+        return (str(found["sweep_name"]), tuple(sorted(found["where"].items()))) if found else None
+
+    def per_job(self, scale: str) -> tuple[PerJob, ...]:
+        """The commands to run on the completed jobs of this sweep at `scale`, before aggregating."""
+        return tuple(PerJob(str(step["command"]), tuple(str(a) for a in step.get("args", ())),
+                            tuple(sorted((step.get(f"{scale}_where") or step.get("where") or {}).items())))
+                     for step in self.evidence.get("per_job", ()))
 
     @property
     def number(self) -> int:
@@ -169,7 +203,33 @@ def _evidence(evidence: Any, key) -> dict[str, Any]:
             overrides = at.get("overrides")
             if not isinstance(overrides, list) or not all(isinstance(o, str) and "=" in o for o in overrides):
                 raise ConfigError(key(f"evidence.{scale}.overrides"), overrides, "a list of key=value overrides")
+            teacher = at.get("teacher")
+            if teacher is not None and not (isinstance(teacher, dict) and isinstance(teacher.get("sweep_name"), str)
+                                            and isinstance(teacher.get("where"), dict) and teacher["where"]):
+                raise ConfigError(key(f"evidence.{scale}.teacher"), teacher,
+                                  "{sweep_name: <another sweep of this scale>, where: {key: value, ...}} naming one job")
+        if evidence.get("program", "train") not in SWEEP_PROGRAMS:
+            raise ConfigError(key("evidence.program"), evidence.get("program"), f"one of {', '.join(SWEEP_PROGRAMS)}")
+        _per_job(evidence.get("per_job", []), lambda k: key(f"evidence.per_job{k}"))
     return evidence
+
+
+def _per_job(steps: Any, key) -> None:
+    if not isinstance(steps, list):
+        raise ConfigError(key(""), steps, "a list of {command, args, where}")
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict) or step.get("command") not in PER_JOB_COMMANDS:
+            raise ConfigError(key(f"[{i}].command"), step.get("command") if isinstance(step, dict) else step,
+                              f"one of {', '.join(PER_JOB_COMMANDS)}")
+        unknown = sorted(set(step) - {"command", "args", "where", *(f"{s}_where" for s in SCALES)})
+        if unknown:
+            raise ConfigError(key(f"[{i}]"), unknown[0], "command, args, where, quick_where or full_where")
+        args = step.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) and "=" in a for a in args):
+            raise ConfigError(key(f"[{i}].args"), args, "a list of key=value settings of the command")
+        for name in ("where", *(f"{s}_where" for s in SCALES)):
+            if name in step and not isinstance(step[name], dict):
+                raise ConfigError(key(f"[{i}].{name}"), step[name], "a mapping of config key -> value")
 
 
 def _statistics(statistics: Any, evidence: dict, key) -> dict[str, dict[str, Any]]:

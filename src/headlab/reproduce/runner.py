@@ -1,0 +1,258 @@
+"""Run what the claim specs need at one scale, resumably, then leave the report to `headlab-reproduce`.
+
+The plan (`plan`) is every sweep of `jobs.sweep_jobs` (teachers first) and every run of
+`jobs.run_jobs`. Each sweep goes into a fixed folder, `<sweeps root>/<sweep_name>/reproduce`, as a
+Hydra multirun with `resume=auto`: a job that completed with the same settings is skipped by
+headlab-train itself, an interrupted one continues from its last checkpoint, so calling the runner
+again after a kill (or after it finished) redoes only what is missing. After the multirun the
+sweep's `per_job` commands (headlab-prune, headlab-importance) run on each completed job that
+matches their selection, each once (`reproduce_steps.json` in the job dir records what finished),
+and `headlab-aggregate` writes the tables the report reads. A step that fails is reported and the
+runner goes on: the report says which claims lack evidence.
+
+A dry run prints the same commands and runs nothing (that is how `make reproduce` is exercised on
+a machine without the cluster the full scale asks for).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from headlab.reproduce.jobs import RunJob, SweepJob
+from headlab.reproduce.spec import PER_JOB_COMMANDS, PerJob
+
+FOLDER = "reproduce"            # <sweeps root>/<sweep_name>/reproduce: the runner's own, fixed sweep folder
+STEPS_FILE = "reproduce_steps.json"
+LOGS = "reproduce-logs"
+
+
+@dataclass
+class StepResult:
+    """One line of the runner's time table (`jobs_time.csv` beside the report)."""
+
+    step: str
+    claims: str
+    status: str                 # done, skipped (nothing left to do), failed, planned (dry run)
+    wall_s: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class Runner:
+    """Runs (or prints) the plan; `bin_dir` holds the console scripts (the venv's bin)."""
+
+    sweeps_root: Path
+    run_root: Path
+    scale: str
+    launcher: str
+    n_jobs: int = 2
+    extra: tuple[str, ...] = ()          # appended to every sweep (e.g. trainer.accelerator=gpu)
+    dry_run: bool = False
+    bin_dir: Path = field(default_factory=lambda: Path(sys.executable).parent)
+    say: Callable[[str], None] = print
+    results: list[StepResult] = field(default_factory=list)
+
+    # ---- sweeps -------------------------------------------------------------------------------
+
+    def folder(self, job: SweepJob) -> Path:
+        return self.sweeps_root / job.sweep_name / FOLDER
+
+    def launcher_args(self) -> list[str]:
+        args = [f"hydra/launcher={self.launcher}"]
+        if self.launcher == "joblib":
+            args.append(f"hydra.launcher.n_jobs={self.n_jobs}")
+        return args
+
+    def sweep_argv(self, job: SweepJob, teacher_dir: str | None) -> list[str]:
+        """The multirun: the spec's grid into the fixed folder, resumable, teachers resolved."""
+        argv = [str(self.bin_dir / job.program), "-m", f"sweep={job.sweep}", *self.launcher_args(),
+                f"hydra.sweep.dir={self.folder(job)}", "resume=auto", *job.overrides, f"sweep_name={job.sweep_name}"]
+        if teacher_dir is not None:
+            argv.append(f"teacher={teacher_dir}")
+        return argv + list(self.extra)
+
+    def run_sweep(self, job: SweepJob, folders: dict[str, Path]) -> None:
+        started = time.monotonic()
+        label = f"sweep {job.sweep_name}"
+        teacher_dir = None
+        if job.teacher:
+            teacher_dir = self._teacher(job, folders)
+            if teacher_dir is None:
+                self._record(label, job.claims, "failed", started,
+                             f"no completed teacher job in {job.teacher[0]} with {_where_text(job.teacher[1])}")
+                return
+        folder = self.folder(job)
+        argv = self.sweep_argv(job, teacher_dir)
+        if self.dry_run:
+            self.say(_shell(argv))
+            for step in job.per_job:
+                self.say(f"  then on each completed job with {_where_text(step.where) or 'any config'}: "
+                         f"{_shell([step.command, 'JOB_DIR', *step.args])}")
+            self.say(f"  then: {_shell([str(self.bin_dir / 'headlab-aggregate'), str(folder)])}")
+            self._record(label, job.claims, "planned", started)
+            return
+        before = _completed_jobs(folder)
+        multirun_ok = self._call(argv, folder / LOGS / "multirun.log")
+        after = _completed_jobs(folder)
+        ran = len(after) - len(before)
+        post_ran, post_failed = self._per_job(job, after)
+        aggregate = folder / "aggregate" / "sweep_runs.csv"
+        aggregated = True
+        if ran or post_ran or not aggregate.is_file():
+            aggregated = self._call([str(self.bin_dir / "headlab-aggregate"), str(folder)], folder / LOGS / "aggregate.log")
+        folders[job.sweep_name] = folder
+        status = "done" if (ran or post_ran) else "skipped"
+        problems = [p for p, bad in (("some jobs failed", not multirun_ok), (f"{post_failed} per-job commands failed", post_failed),
+                                     ("aggregation failed", not aggregated)) if bad]
+        self._record(label, job.claims, "failed" if problems else status, started,
+                     f"{len(after)} jobs completed ({ran} now), {post_ran} per-job commands now"
+                     + (f"; {'; '.join(problems)} (logs: {folder / LOGS})" if problems else ""))
+
+    def _teacher(self, job: SweepJob, folders: dict[str, Path]) -> str | None:
+        name, where = job.teacher
+        if self.dry_run:
+            return f"<the job of {name} with {_where_text(where)}>"
+        folder = folders.get(name, self.sweeps_root / name / FOLDER)
+        matches = [d for d in _completed_jobs(folder) if _matches(d, where)]
+        return str(matches[0]) if len(matches) == 1 else None
+
+    def _per_job(self, job: SweepJob, completed: list[Path]) -> tuple[int, int]:
+        """Run each per-job command once on each matching completed job, `n_jobs` at a time."""
+        todo = [(d, step) for step in job.per_job for d in completed
+                if _matches(d, step.where) and _key(step) not in _done_steps(d)]
+        if not todo:
+            return 0, 0
+        from headlab.cli.job import available_cores
+
+        threads = max(1, available_cores() // max(1, self.n_jobs))
+
+        def one(item: tuple[Path, PerJob]) -> bool:
+            d, step = item
+            argv = [str(self.bin_dir / step.command), str(d), *step.args, f"{PER_JOB_COMMANDS[step.command]}.threads={threads}"]
+            ok = self._call(argv, d / f"{step.command}.log")
+            if ok:
+                _mark_done(d, _key(step))
+            return ok
+
+        with ThreadPoolExecutor(max_workers=max(1, self.n_jobs)) as pool:
+            outcomes = list(pool.map(one, todo))
+        return sum(outcomes), outcomes.count(False)
+
+    # ---- runs ---------------------------------------------------------------------------------
+
+    def run_argv(self, job: RunJob) -> list[str]:
+        return [str(self.bin_dir / job.program), *job.overrides, f"run_dir={self.run_root / job.run_name}"]
+
+    def run_one(self, job: RunJob) -> None:
+        started = time.monotonic()
+        label = f"run {job.run_name}"
+        argv = self.run_argv(job)
+        if self.dry_run:
+            self.say(_shell(argv))
+            self._record(label, job.claims, "planned", started)
+            return
+        run_dir = self.run_root / job.run_name
+        if (run_dir / "summary.json").is_file():
+            self._record(label, job.claims, "skipped", started, "summary.json exists")
+            return
+        ok = self._call(argv, self.run_root / f"{job.run_name}.log")
+        self._record(label, job.claims, "done" if ok else "failed", started,
+                     "" if ok else f"log: {self.run_root / (job.run_name + '.log')}")
+
+    # ---- plumbing -----------------------------------------------------------------------------
+
+    def _call(self, argv: Sequence[str], log: Path) -> bool:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(f"\n$ {_shell(argv)}\n")
+            out.flush()
+            return subprocess.run(list(argv), stdout=out, stderr=subprocess.STDOUT, check=False).returncode == 0
+
+    def _record(self, step: str, claims: Sequence[str], status: str, started: float, detail: str = "") -> None:
+        result = StepResult(step, " ".join(claims), status, round(time.monotonic() - started, 1), detail)
+        self.results.append(result)
+        if not self.dry_run:
+            self.say(f"{status:>8}  {step:<38} {result.wall_s:>7.0f} s  {result.claims}  {detail}")
+
+
+def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob]) -> dict[str, Path]:
+    """Every sweep (teachers first), then every run; returns sweep_name -> folder of the sweeps that
+    have an aggregate, for the report's explicit evidence."""
+    folders: dict[str, Path] = {}
+    for job in sweeps:
+        runner.run_sweep(job, folders)
+    for job in runs:
+        runner.run_one(job)
+    return {name: f for name, f in folders.items() if (f / "aggregate").is_dir()}
+
+
+def _completed_jobs(folder: Path) -> list[Path]:
+    """The job dirs of a multirun folder whose summary.json says completed."""
+    found = []
+    for summary in sorted(folder.glob("*/summary.json")):
+        try:
+            if json.loads(summary.read_text(encoding="utf-8")).get("status") == "completed":
+                found.append(summary.parent)
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _matches(job_dir: Path, where: tuple[tuple[str, Any], ...]) -> bool:
+    """The job's composed config holds every `where` value (4 matches 4.0; a group matches its choice)."""
+    if not where:
+        return True
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(job_dir / ".hydra" / "config.yaml")
+    choices: dict[str, Any] = {}
+    hydra_file = job_dir / ".hydra" / "hydra.yaml"
+    if hydra_file.is_file():
+        choices = dict(OmegaConf.load(hydra_file).hydra.runtime.choices)
+    for key, wanted in where:
+        value = choices[key] if key in choices else OmegaConf.select(cfg, key, default=None)
+        if not _same(value, wanted):
+            return False
+    return True
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    try:
+        return float(value) == float(wanted)
+    except (TypeError, ValueError):
+        return str(value) == str(wanted)
+
+
+def _key(step: PerJob) -> str:
+    return _shell([step.command, *step.args])
+
+
+def _done_steps(job_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((job_dir / STEPS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _mark_done(job_dir: Path, key: str) -> None:
+    from headlab.store import atomic_write_json
+
+    done = _done_steps(job_dir)
+    done[key] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    atomic_write_json(job_dir / STEPS_FILE, done)
+
+
+def _where_text(where: tuple[tuple[str, Any], ...]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in where)
+
+
+def _shell(argv: Sequence[str]) -> str:
+    return " ".join(shlex.quote(str(a)) for a in argv)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import time
 from typing import Any
 
 import torch
@@ -25,6 +24,7 @@ from torch import nn
 
 from benchmarks.options import add_machine_options, configure_process
 from benchmarks.report import median, table
+from headlab.interventions.timing import time_forward  # the one timing method (headlab-prune's speed-up too)
 
 BATCHES = (1, 64)
 
@@ -51,30 +51,6 @@ def load_pair(path: str) -> tuple[nn.Module, nn.Module]:
     if not source:
         raise SystemExit(f"{path}: not a headlab-prune checkpoint (no 'pruned_from')")
     return load_network(source), load_network(path)
-
-
-def time_forward(nets: dict[str, nn.Module], batch: int, seq: int, vocab: int, steps: int, warmup: int,
-                 device: str) -> dict[str, list[float]]:
-    """Milliseconds per forward of each network, interleaved round by round (drift hits all alike)."""
-    g = torch.Generator().manual_seed(batch)
-    ids = torch.randint(1, vocab, (batch, seq), generator=g).to(device)
-    mask = torch.ones_like(ids, dtype=torch.bool)
-    times: dict[str, list[float]] = {name: [] for name in nets}
-    with torch.inference_mode():
-        for round_ in range(warmup + steps):
-            for name, net in (list(nets.items()) if round_ % 2 else list(nets.items())[::-1]):
-                _sync(device)
-                t0 = time.perf_counter()
-                net(ids, mask)
-                _sync(device)
-                if round_ >= warmup:
-                    times[name].append((time.perf_counter() - t0) * 1e3)
-    return times
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 def measure(full: nn.Module, pruned: nn.Module, args: argparse.Namespace, seq: int, vocab: int) -> dict[str, Any]:

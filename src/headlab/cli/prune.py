@@ -4,7 +4,8 @@ Each round removes `prune.fraction_per_step` of the remaining heads (lowest firs
 `prune.ranking`), optionally fine-tunes, re-ranks, and stops before validation accuracy falls more
 than `prune.max_drop` below the unpruned network's. Writes into RUN_DIR `prune_curve.parquet`,
 `prune.json`, `pruned/<ranking>-ft<N>.ckpt` (loads with `headlab.lit.checkpointing.load_network`)
-and `figures/prune_curve.png`. Settings: conf/prune.yaml. Exit 2 with one line for a bad run dir,
+and `figures/prune_curve.png`. With `prune.speedup` the pruned network is timed against the unpruned
+one (`headlab.interventions.timing`) and prune.json gets the measured speed-up. Settings: conf/prune.yaml. Exit 2 with one line for a bad run dir,
 checkpoint or setting (nothing written).
 """
 
@@ -42,6 +43,8 @@ class PruneSettings:
     figures: bool = True
     device: str = "cpu"
     threads: int | None = None
+    speedup: bool = True
+    speedup_rounds: int = 30
 
     def __post_init__(self) -> None:
         from headlab.interventions.pruning import PRUNE_RANKINGS
@@ -56,11 +59,11 @@ class PruneSettings:
             raise ConfigError("prune.finetune_lr", self.finetune_lr, "a learning rate > 0")
         _check_int("prune.finetune_steps", self.finetune_steps, 0)
         _check_int("prune.random_seed", self.random_seed, None)
-        for key in ("batch_size", "max_rows"):
+        for key in ("batch_size", "max_rows", "speedup_rounds"):
             _check_int(f"prune.{key}", getattr(self, key), 1)
         if self.threads is not None:
             _check_int("prune.threads", self.threads, 1)
-        for key in ("recompute", "normalize_layers", "figures"):
+        for key in ("recompute", "normalize_layers", "figures", "speedup"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"prune.{key}", getattr(self, key), "true or false")
         if self.checkpoint not in ("last", "best"):
@@ -84,6 +87,7 @@ class PruneOutcome:
     checkpoint: Any  # headlab.cli.run_inputs.RunCheckpointFile
     result: Any  # headlab.interventions.pruning.PruneResult
     n_params: int
+    speedup: dict[str, Any] | None = None  # prune.json's `speedup` (None: prune.speedup=false)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{PROG}: removed {sum(map(len, outcome.result.removed))} of {outcome.result.steps[0].n_heads} heads "
           f"({1 - kept.n_params / outcome.n_params:.1%} of parameters); val acc {kept.scores['val'].acc[0]:.4f} "
           f"vs {outcome.result.steps[0].scores['val'].acc[0]:.4f} unpruned")
+    if outcome.speedup is not None:
+        sp = outcome.speedup
+        print(f"{PROG}: speed-up (unpruned / pruned, median of {sp['rounds']} rounds, seq {sp['seq']}, "
+              f"{sp['threads']} threads): {sp['batch_1']:.3f}x at batch 1, {sp['batch_64']:.3f}x at batch 64")
     return 0
 
 
@@ -112,7 +120,7 @@ def compute(run_dir: Path, overrides: list[str]) -> PruneOutcome:
     settings = settings_from(tool_config("prune", overrides), "prune", PruneSettings)
     cfg = run_config(run_dir)
     (checkpoint,) = find_checkpoints(run_dir, settings.checkpoint)[-1:]
-    set_torch_threads(settings.threads)
+    threads = set_torch_threads(settings.threads)
     from headlab.interventions.pruning import finetune_steps, iterative_prune
     from headlab.model.encoder import count_parameters
 
@@ -131,7 +139,30 @@ def compute(run_dir: Path, overrides: list[str]) -> PruneOutcome:
                              max_drop=settings.max_drop, recompute=settings.recompute, normalize=settings.normalize_layers,
                              random_seed=settings.random_seed, finetune=finetune, max_rows=settings.max_rows,
                              count_parameters=lambda m: count_parameters(m, non_embedding=False), fixed_scores=fixed)
-    return PruneOutcome(run_id_of(run_dir), settings, checkpoint, result, n_params)
+    speedup = None
+    if settings.speedup:
+        speedup = measured_speedup(net, result.net, int(cfg.data.max_len), settings.speedup_rounds, settings.device, threads)
+    return PruneOutcome(run_id_of(run_dir), settings, checkpoint, result, n_params, speedup)
+
+
+SPEEDUP_BATCHES = (1, 64)
+
+
+def measured_speedup(unpruned: Any, pruned: Any, seq: int, rounds: int, device: str, threads: int) -> dict[str, Any]:
+    """prune.json's `speedup`: unpruned / pruned median ms per forward at batch 1 and 64 (`batch_<n>`), with
+    the medians (`ms_batch_<n>`: [unpruned, pruned]). Nothing pruned: 1.0 by definition, not timed (`rounds` 0)."""
+    from headlab.interventions.timing import measure_speedup
+
+    seq = min(seq, unpruned.config.max_len)
+    out: dict[str, Any] = {"rounds": rounds, "threads": threads, "seq": seq, "device": device}
+    if sum(pruned.heads_per_layer) == sum(unpruned.heads_per_layer):
+        return {**out, "rounds": 0, **{f"batch_{b}": 1.0 for b in SPEEDUP_BATCHES},
+                **{f"ms_batch_{b}": None for b in SPEEDUP_BATCHES}}
+    for batch in SPEEDUP_BATCHES:
+        found = measure_speedup(unpruned, pruned, batch, seq, unpruned.config.vocab_size, rounds, device=device)
+        out[f"batch_{batch}"] = found.ratio
+        out[f"ms_batch_{batch}"] = [found.reference_ms, found.candidate_ms]
+    return out
 
 
 def seed_avg_scores(run_dir: Path, heads_per_layer: list[int]) -> Any:
@@ -228,6 +259,8 @@ def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
         "val_acc": [float(base.scores["val"].acc[0]), float(kept.scores["val"].acc[0])],
         "test_acc": [float(base.scores["test"].acc[0]), float(kept.scores["test"].acc[0])],
     }
+    if outcome.speedup is not None:
+        report[s.label]["speedup"] = outcome.speedup
     atomic_write_json(report_path, report)
     written.append(report_path)
     if s.figures:

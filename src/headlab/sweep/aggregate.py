@@ -15,6 +15,7 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 | `domain_accuracy.csv`, `domain_roles.csv` | (config, domain) of runs with domain ids; (config, domain, layer, role) of split runs: `headlab.sweep.domains` |
 | `sweep_importance.csv`, `sweep_importance_tau.csv` | only when runs hold `head_importance.parquet`: see `headlab.sweep.importance` |
 | `sweep_redundancy.csv`, `sweep_redundancy_runs.csv` | config (and run): near-duplicate head fraction at the last measurement, mean and 95% t-interval over seeds: see `headlab.sweep.redundancy` |
+| `sweep_prune.csv`, `sweep_prune_runs.csv` | (config, prune label) and (run, prune label): share of heads pruned, accuracy drop and measured speed-up of each job's `headlab-prune` (only when jobs hold prune.json): see `headlab.sweep.pruning` |
 | `figures/*.png` | see `headlab.plots.sweep` |
 
 Only usable runs (completed, every file readable) enter the statistics; the others are listed
@@ -44,6 +45,7 @@ from headlab.sweep.division import write_division
 from headlab.sweep.domains import write_domain_accuracy
 from headlab.sweep.importance import write_sweep_importance
 from headlab.sweep.interventions import write_intervention_effects
+from headlab.sweep.pruning import write_sweep_prune
 from headlab.sweep.redundancy import write_sweep_redundancy
 from headlab.sweep.runs import Run, discover_runs
 from headlab.sweep.stats import format_interval, label_column, mean_ci, steps_to_converge
@@ -115,6 +117,7 @@ def aggregate_sweep(
     result.written += write_convergence(out, _by_config(usable), factor_tags)
     result.written += write_domain_accuracy(out, _by_config(usable), factor_tags)
     result.written += write_sweep_redundancy(out, _by_config(usable), factor_tags)
+    result.written += write_sweep_prune(out, _by_config(usable), factor_tags)
     if figures:
         from headlab.plots.sweep import write_sweep_figures  # plotting only when asked
 

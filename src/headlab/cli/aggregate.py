@@ -62,10 +62,12 @@ def _terminal_tables(written: list[Path]) -> list[str]:
     from headlab.sweep.division import DIVISION_CSV, format_division
     from headlab.sweep.domains import DOMAIN_CSV, format_domain_accuracy
     from headlab.sweep.interventions import EFFECTS_CSV, format_effects
+    from headlab.sweep.pruning import CONFIG_FILE as PRUNE_CSV, format_prune
     from headlab.sweep.redundancy import CONFIG_FILE as REDUNDANCY_CSV, format_redundancy
 
     formatters = {"sweep_summary.csv": format_results, DIVISION_CSV: format_division, CONVERGENCE_CSV: format_convergence,
-                  EFFECTS_CSV: format_effects, DOMAIN_CSV: format_domain_accuracy, REDUNDANCY_CSV: format_redundancy}
+                  EFFECTS_CSV: format_effects, DOMAIN_CSV: format_domain_accuracy, REDUNDANCY_CSV: format_redundancy,
+                  PRUNE_CSV: format_prune}
     by_name = {p.name: p for p in written}
     return [format_table(pd.read_csv(by_name[name])) for name, format_table in formatters.items() if name in by_name]
 

@@ -1,0 +1,118 @@
+"""sweep_prune*.csv on hand-made prune.json files with hand-computed means and intervals."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from headlab.cli.aggregate import main as aggregate_main
+from headlab.sweep.pruning import format_prune, prune_tables, write_sweep_prune
+from headlab.sweep.runs import Run
+
+
+def entry(fraction: float, test: tuple[float, float], speedup: tuple[float, float] | None, ranking: str = "ablation",
+          n_heads: int = 8) -> dict:
+    """A prune.json entry as headlab-prune writes it (only the fields the table reads, plus some it does not)."""
+    out = {"checkpoint": "x.ckpt", "step": 99, "settings": {"ranking": ranking, "finetune_steps": 0, "max_drop": 0.005},
+           "heads_removed": [], "n_heads": [n_heads, round(n_heads * (1 - fraction))], "n_params": [1000, 900],
+           "fraction_heads_pruned": fraction, "fraction_params_pruned": fraction / 4,
+           "val_acc": [0.8, 0.8 - fraction / 100], "test_acc": list(test)}
+    if speedup is not None:
+        out["speedup"] = {"batch_1": speedup[0], "batch_64": speedup[1], "rounds": 30, "threads": 1, "seq": 64}
+    return out
+
+
+def make_run(root: Path, job: int, n_heads: int, seed: int, report: dict | str | None, reason: str = "") -> Run:
+    run_dir = root / str(job)
+    run_dir.mkdir(parents=True)
+    if isinstance(report, dict):
+        (run_dir / "prune.json").write_text(json.dumps(report))
+    elif isinstance(report, str):
+        (run_dir / "prune.json").write_text(report)
+    return Run(str(job), run_dir, "completed", reason, overrides=[f"model.n_heads={n_heads}", f"seed={seed}"],
+               summary={"swept": {"seed": seed}})
+
+
+# 8 heads, 3 seeds: heads pruned 0.25, 0.375, 0.125; test drop 0.002, 0.004, 0.0; speed-up b64 1.2, 1.3, 1.1.
+EIGHT = [entry(0.25, (0.80, 0.798), (1.05, 1.2)), entry(0.375, (0.82, 0.816), (1.10, 1.3)),
+         entry(0.125, (0.79, 0.79), (1.00, 1.1))]
+
+
+@pytest.fixture
+def hand_sweep(tmp_path) -> tuple[dict[str, list[Run]], pd.DataFrame]:
+    runs = [make_run(tmp_path, s, 8, s, {"ablation-ft0": EIGHT[s]}) for s in range(3)]
+    runs[0] = make_run(tmp_path / "again", 0, 8, 0, {"ablation-ft0": EIGHT[0],
+                                                     "random-ft0": entry(0.125, (0.80, 0.70), None, ranking="random")})
+    runs += [make_run(tmp_path, 3, 4, 0, {"ablation-ft0": entry(0.25, (0.7, 0.69), (1.02, 1.04), n_heads=4)}),
+             make_run(tmp_path, 4, 4, 1, None),                                       # never pruned
+             make_run(tmp_path, 5, 4, 2, "{not json"),                                # unreadable: left out
+             make_run(tmp_path, 6, 4, 3, {"ablation-ft0": entry(0.5, (0.7, 0.1), (9.0, 9.0))}, reason="diverged")]
+    groups: dict[str, list[Run]] = {}
+    for r in runs:
+        groups.setdefault(r.config, []).append(r)
+    tags = pd.DataFrame({"job": [r.job for r in runs], "config_label": [f"model.n_heads={h}" for h in (8, 8, 8, 4, 4, 4, 4)],
+                         "model.n_heads": [8, 8, 8, 4, 4, 4, 4]})
+    return groups, tags
+
+
+def test_one_row_per_usable_job_and_label(hand_sweep):
+    per_run, _ = prune_tables(*hand_sweep)
+    assert list(zip(per_run["label"], per_run["job"])) == [("ablation-ft0", "0"), ("ablation-ft0", "1"), ("ablation-ft0", "2"),
+                                                           ("ablation-ft0", "3"), ("random-ft0", "0")]
+    assert per_run["model.n_heads"].tolist() == [8, 8, 8, 4, 8] and per_run["seed"].tolist() == [0, 1, 2, 0, 0]
+    assert per_run["fraction_heads_pruned"].tolist() == [0.25, 0.375, 0.125, 0.25, 0.125]
+    assert per_run["n_heads_before"].tolist() == [8, 8, 8, 4, 8] and per_run["n_heads_after"].tolist() == [6, 5, 7, 3, 7]
+    assert per_run["test_acc_drop"].tolist() == pytest.approx([0.002, 0.004, 0.0, 0.01, 0.1])
+    assert per_run["val_acc_drop"].tolist() == pytest.approx([0.0025, 0.00375, 0.00125, 0.0025, 0.00125])
+    assert per_run["speedup_b64"].tolist()[:4] == [1.2, 1.3, 1.1, 1.04] and math.isnan(per_run["speedup_b64"].iloc[4])
+    assert per_run["ranking"].tolist()[-1] == "random" and set(per_run["max_drop"]) == {0.005}
+
+
+def test_per_config_means_and_t_intervals(hand_sweep):
+    _, per_config = prune_tables(*hand_sweep)
+    assert list(zip(per_config["model.n_heads"], per_config["label"])) == [(4, "ablation-ft0"), (8, "ablation-ft0"),
+                                                                          (8, "random-ft0")]
+    eight = per_config.iloc[1]
+    assert eight["n_seeds"] == 3 and eight["seeds"] == "0 1 2" and eight["n_heads_before"] == 8
+    for column, values in (("fraction_heads_pruned", [0.25, 0.375, 0.125]), ("test_acc_drop", [0.002, 0.004, 0.0]),
+                           ("speedup_b64", [1.2, 1.3, 1.1])):
+        half = stats.t.ppf(0.975, 2) * np.std(values, ddof=1) / math.sqrt(3)
+        assert eight[f"{column}_mean"] == pytest.approx(np.mean(values))
+        assert eight[f"{column}_ci95_low"] == pytest.approx(max(np.mean(values) - half, -1.0 if column == "test_acc_drop" else 0))
+        assert eight[f"{column}_ci95_high"] == pytest.approx(np.mean(values) + half)
+    assert eight["speedup_b1_mean"] == pytest.approx(1.05)
+    four = per_config.iloc[0]  # one seed: a mean, no interval
+    assert four["n_seeds"] == 1 and four["fraction_heads_pruned_mean"] == 0.25 and math.isnan(four["fraction_heads_pruned_ci95_low"])
+    random = per_config.iloc[2]
+    assert random["n_seeds"] == 1 and math.isnan(random["speedup_b64_mean"])  # pruned with speedup=false
+    text = format_prune(per_config)
+    assert "random-ft0" in text and "0.250 [" in text
+
+
+def test_nothing_written_without_prune_json(tmp_path):
+    runs = [make_run(tmp_path, 0, 8, 0, None)]
+    tags = pd.DataFrame({"job": ["0"], "config_label": ["model.n_heads=8"]})
+    assert write_sweep_prune(tmp_path / "out", {runs[0].config: runs}, tags) == []
+    assert not (tmp_path / "out").exists()
+
+
+def test_headlab_aggregate_writes_and_prints_the_prune_table(sweep_dir, capsys):
+    # the conftest sweep: jobs 0-3 are seeds 0-3 of n_heads=2 (usable), 8 is unusable (corrupt parquet)
+    fractions = {0: 0.5, 1: 0.5, 2: 0.0, 8: 0.5}
+    for job, fraction in fractions.items():
+        report = {"ablation-ft0": entry(fraction, (0.9, 0.89), (1.0, 1.0 + fraction), n_heads=4)}
+        (sweep_dir / str(job) / "prune.json").write_text(json.dumps(report))
+    assert aggregate_main([str(sweep_dir), "--no-figures"]) == 0
+    out = capsys.readouterr().out
+    per_run = pd.read_csv(sweep_dir / "aggregate" / "sweep_prune_runs.csv")
+    assert per_run["job"].tolist() == [0, 1, 2]  # job 8 is not usable
+    per_config = pd.read_csv(sweep_dir / "aggregate" / "sweep_prune.csv")
+    assert len(per_config) == 1 and per_config["fraction_heads_pruned_mean"].item() == pytest.approx(1 / 3)
+    assert per_config["speedup_b64_mean"].item() == pytest.approx(4 / 3)
+    assert "head pruning (headlab-prune per job" in out and "0.333 [" in out

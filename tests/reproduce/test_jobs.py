@@ -18,12 +18,14 @@ from tests.reproduce.test_verdicts import SPECS
 SPEC_LIST = load_specs(SPECS)
 
 
-def _grid(sweep: str, cli: tuple[str, ...]) -> list[dict[str, str]]:
-    """The jobs `headlab-train -m sweep=<sweep> *cli` makes, as {override key: value}."""
+def _grid(sweep: str, cli: tuple[str, ...], program: str = "headlab-train") -> list[dict[str, str]]:
+    """The jobs `<program> -m sweep=<sweep> *cli` makes, as {override key: value} (headlab-distill is
+    headlab-train +distill=default)."""
+    base = ["+distill=default"] if program == "headlab-distill" else []
     GlobalHydra.instance().clear()
     with initialize_config_module("headlab.conf", version_base="1.3"):
-        params = compose("train", overrides=[f"sweep={sweep}"], return_hydra_config=True).hydra.sweeper.params
-    arguments = [f"{k}={v}" for k, v in params.items()] + [f"sweep={sweep}", *cli]
+        params = compose("train", overrides=[*base, f"sweep={sweep}"], return_hydra_config=True).hydra.sweeper.params
+    arguments = [f"{k}={v}" for k, v in params.items()] + [*base, f"sweep={sweep}", *cli]
     batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(arguments), max_batch_size=None)
     return [dict(o.split("=", 1) for o in job) for batch in batches for job in batch]
 
@@ -38,8 +40,8 @@ def _same(a: str, b) -> bool:
 @pytest.mark.parametrize("scale", ["quick", "full"])
 def test_every_job_composes_names_its_folder_and_holds_the_selected_configs(scale):
     for job in sweep_jobs(SPEC_LIST, scale):
-        cli = (*job.overrides, f"sweep_name={job.sweep_name}")
-        grid = _grid(job.sweep, cli)
+        cli = (*job.overrides, f"sweep_name={job.sweep_name}", *(("teacher=/nonexistent/teacher",) if job.teacher else ()))
+        grid = _grid(job.sweep, cli, job.program)
         GlobalHydra.instance().clear()
         with initialize_config_module("headlab.conf", version_base="1.3"):
             cfg = compose("train", overrides=[f"{k}={v}" for k, v in grid[0].items()], return_hydra_config=True)
@@ -57,7 +59,7 @@ def test_two_specs_giving_one_folder_different_overrides_are_refused(tmp_path):
     text = (SPECS / "c16_head_width.yaml").read_text(encoding="utf-8").replace("heads_width-zh_reviews-full", "heads-zh_reviews-full")
     (tmp_path / "c16_head_width.yaml").write_text(text, encoding="utf-8")
     specs = [load_spec(SPECS / "c08_heads.yaml"), load_spec(tmp_path / "c16_head_width.yaml")]
-    with pytest.raises(ConfigError, match=r"C16: evidence\.full.*a sweep_name of its own: C8 runs heads"):
+    with pytest.raises(ConfigError, match=r"C16: evidence\.full.*a sweep_name of its own: C8 runs headlab-train heads"):
         sweep_jobs(specs, "full")
 
 

@@ -57,7 +57,7 @@ class Runner:
     extra: tuple[str, ...] = ()          # appended to every sweep (e.g. trainer.accelerator=gpu)
     dry_run: bool = False
     bin_dir: Path = field(default_factory=lambda: Path(sys.executable).parent)
-    say: Callable[[str], None] = print
+    say: Callable[[str], None] = lambda line: print(line, flush=True)  # noqa: E731 - progress shows at once in a log
     results: list[StepResult] = field(default_factory=list)
 
     # ---- sweeps -------------------------------------------------------------------------------
@@ -255,4 +255,8 @@ def _where_text(where: tuple[tuple[str, Any], ...]) -> str:
 
 
 def _shell(argv: Sequence[str]) -> str:
-    return " ".join(shlex.quote(str(a)) for a in argv)
+    """The command as one would type it: the program relative to here when it lies below."""
+    program = Path(argv[0])
+    if program.is_absolute() and program.is_relative_to(Path.cwd()):
+        program = program.relative_to(Path.cwd())
+    return " ".join(shlex.quote(str(a)) for a in (program, *argv[1:]))

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # The CPU wheel of torch; installed first so nothing pulls a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: venv demo test test-all bench clean help sweep sweep-smoke
+.PHONY: venv demo test test-all bench clean help sweep sweep-smoke browser-deps
 
 help:
 	@echo "make demo      train the default experiment on zh_reviews (prints the run dir last)"
@@ -16,7 +16,9 @@ help:
 	@echo "make bench     speed and measurement-overhead benchmark (BENCH_ARGS='--quick' for 1 min)"
 	@echo "make sweep-smoke   8 tiny jobs through joblib, then headlab-aggregate (prints the sweep dir last)"
 	@echo "make sweep SWEEP=heads [LAUNCHER=joblib] [ARGS='seed=0,1,2,3,4 experiment=sweep_zh']"
-	@echo "make reproduce-jobs [SCALE=quick|full]   print the sweeps the article's claims need (runs nothing)"
+	@echo "make reproduce-quick   every claim of the article at CPU scale (~25 min on 2 cores, resumable) -> reports/<date>/"
+	@echo "make reproduce [DRY_RUN=1] [LAUNCHER=slurm] [ARGS='--override trainer.accelerator=gpu']   the article's scale"
+	@echo "make reproduce-jobs [SCALE=quick|full]   print the commands a reproduce target runs (runs nothing)"
 	@echo "make reproduce-report [SCALE=quick|full]   verdicts of every claim from the sweeps on disk -> reports/<date>/"
 
 $(STAMP): pyproject.toml setup.py
@@ -32,6 +34,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# What the report's browser test needs (tests/reproduce/test_report.py; skipped without it):
+# Debian's chromium (needs root and apt) and playwright to drive it. CI runs this before `make test`.
+browser-deps: $(STAMP)
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null; }
+	$(BIN)/pip install --quiet -e '.[browser]'
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow or not slow"
@@ -62,9 +71,18 @@ sweep: $(STAMP)
 sweep-smoke:
 	@$(MAKE) --no-print-directory sweep SWEEP=smoke LAUNCHER=joblib
 
-# The founding article's claims (conf/reproduce/, docs/reproduce.md): the job list, then the report.
-.PHONY: reproduce-jobs reproduce-report
+# The founding article's claims (conf/reproduce/, docs/reproduce.md): run what each claim needs into
+# fixed folders (<log dir>/sweeps/<sweep_name>/reproduce; a second call redoes only what is missing),
+# then write reports/<date>/. The full scale goes through SLURM unless LAUNCHER says otherwise
+# (LAUNCHER=basic ARGS='--override trainer.accelerator=gpu' on one GPU); DRY_RUN=1 prints its commands.
+.PHONY: reproduce reproduce-quick reproduce-jobs reproduce-report
 SCALE ?= quick
+reproduce-quick: $(STAMP)
+	$(BIN)/headlab-reproduce --run --scale quick $(ARGS)
+
+reproduce: $(STAMP)
+	$(BIN)/headlab-reproduce --run --scale full $(if $(DRY_RUN),--dry-run) $(if $(filter-out joblib,$(LAUNCHER)),--launcher $(LAUNCHER)) $(ARGS)
+
 reproduce-jobs: $(STAMP)
 	$(BIN)/headlab-reproduce --jobs --scale $(SCALE)
 

@@ -73,7 +73,10 @@ def test_index_html_renders_in_headless_chromium_with_every_figure_loaded(report
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install -e '.[browser]'")
     results, out, _ = report
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
+        # as root (CI) Chromium needs --no-sandbox; the rest keeps it off a closed network
+        browser = p.chromium.launch(executable_path=BROWSER, args=[
+            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
         try:
             page = browser.new_page()
             page.goto((out / "index.html").resolve().as_uri())

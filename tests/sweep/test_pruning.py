@@ -116,3 +116,22 @@ def test_headlab_aggregate_writes_and_prints_the_prune_table(sweep_dir, capsys):
     assert len(per_config) == 1 and per_config["fraction_heads_pruned_mean"].item() == pytest.approx(1 / 3)
     assert per_config["speedup_b64_mean"].item() == pytest.approx(4 / 3)
     assert "head pruning (headlab-prune per job" in out and "0.333 [" in out
+
+
+def test_the_figure_shows_each_seed_and_the_mean_beside_the_articles_range(hand_sweep, tmp_path):
+    from headlab.plots.prune_sweep import build_prune_sweep_figure
+
+    per_run, _ = prune_tables(*hand_sweep)
+    fig = build_prune_sweep_figure(per_run)
+    heads, drop, speed = fig.axes
+    assert [t.get_text() for t in heads.get_xticklabels()] == ["model.n_heads=4\nablation-ft0", "model.n_heads=8\nablation-ft0",
+                                                               "model.n_heads=8\nrandom-ft0"]
+    seeds = [line for line in heads.get_lines() if line.get_marker() == "o"]
+    assert [sorted(line.get_ydata()) for line in seeds] == [[0.25], [0.125, 0.25, 0.375], [0.125]]
+    means = [line for line in speed.get_lines() if line.get_marker() == "s"]
+    assert [float(m.get_ydata()[0]) for m in means] == pytest.approx([1.04, 1.2])  # the random label has no speed-up
+    band = heads.patches[0]  # axhspan: a Rectangle from y to y + height
+    assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx((0.2, 0.3)) and not drop.patches
+    written = write_sweep_prune(tmp_path, *hand_sweep, figures=True)
+    assert [p.name for p in written] == ["sweep_prune_runs.csv", "sweep_prune.csv", "prune_sweep.png"]
+    assert written[-1].parent.name == "figures" and written[-1].stat().st_size > 0

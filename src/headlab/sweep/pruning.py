@@ -12,6 +12,7 @@ as JSON, or an entry without the fields, is left out. Written only when some job
 |---|---|
 | `sweep_prune_runs.csv` | (job, label): seed, config tags and swept factors, ranking, finetune_steps, max_drop, n_heads_before / _after, fraction_heads_pruned, fraction_params_pruned, val_acc / test_acc before, after and drop, speedup_b1, speedup_b64 |
 | `sweep_prune.csv` | (config, label), with the swept factors: mean and 95% t-interval over seeds of fraction_heads_pruned, test_acc_drop and speedup_b64 |
+| `figures/prune_sweep.png` | (with figures) the three per seed, with mean and interval, beside the article's range (`headlab.plots.prune_sweep`) |
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from headlab.sweep.stats import format_interval, job_tags, label_column, mean_ci
 PRUNE_JSON = "prune.json"
 RUNS_FILE = "sweep_prune_runs.csv"
 CONFIG_FILE = "sweep_prune.csv"
+FIGURE = "prune_sweep.png"
 # Per-config statistics: column -> the range it can take (the interval is clipped to it).
 CONFIG_STATISTICS = {"fraction_heads_pruned": (0.0, 1.0), "test_acc_drop": (-1.0, 1.0), "speedup_b64": (0.0, math.inf)}
 
@@ -106,13 +108,19 @@ def _job_order(column: pd.Series) -> pd.Series:
     return column.astype(int) if column.name == "job" else column
 
 
-def write_sweep_prune(out_dir: Path, runs_by_config: dict[str, list[Run]], tags: pd.DataFrame) -> list[Path]:
-    """Write `sweep_prune_runs.csv` and `sweep_prune.csv` into `out_dir` (atomically); none when no
-    usable run of the sweep holds prune.json."""
+def write_sweep_prune(out_dir: Path, runs_by_config: dict[str, list[Run]], tags: pd.DataFrame,
+                      figures: bool = False) -> list[Path]:
+    """Write `sweep_prune_runs.csv` and `sweep_prune.csv` into `out_dir` (atomically), and with
+    `figures` `figures/prune_sweep.png`; nothing when no usable run of the sweep holds prune.json."""
     per_run, per_config = prune_tables(runs_by_config, tags)
     if per_run.empty:
         return []
-    return [atomic_write_csv(Path(out_dir) / name, frame) for name, frame in ((RUNS_FILE, per_run), (CONFIG_FILE, per_config))]
+    written = [atomic_write_csv(Path(out_dir) / name, frame) for name, frame in ((RUNS_FILE, per_run), (CONFIG_FILE, per_config))]
+    if figures:
+        from headlab.plots.prune_sweep import plot_prune_sweep  # plotting only when asked
+
+        written.append(plot_prune_sweep(per_run, Path(out_dir) / "figures" / FIGURE))
+    return written
 
 
 def format_prune(table: pd.DataFrame) -> str:

@@ -117,7 +117,7 @@ def aggregate_sweep(
     result.written += write_convergence(out, _by_config(usable), factor_tags)
     result.written += write_domain_accuracy(out, _by_config(usable), factor_tags)
     result.written += write_sweep_redundancy(out, _by_config(usable), factor_tags)
-    result.written += write_sweep_prune(out, _by_config(usable), factor_tags)
+    result.written += write_sweep_prune(out, _by_config(usable), factor_tags, figures)
     if figures:
         from headlab.plots.sweep import write_sweep_figures  # plotting only when asked
 

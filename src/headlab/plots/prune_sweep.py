@@ -16,10 +16,10 @@ from headlab.plots._figure import figure_style, new_figure, save_figure
 from headlab.plots.sweep import natural_key
 from headlab.sweep.stats import mean_ci
 
-# (column, axis label, the article's band or None, the no-effect line)
-PANELS = (("fraction_heads_pruned", "fraction of heads pruned", (0.2, 0.3), 0.0),
-          ("test_acc_drop", "test acc drop (before - after)", None, 0.0),
-          ("speedup_b64", "speed-up at batch 64 (unpruned / pruned)", (1.15, 1.2), 1.0))
+# (column, axis label, the article's band or None, the no-effect line, the range the interval is clipped to)
+PANELS = (("fraction_heads_pruned", "fraction of heads pruned", (0.2, 0.3), 0.0, (0.0, 1.0)),
+          ("test_acc_drop", "test acc drop (before - after)", None, 0.0, (-1.0, 1.0)),
+          ("speedup_b64", "speed-up at batch 64 (unpruned / pruned)", (1.15, 1.2), 1.0, (0.0, np.inf)))
 
 
 def plot_prune_sweep(per_run: pd.DataFrame, path: str | os.PathLike) -> Path:
@@ -34,11 +34,11 @@ def build_prune_sweep_figure(per_run: pd.DataFrame) -> Figure:
     if per_run.empty or missing:
         raise DataError("sweep_prune_runs", f"rows with columns {missing or 'config_label, label, ...'}")
     groups = sorted(per_run.groupby(["config_label", "label"]), key=lambda g: (natural_key(str(g[0][0])), g[0][1]))
-    names = [f"{config}\n{label}" for (config, label), _ in groups]
+    names = [str(config).replace(",", ",\n") + f"\n{label}" for (config, label), _ in groups]  # one override a line
     with figure_style():
         fig = new_figure(3.2 * len(PANELS), 3.4)
         axes = fig.subplots(1, len(PANELS))
-        for ax, (column, title, band, zero) in zip(axes, PANELS):
+        for ax, (column, title, band, zero, bounds) in zip(axes, PANELS):
             if band is not None:
                 ax.axhspan(*band, color="tab:orange", alpha=0.15, linewidth=0, label="article")
             ax.axhline(zero, color="0.6", linewidth=0.8, linestyle=":")
@@ -47,7 +47,7 @@ def build_prune_sweep_figure(per_run: pd.DataFrame) -> Figure:
                 values = values[np.isfinite(values)]
                 jitter = np.linspace(-0.12, 0.12, len(values)) if len(values) > 1 else np.zeros(len(values))
                 ax.plot(x + jitter, values, "o", color="tab:blue", alpha=0.5, markersize=4)
-                ci = mean_ci(values)
+                ci = mean_ci(values, bounds=bounds)
                 if ci.n:
                     low, high = (ci.low, ci.high) if ci.n > 1 else (ci.mean, ci.mean)
                     ax.errorbar([x + 0.3], [ci.mean], yerr=[[ci.mean - low], [high - ci.mean]], fmt="s", color="black",

@@ -24,7 +24,13 @@ TRAIN = """
 import json, os, sys
 from pathlib import Path
 args = sys.argv[1:]
+import time
 log = Path(os.environ["CALLS"]); log.open("a").write(json.dumps([Path(sys.argv[0]).name, *args]) + "\\n")
+times = os.environ.get("TIMES")
+if times:
+    Path(times).open("a").write(json.dumps(["start", next(a for a in args if a.startswith("sweep_name=")), time.monotonic()]) + "\\n")
+    time.sleep(0.5)
+    Path(times).open("a").write(json.dumps(["end", next(a for a in args if a.startswith("sweep_name=")), time.monotonic()]) + "\\n")
 folder = Path(next(a.split("=", 1)[1] for a in args if a.startswith("hydra.sweep.dir=")))
 folder.mkdir(parents=True, exist_ok=True)
 bad = False
@@ -113,7 +119,7 @@ def _specs(tmp_path: Path):
 
 def test_teachers_run_first_per_job_commands_run_once_and_a_second_call_redoes_nothing(tmp_path, fake_bin):
     root = tmp_path / "sweeps"
-    runner = Runner(root, tmp_path / "runs", "quick", "joblib", n_jobs=2, bin_dir=fake_bin, say=lambda _: None)
+    runner = Runner(root, tmp_path / "runs", "quick", "joblib", lanes=2, bin_dir=fake_bin, say=lambda _: None)
     jobs = sweep_jobs(_specs(tmp_path), "quick")
     assert [j.sweep_name for j in jobs] == ["teachers", "students"]  # spec order says students first
     folders = run_plan(runner, jobs, [])
@@ -122,14 +128,15 @@ def test_teachers_run_first_per_job_commands_run_once_and_a_second_call_redoes_n
     assert folders == {"teachers": teachers, "students": students}
     assert [c[0] for c in calls] == ["headlab-train", "headlab-importance", "headlab-importance", "headlab-aggregate",
                                      "headlab-distill", "headlab-aggregate"]
-    assert "resume=auto" in calls[0] and f"hydra.sweep.dir={teachers}" in calls[0] and "hydra.launcher.n_jobs=2" in calls[0]
+    assert "resume=auto" in calls[0] and f"hydra.sweep.dir={teachers}" in calls[0] and "hydra.launcher.n_jobs=1" in calls[0]
     assert sorted(c[1] for c in calls[1:3]) == [str(teachers / "0"), str(teachers / "2")]  # the 4-head jobs only
-    assert calls[1][2:] == ["importance.curves=false", "importance.threads=1"] or calls[1][3].startswith("importance.threads=")
-    assert calls[4][-1] == f"teacher={teachers / '1'}"  # 8 heads, seed 0
+    threads = runner.threads()
+    assert calls[1][2:] == ["importance.curves=false", f"importance.threads={threads}"] and f"threads={threads}" in calls[0]
+    assert f"teacher={teachers / '1'}" in calls[4]  # 8 heads, seed 0
     assert json.loads((teachers / "0" / STEPS_FILE).read_text()).keys() == {"headlab-importance importance.curves=false"}
     assert [r.status for r in runner.results] == ["done", "done"]
 
-    again = Runner(root, tmp_path / "runs", "quick", "joblib", n_jobs=2, bin_dir=fake_bin, say=lambda _: None)
+    again = Runner(root, tmp_path / "runs", "quick", "joblib", lanes=2, bin_dir=fake_bin, say=lambda _: None)
     run_plan(again, jobs, [])
     calls = _calls(tmp_path)
     assert [c[0] for c in calls] == ["headlab-train", "headlab-distill"]  # launched, every job skipped; no re-aggregation
@@ -176,3 +183,18 @@ def test_a_teacher_sweep_that_no_spec_runs_is_refused(tmp_path):
     student = _specs(tmp_path)[0]
     with pytest.raises(ConfigError, match=r"C2: evidence\.quick\.teacher\.sweep_name='teachers'"):
         sweep_jobs([student], "quick")
+
+
+def test_lanes_run_independent_sweeps_side_by_side_and_a_student_after_its_teacher(tmp_path, fake_bin, monkeypatch):
+    monkeypatch.setenv("TIMES", str(tmp_path / "times.jsonl"))
+    specs = _specs(tmp_path)
+    (tmp_path / "c03_other.yaml").write_text(SPEC.format(n=3, sweep="heads", program="", name="other", teacher="",
+                                                         per_job=""), encoding="utf-8")
+    specs.append(load_spec(tmp_path / "c03_other.yaml"))
+    runner = Runner(tmp_path / "sweeps", tmp_path / "runs", "quick", "joblib", lanes=2, bin_dir=fake_bin, say=lambda _: None)
+    run_plan(runner, sweep_jobs(specs, "quick"), [])
+    events = {(kind, arg.split("=")[-1]): t for kind, arg, t in
+              (json.loads(line) for line in (tmp_path / "times.jsonl").read_text().splitlines())}
+    assert events["start", "other"] < events["end", "teachers"]       # side by side
+    assert events["start", "students"] > events["end", "teachers"]    # waits for its teacher
+    assert sorted(r.step for r in runner.results) == ["sweep other", "sweep students", "sweep teachers"]

@@ -1,6 +1,6 @@
 """`headlab-reproduce`: every claim of the founding article as a verdict, from the sweeps on disk.
 
-    headlab-reproduce --run [--scale quick|full] [--dry-run] [--launcher L] [--n-jobs N] [--override K=V ...]
+    headlab-reproduce --run [--scale quick|full] [--dry-run] [--launcher L] [--lanes N] [--override K=V ...]
     headlab-reproduce [--scale quick|full] [--out reports/<date>] [--sweeps-root logs/sweeps] [--evidence NAME=DIR ...]
     headlab-reproduce --jobs [--scale quick|full]   # = --run --dry-run: print the commands, run nothing
 
@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="with --run: print the commands, run nothing")
     parser.add_argument("--launcher", default=None,
                         help="Hydra launcher of the sweeps (default: joblib for quick, slurm for full; basic: one job at a time)")
-    parser.add_argument("--n-jobs", type=int, default=2, help="joblib: jobs side by side (default 2, one per core here)")
+    parser.add_argument("--lanes", type=int, default=2,
+                        help="sweeps run side by side, each job with cores / lanes threads (default 2)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="appended to every sweep, e.g. trainer.accelerator=gpu or hydra.launcher.partition=gpu")
     return parser
@@ -122,12 +123,12 @@ def _runner(args, specs, root: Path):
     from headlab.reproduce.jobs import LAUNCHERS, run_jobs, sweep_jobs
     from headlab.reproduce.runner import Runner
 
-    if args.n_jobs < 1:
-        raise ConfigError("--n-jobs", args.n_jobs, "an integer >= 1")
+    if args.lanes < 1:
+        raise ConfigError("--lanes", args.lanes, "an integer >= 1")
     bad = [o for o in args.override if "=" not in o]
     if bad:
         raise ConfigError("--override", bad[0], "KEY=VALUE")
-    runner = Runner(root, run_root(root), args.scale, args.launcher or LAUNCHERS[args.scale], args.n_jobs,
+    runner = Runner(root, run_root(root), args.scale, args.launcher or LAUNCHERS[args.scale], args.lanes,
                     tuple(args.override), dry_run=args.jobs or args.dry_run)
     return runner, sweep_jobs(specs, args.scale), run_jobs(specs, args.scale)
 

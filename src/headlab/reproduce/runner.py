@@ -1,7 +1,9 @@
 """Run what the claim specs need at one scale, resumably, then leave the report to `headlab-reproduce`.
 
-The plan (`plan`) is every sweep of `jobs.sweep_jobs` (teachers first) and every run of
-`jobs.run_jobs`. Each sweep goes into a fixed folder, `<sweeps root>/<sweep_name>/reproduce`, as a
+The plan is every sweep of `jobs.sweep_jobs` and every run of `jobs.run_jobs`, worked off by
+`lanes` workers side by side (each sweep runs its jobs one at a time with cores / lanes torch
+threads, so the cores stay busy through a sweep's start-up, its last odd job and its aggregation;
+a sweep whose teacher is a job of another sweep waits for that sweep). Each sweep goes into a fixed folder, `<sweeps root>/<sweep_name>/reproduce`, as a
 Hydra multirun with `resume=auto`: a job that completed with the same settings is skipped by
 headlab-train itself, an interrupted one continues from its last checkpoint, so calling the runner
 again after a kill (or after it finished) redoes only what is missing. After the multirun the
@@ -20,6 +22,7 @@ import json
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,6 +32,9 @@ from typing import Any, Callable, Sequence
 from headlab.reproduce.jobs import RunJob, SweepJob
 from headlab.reproduce.spec import PER_JOB_COMMANDS, PerJob
 
+# What every sweep of a scale gets unless its overrides (or --override) set the key: the per-run
+# head-metric figures cost seconds per job and the report reads the aggregate's figures only.
+SCALE_DEFAULTS = {"quick": ("callbacks.head_metrics.figures=false",), "full": ()}
 FOLDER = "reproduce"            # <sweeps root>/<sweep_name>/reproduce: the runner's own, fixed sweep folder
 STEPS_FILE = "reproduce_steps.json"
 LOGS = "reproduce-logs"
@@ -53,7 +59,7 @@ class Runner:
     run_root: Path
     scale: str
     launcher: str
-    n_jobs: int = 2
+    lanes: int = 2                       # sweeps (and per-job commands) side by side
     extra: tuple[str, ...] = ()          # appended to every sweep (e.g. trainer.accelerator=gpu)
     dry_run: bool = False
     bin_dir: Path = field(default_factory=lambda: Path(sys.executable).parent)
@@ -65,10 +71,19 @@ class Runner:
     def folder(self, job: SweepJob) -> Path:
         return self.sweeps_root / job.sweep_name / FOLDER
 
+    def threads(self) -> int:
+        from headlab.cli.job import available_cores
+
+        return max(1, available_cores() // max(1, self.lanes))
+
     def launcher_args(self) -> list[str]:
+        """A local launcher runs one job at a time per lane with the lane's share of the cores; a
+        cluster launcher (slurm) sizes its jobs itself."""
         args = [f"hydra/launcher={self.launcher}"]
         if self.launcher == "joblib":
-            args.append(f"hydra.launcher.n_jobs={self.n_jobs}")
+            args += ["hydra.launcher.n_jobs=1", f"threads={self.threads()}"]
+        elif self.launcher == "basic":
+            args.append(f"threads={self.threads()}")
         return args
 
     def sweep_argv(self, job: SweepJob, teacher_dir: str | None) -> list[str]:
@@ -77,7 +92,9 @@ class Runner:
                 f"hydra.sweep.dir={self.folder(job)}", "resume=auto", *job.overrides, f"sweep_name={job.sweep_name}"]
         if teacher_dir is not None:
             argv.append(f"teacher={teacher_dir}")
-        return argv + list(self.extra)
+        given = {a.split("=", 1)[0].lstrip("+~") for a in (*argv, *self.extra)}
+        defaults = [d for d in SCALE_DEFAULTS[self.scale] if d.split("=", 1)[0] not in given]
+        return argv + defaults + list(self.extra)
 
     def run_sweep(self, job: SweepJob, folders: dict[str, Path]) -> None:
         started = time.monotonic()
@@ -125,25 +142,17 @@ class Runner:
         return str(matches[0]) if len(matches) == 1 else None
 
     def _per_job(self, job: SweepJob, completed: list[Path]) -> tuple[int, int]:
-        """Run each per-job command once on each matching completed job, `n_jobs` at a time."""
+        """Run each per-job command once on each matching completed job (in this lane, one at a time)."""
         todo = [(d, step) for step in job.per_job for d in completed
                 if _matches(d, step.where) and _key(step) not in _done_steps(d)]
-        if not todo:
-            return 0, 0
-        from headlab.cli.job import available_cores
-
-        threads = max(1, available_cores() // max(1, self.n_jobs))
-
-        def one(item: tuple[Path, PerJob]) -> bool:
-            d, step = item
-            argv = [str(self.bin_dir / step.command), str(d), *step.args, f"{PER_JOB_COMMANDS[step.command]}.threads={threads}"]
+        outcomes = []
+        for d, step in todo:
+            argv = [str(self.bin_dir / step.command), str(d), *step.args,
+                    f"{PER_JOB_COMMANDS[step.command]}.threads={self.threads()}"]
             ok = self._call(argv, d / f"{step.command}.log")
             if ok:
                 _mark_done(d, _key(step))
-            return ok
-
-        with ThreadPoolExecutor(max_workers=max(1, self.n_jobs)) as pool:
-            outcomes = list(pool.map(one, todo))
+            outcomes.append(ok)
         return sum(outcomes), outcomes.count(False)
 
     # ---- runs ---------------------------------------------------------------------------------
@@ -184,14 +193,54 @@ class Runner:
 
 
 def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob]) -> dict[str, Path]:
-    """Every sweep (teachers first), then every run; returns sweep_name -> folder of the sweeps that
-    have an aggregate, for the report's explicit evidence."""
+    """Every sweep and run, `runner.lanes` at a time in plan order (a sweep waits for the sweep
+    holding its teacher); returns sweep_name -> folder of the sweeps that have an aggregate, for
+    the report's explicit evidence. A dry run prints the plan in order."""
     folders: dict[str, Path] = {}
-    for job in sweeps:
-        runner.run_sweep(job, folders)
-    for job in runs:
-        runner.run_one(job)
+    if runner.dry_run or runner.lanes == 1:
+        for job in sweeps:
+            runner.run_sweep(job, folders)
+        for job in runs:
+            runner.run_one(job)
+    else:  # teachers first: their students wait for them, and they are the long real-text sweeps
+        teachers = {j.teacher[0] for j in sweeps if j.teacher}
+        _in_lanes(runner, sorted(sweeps, key=lambda j: j.sweep_name not in teachers) + list(runs), folders)
     return {name: f for name, f in folders.items() if (f / "aggregate").is_dir()}
+
+
+def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob], folders: dict[str, Path]) -> None:
+    """`runner.lanes` workers take the first ready item of the queue; a student sweep is ready once
+    the sweep of its teacher has finished (done or failed)."""
+    lock = threading.Condition()
+    finished: set[str] = set()
+    pending = list(queue)
+
+    def ready(item: SweepJob | RunJob) -> bool:
+        return not isinstance(item, SweepJob) or not item.teacher or item.teacher[0] in finished
+
+    def lane() -> None:
+        while True:
+            with lock:
+                while pending and not any(ready(i) for i in pending):
+                    lock.wait()
+                if not pending:
+                    return
+                item = next(i for i in pending if ready(i))
+                pending.remove(item)
+            try:
+                if isinstance(item, SweepJob):
+                    runner.run_sweep(item, folders)
+                else:
+                    runner.run_one(item)
+            finally:
+                with lock:
+                    if isinstance(item, SweepJob):
+                        finished.add(item.sweep_name)
+                    lock.notify_all()
+
+    with ThreadPoolExecutor(max_workers=runner.lanes) as pool:
+        for future in [pool.submit(lane) for _ in range(runner.lanes)]:
+            future.result()
 
 
 def _completed_jobs(folder: Path) -> list[Path]:

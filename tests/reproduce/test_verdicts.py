@@ -142,3 +142,19 @@ def test_c17_reads_a_run_directory_and_compares_layers_with_welchs_interval(tmp_
     assert far.mean == pytest.approx(0.3) and far.n == 24 and (far.ci_low, far.ci_high) == (pytest.approx(low), pytest.approx(high))
     missing = evaluate_claim(load_spec(SPECS / "c17_pretrained_layers.yaml"), tmp_path / "elsewhere" / "sweeps")
     assert missing.verdict == NOT_MEASURED and "run the command of the job list first" in missing.reason
+
+
+def test_the_report_reads_the_most_recently_aggregated_folder_of_a_sweep(tmp_path):
+    """The runner's fixed `reproduce` folder and dated `make sweep` stamps live side by side: the
+    evidence is whichever was aggregated last, not whichever name sorts last."""
+    import os
+
+    from headlab.reproduce.evidence import find_aggregate
+
+    runner, stamp = (tmp_path / "heads-zh_reviews" / name / "aggregate" for name in ("reproduce", "2026-12-01_09-00-00_000000"))
+    for i, folder in enumerate((runner, stamp)):
+        folder.mkdir(parents=True)
+        os.utime(folder, (1_000_000 + i, 1_000_000 + i))
+    assert find_aggregate("heads-zh_reviews", tmp_path, {}) == stamp
+    os.utime(runner, (2_000_000, 2_000_000))
+    assert find_aggregate("heads-zh_reviews", tmp_path, {}) == runner

@@ -23,11 +23,13 @@ DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 
 
 def find_aggregate(sweep_name: str, sweeps_root: Path, explicit: Mapping[str, Path]) -> Path:
-    """The aggregate folder of `sweep_name`: the explicit one, else that of the newest stamp."""
+    """The aggregate folder of `sweep_name`: the explicit one, else the most recently aggregated of
+    its folders (a dated `make sweep` stamp or the runner's `reproduce`)."""
     if sweep_name in explicit:
         folder = Path(explicit[sweep_name])
         return folder if folder.name == AGGREGATE_DIR else folder / AGGREGATE_DIR
-    stamps = sorted(p for p in (sweeps_root / sweep_name).glob("*") if (p / AGGREGATE_DIR).is_dir())
+    stamps = sorted((p for p in (sweeps_root / sweep_name).glob("*") if (p / AGGREGATE_DIR).is_dir()),
+                    key=lambda p: ((p / AGGREGATE_DIR).stat().st_mtime, p.name))
     if not stamps:
         raise EvidenceMissing(f"no aggregated sweep {sweep_name!r} under {sweeps_root} (run its jobs, then headlab-aggregate)")
     return stamps[-1] / AGGREGATE_DIR

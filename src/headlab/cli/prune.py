@@ -106,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{PROG}: removed {sum(map(len, outcome.result.removed))} of {outcome.result.steps[0].n_heads} heads "
           f"({1 - kept.n_params / outcome.n_params:.1%} of parameters); val acc {kept.scores['val'].acc[0]:.4f} "
           f"vs {outcome.result.steps[0].scores['val'].acc[0]:.4f} unpruned")
-    if outcome.speedup is not None:
-        sp = outcome.speedup
+    sp = outcome.speedup
+    if sp is not None and sp["rounds"] == 0:
+        print(f"{PROG}: speed-up 1.0 (no head removed: not timed)")
+    elif sp is not None:
         print(f"{PROG}: speed-up (unpruned / pruned, median of {sp['rounds']} rounds, seq {sp['seq']}, "
               f"{sp['threads']} threads): {sp['batch_1']:.3f}x at batch 1, {sp['batch_64']:.3f}x at batch 64")
     return 0

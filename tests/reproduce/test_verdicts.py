@@ -140,6 +140,11 @@ def test_c17_reads_a_run_directory_and_compares_layers_with_welchs_interval(tmp_
                                 [r["value"] for r in rows if r["metric"] == "distance_norm" and r["layer"] < 3],
                                 equal_var=False).confidence_interval()
     assert far.mean == pytest.approx(0.3) and far.n == 24 and (far.ci_low, far.ci_high) == (pytest.approx(low), pytest.approx(high))
+    assert result.figure == ""  # the run has no figures/attention_grid.png (yet)
+    (run / "figures").mkdir()
+    (run / "figures" / "attention_grid.png").write_bytes(b"png")
+    figure = evaluate_claim(load_spec(SPECS / "c17_pretrained_layers.yaml"), tmp_path / "sweeps").figure
+    assert figure == str(run / "figures" / "attention_grid.png")
     missing = evaluate_claim(load_spec(SPECS / "c17_pretrained_layers.yaml"), tmp_path / "elsewhere" / "sweeps")
     assert missing.verdict == NOT_MEASURED and "run the command of the job list first" in missing.reason
 

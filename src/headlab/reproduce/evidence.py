@@ -95,15 +95,24 @@ def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Ma
         if "computed" in spec.evidence:
             return decide(spec, computed_statistics(spec), "computed")
         if "run" in spec.evidence:
-            path = run_root(sweeps_root) / spec.run_name(scale) / spec.evidence["table"]
-            return decide(spec, {n: table_statistic(s, _table(path)) for n, s in spec.statistics.items()}, str(path))
+            run_dir = run_root(sweeps_root) / spec.run_name(scale)
+            path = run_dir / spec.evidence["table"]
+            result = decide(spec, {n: table_statistic(s, _table(path)) for n, s in spec.statistics.items()}, str(path))
+            result.figure = _figure(run_dir, spec)
+            return result
         aggregate = find_aggregate(spec.sweep_name(scale), Path(sweeps_root), explicit or {})
         path = aggregate / spec.evidence["table"]
         table = read_table(path)
         result = decide(spec, {n: table_statistic(s, table) for n, s in spec.statistics.items()}, str(path))
-        figure = aggregate / "figures" / str(spec.evidence.get("figure", ""))
-        result.figure = str(figure) if spec.evidence.get("figure") and figure.is_file() else ""
+        result.figure = _figure(aggregate, spec)
         result.coverage = sweep_coverage(aggregate)
         return result
     except EvidenceMissing as missing:
         return not_measured(spec, str(missing))
+
+
+def _figure(folder: Path, spec: ClaimSpec) -> str:
+    """The spec's figure in `folder/figures/` (an aggregate's or a run's), "" when it has none or it is missing."""
+    name = spec.evidence.get("figure")
+    figure = folder / "figures" / str(name)
+    return str(figure) if name and figure.is_file() else ""

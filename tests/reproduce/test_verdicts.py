@@ -88,6 +88,16 @@ def test_c01_is_supported_by_measurement():
     assert result.verdict == SUPPORTED and result.source == "computed"
     assert result.statistics["random_std"].mean == pytest.approx(0.125, abs=0.002)
     assert result.statistics["init_band"].mean == pytest.approx(0.67, abs=0.02)  # P(|z| < 8 sin 7deg)
+    from matplotlib.image import imread
+
+    assert Path(result.figure).name == "angle_histogram.png" and imread(result.figure).shape[1] > 100
+
+
+def test_a_computed_claims_figure_must_be_one_headlab_draws(tmp_path):
+    text = (SPECS / "c01_random_directions.yaml").read_text(encoding="utf-8").replace("angle_histogram.png", "angles.png")
+    (tmp_path / "c01_random_directions.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"evidence\.figure='angles\.png'.*angle_histogram\.png"):
+        load_spec(tmp_path / "c01_random_directions.yaml")
 
 
 def test_overlapping_rules_are_an_error_not_a_verdict(tmp_path):

@@ -35,14 +35,25 @@ def cosine_summary(cos: torch.Tensor) -> dict[str, float]:
 
 
 def random_vectors(seed: int, d: int = 64, n_pairs: int = 20000) -> dict[str, float]:
+    """`cosine_summary` of `random_cosines`."""
+    return cosine_summary(random_cosines(seed, d, n_pairs))
+
+
+def random_cosines(seed: int, d: int = 64, n_pairs: int = 20000) -> torch.Tensor:
     """Cosines of `n_pairs` pairs of independent standard normal vectors in `d` dimensions."""
     g = torch.Generator().manual_seed(seed)
     a, b = torch.randn(n_pairs, d, generator=g, dtype=torch.float64), torch.randn(n_pairs, d, generator=g, dtype=torch.float64)
-    return cosine_summary(torch.nn.functional.cosine_similarity(a, b, dim=-1))
+    return torch.nn.functional.cosine_similarity(a, b, dim=-1)
 
 
 def initialised_queries(seed: int, d_model: int = 768, n_heads: int = 12, init_scale: float = 1.0,
                         n_inputs: int = 256) -> dict[str, float]:
+    """`cosine_summary` of `initialised_query_cosines`."""
+    return cosine_summary(initialised_query_cosines(seed, d_model, n_heads, init_scale, n_inputs))
+
+
+def initialised_query_cosines(seed: int, d_model: int = 768, n_heads: int = 12, init_scale: float = 1.0,
+                              n_inputs: int = 256) -> torch.Tensor:
     """Cosines between every pair of heads' queries for `n_inputs` random inputs (d_head = d_model / n_heads)."""
     torch.manual_seed(seed)
     attn = MultiHeadSelfAttention(d_model, n_heads)
@@ -51,13 +62,24 @@ def initialised_queries(seed: int, d_model: int = 768, n_heads: int = 12, init_s
     x = torch.randn(n_inputs, d_model, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
     q = torch.nn.functional.normalize(torch.einsum("nd,hde->hne", x, W_Q), dim=-1)  # [head, input, d_head]
     a, b = torch.triu_indices(n_heads, n_heads, offset=1)
-    return cosine_summary((q[a] * q[b]).sum(-1).reshape(-1))
+    return (q[a] * q[b]).sum(-1).reshape(-1)
+
+
+def angle_figure(path, seed: int = 0):
+    """figures/angle_histogram.png of C1: both measurements' angles (seed `seed`) against the 83-97 degree band."""
+    from headlab.plots.directions import plot_angle_histograms
+
+    angles = {name: torch.rad2deg(torch.arccos(cos(seed).clamp(-1.0, 1.0))).numpy()
+              for name, cos in (("random N(0, I_64) pairs", random_cosines),
+                                ("queries of an initialised 768-d, 12-head layer", initialised_query_cosines))}
+    return plot_angle_histograms(angles, BAND_DEGREES, path)
 
 
 MEASUREMENTS: dict[str, Callable[..., dict[str, float]]] = {
     "random_vectors": random_vectors,
     "initialised_queries": initialised_queries,
 }
+FIGURES = {"angle_histogram.png": angle_figure}  # a computed claim's `evidence.figure` -> what draws it
 
 
 def theory_cos_std(d: int) -> float:

@@ -13,7 +13,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from headlab.reproduce.directions import MEASUREMENTS
+from headlab.reproduce.directions import FIGURES, MEASUREMENTS
 from headlab.reproduce.spec import ClaimSpec
 from headlab.reproduce.statistics import EvidenceMissing, Statistic, from_values, table_statistic
 from headlab.reproduce.verdict import ClaimResult, decide, not_measured
@@ -85,6 +85,16 @@ def computed_statistics(spec: ClaimSpec) -> dict[str, Statistic]:
     return out
 
 
+def computed_figure(spec: ClaimSpec) -> str:
+    """A computed claim's figure, drawn into a temporary folder (the report copies it beside itself)."""
+    name = spec.evidence.get("figure")
+    if not name:
+        return ""
+    import tempfile
+
+    return str(FIGURES[name](Path(tempfile.mkdtemp(prefix="headlab-reproduce-")) / name))
+
+
 def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None = None,
                    scale: str = "quick") -> ClaimResult:
     """The verdict of one claim from the evidence of `scale` on disk (or computed); never raises for
@@ -93,7 +103,9 @@ def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Ma
         return not_measured(spec, spec.not_measured)
     try:
         if "computed" in spec.evidence:
-            return decide(spec, computed_statistics(spec), "computed")
+            result = decide(spec, computed_statistics(spec), "computed")
+            result.figure = computed_figure(spec)
+            return result
         if "run" in spec.evidence:
             run_dir = run_root(sweeps_root) / spec.run_name(scale)
             path = run_dir / spec.evidence["table"]

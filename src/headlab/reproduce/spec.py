@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 
 from headlab.errors import ConfigError
-from headlab.reproduce.directions import MEASUREMENTS
+from headlab.reproduce.directions import FIGURES, MEASUREMENTS
 from headlab.reproduce.rules import Rule, parse_rule
 from headlab.reproduce.statistics import KINDS, REDUCTIONS
 
@@ -192,6 +192,8 @@ def _evidence(evidence: Any, key) -> dict[str, Any]:
             at = evidence[scale]
             if not isinstance(at, dict) or not isinstance(at.get("run_name"), str) or not isinstance(at.get("command"), list):
                 raise ConfigError(key(f"evidence.{scale}"), at, "{run_name: <folder name>, command: [key=value, ...]}")
+    if "computed" in evidence and evidence.get("figure") is not None and evidence["figure"] not in FIGURES:
+        raise ConfigError(key("evidence.figure"), evidence["figure"], f"one of {', '.join(FIGURES)} (a computed claim's figure)")
     if "sweep" in evidence:
         for name in ("table", *SCALES):
             _required(evidence, name, lambda k: key(f"evidence.{k}"))

@@ -173,3 +173,14 @@ def test_the_report_reads_the_most_recently_aggregated_folder_of_a_sweep(tmp_pat
     assert find_aggregate("heads-zh_reviews", tmp_path, {}) == stamp
     os.utime(runner, (2_000_000, 2_000_000))
     assert find_aggregate("heads-zh_reviews", tmp_path, {}) == runner
+
+
+def test_bounds_clip_an_interval_to_what_the_value_can_be_and_bad_bounds_are_refused(tmp_path):
+    rows = pd.DataFrame({"job": ["a", "b", "c"], "seed": [0, 1, 2], "x": [1.0, 1.0, 0.5]})
+    free = table_statistic({"kind": "mean", "column": "x"}, rows)
+    clipped = table_statistic({"kind": "mean", "column": "x", "bounds": [0, 1]}, rows)
+    assert free.ci_high > 1 and clipped.ci_high == 1.0 and clipped.ci_low == pytest.approx(free.ci_low)
+    text = (SPECS / "c14_seeds.yaml").read_text(encoding="utf-8").replace("bounds: [0, 1]", "bounds: [1, 0]")
+    (tmp_path / "c14_seeds.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"same_role\.bounds=\[1, 0\]"):
+        load_spec(tmp_path / "c14_seeds.yaml")

@@ -251,6 +251,11 @@ def _statistics(statistics: Any, evidence: dict, key) -> dict[str, dict[str, Any
                                   f"one of {', '.join(MEASUREMENTS)} with field cos_std or in_band")
             continue
         _required(s, "column", k)
+        bounds = s.get("bounds")
+        if bounds is not None and not (isinstance(bounds, list) and len(bounds) == 2
+                                       and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+                                       and bounds[0] < bounds[1]):
+            raise ConfigError(k("bounds"), bounds, "[low, high]: the range the value can take (its interval is clipped to it)")
         if s.get("reduce") is not None and s["reduce"] not in REDUCTIONS:
             raise ConfigError(k("reduce"), s["reduce"], f"one of {', '.join(REDUCTIONS)}")
         if s["kind"] in ("paired_difference", "group_difference") and (not isinstance(s.get("a"), dict)

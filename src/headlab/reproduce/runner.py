@@ -139,7 +139,7 @@ class Runner:
             return f"<the job of {name} with {_where_text(where)}>"
         folder = folders.get(name, self.sweeps_root / name / FOLDER)
         matches = [d for d in _completed_jobs(folder) if _matches(d, where)]
-        return str(matches[0]) if len(matches) == 1 else None
+        return str(matches[0].resolve()) if len(matches) == 1 else None  # absolute: a cluster job may start elsewhere
 
     def _per_job(self, job: SweepJob, completed: list[Path]) -> tuple[int, int]:
         """Run each per-job command once on each matching completed job (in this lane, one at a time)."""

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from headlab.errors import ConfigError
 from headlab.reproduce.spec import RUN_COMMANDS, SCALES, ClaimSpec, PerJob
 
-LAUNCHERS = {"quick": "joblib", "full": "slurm"}
+LAUNCHERS = {"quick": "joblib", "full": "slurm"}  # the Hydra launcher each scale runs its sweeps with
 
 
 @dataclass(frozen=True)
@@ -21,7 +20,6 @@ class SweepJob:
     sweep_name: str
     overrides: tuple[str, ...]
     claims: tuple[str, ...]
-    launcher: str
     program: str = "headlab-train"
     teacher: tuple[str, tuple[tuple[str, Any], ...]] | None = None
     per_job: tuple[PerJob, ...] = ()
@@ -45,7 +43,7 @@ def sweep_jobs(specs: list[ClaimSpec], scale: str) -> list[SweepJob]:
         _, claims, per_job = jobs.setdefault(name, (identity, [], []))
         claims.append(spec.claim)
         per_job.extend(p for p in spec.per_job(scale) if p not in per_job)
-    found = [SweepJob(sweep, name, overrides, tuple(claims), LAUNCHERS[scale], program, teacher, tuple(per_job))
+    found = [SweepJob(sweep, name, overrides, tuple(claims), program, teacher, tuple(per_job))
              for name, ((sweep, overrides, program, teacher), claims, per_job) in jobs.items()]
     return _teachers_first(found, scale)
 
@@ -76,15 +74,6 @@ class RunJob:
     run_name: str
     overrides: tuple[str, ...]
     claims: tuple[str, ...]
-
-    def command(self) -> str:
-        """The command with its run directory fixed under `<log dir>/runs/reproduce/`.
-
-        >>> RunJob("headlab-analyze-hf", "c17-minilm", ("data=en_news",), ("C17",)).command()
-        'headlab-analyze-hf data=en_news run_dir="${HEADLAB_LOG_DIR:-logs}/runs/reproduce/c17-minilm"'
-        """
-        args = " ".join(shlex.quote(o) for o in self.overrides)
-        return f'{self.program} {args} run_dir="${{HEADLAB_LOG_DIR:-logs}}/runs/reproduce/{self.run_name}"'
 
 
 def run_jobs(specs: list[ClaimSpec], scale: str) -> list[RunJob]:

@@ -134,12 +134,9 @@ def _runner(args, specs, root: Path):
 
 
 def _print_plan(runner, sweeps, runs, specs) -> int:
-    for job in sweeps:
-        print(f"# {job.sweep_name}: {', '.join(job.claims)}")
-        runner.run_sweep(job, {})
-    for job in runs:
-        print(f"# {job.run_name}: {', '.join(job.claims)}")
-        runner.run_one(job)
+    from headlab.reproduce.runner import run_plan
+
+    run_plan(runner, sweeps, runs)
     computed = [s.claim for s in specs if "computed" in s.evidence]
     pending = [s.claim for s in specs if s.not_measured]
     print(f"# {len(sweeps)} sweeps, {len(runs)} runs; computed without training: {', '.join(computed) or '-'}; "

@@ -96,12 +96,12 @@ class Runner:
         defaults = [d for d in SCALE_DEFAULTS[self.scale] if d.split("=", 1)[0] not in given]
         return argv + defaults + list(self.extra)
 
-    def run_sweep(self, job: SweepJob, folders: dict[str, Path]) -> None:
+    def run_sweep(self, job: SweepJob) -> None:
         started = time.monotonic()
         label = f"sweep {job.sweep_name}"
         teacher_dir = None
         if job.teacher:
-            teacher_dir = self._teacher(job, folders)
+            teacher_dir = self._teacher(job)
             if teacher_dir is None:
                 self._record(label, job.claims, "failed", started,
                              f"no completed teacher job in {job.teacher[0]} with {_where_text(job.teacher[1])}")
@@ -109,6 +109,7 @@ class Runner:
         folder = self.folder(job)
         argv = self.sweep_argv(job, teacher_dir)
         if self.dry_run:
+            self.say(f"# {job.sweep_name}: {', '.join(job.claims)}")
             self.say(_shell(argv))
             for step in job.per_job:
                 self.say(f"  then on each completed job with {_where_text(step.where) or 'any config'}: "
@@ -125,7 +126,6 @@ class Runner:
         aggregated = True
         if ran or post_ran or not aggregate.is_file():
             aggregated = self._call([str(self.bin_dir / "headlab-aggregate"), str(folder)], folder / LOGS / "aggregate.log")
-        folders[job.sweep_name] = folder
         status = "done" if (ran or post_ran) else "skipped"
         problems = [p for p, bad in (("some jobs failed", not multirun_ok), (f"{post_failed} per-job commands failed", post_failed),
                                      ("aggregation failed", not aggregated)) if bad]
@@ -133,12 +133,11 @@ class Runner:
                      f"{len(after)} jobs completed ({ran} now), {post_ran} per-job commands now"
                      + (f"; {'; '.join(problems)} (logs: {folder / LOGS})" if problems else ""))
 
-    def _teacher(self, job: SweepJob, folders: dict[str, Path]) -> str | None:
+    def _teacher(self, job: SweepJob) -> str | None:
         name, where = job.teacher
         if self.dry_run:
             return f"<the job of {name} with {_where_text(where)}>"
-        folder = folders.get(name, self.sweeps_root / name / FOLDER)
-        matches = [d for d in _completed_jobs(folder) if _matches(d, where)]
+        matches = [d for d in _completed_jobs(self.sweeps_root / name / FOLDER) if _matches(d, where)]
         return str(matches[0].resolve()) if len(matches) == 1 else None  # absolute: a cluster job may start elsewhere
 
     def _per_job(self, job: SweepJob, completed: list[Path]) -> tuple[int, int]:
@@ -165,6 +164,7 @@ class Runner:
         label = f"run {job.run_name}"
         argv = self.run_argv(job)
         if self.dry_run:
+            self.say(f"# {job.run_name}: {', '.join(job.claims)}")
             self.say(_shell(argv))
             self._record(label, job.claims, "planned", started)
             return
@@ -196,19 +196,20 @@ def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob]) -> dict
     """Every sweep and run, `runner.lanes` at a time in plan order (a sweep waits for the sweep
     holding its teacher); returns sweep_name -> folder of the sweeps that have an aggregate, for
     the report's explicit evidence. A dry run prints the plan in order."""
-    folders: dict[str, Path] = {}
     if runner.dry_run or runner.lanes == 1:
         for job in sweeps:
-            runner.run_sweep(job, folders)
+            runner.run_sweep(job)
         for job in runs:
             runner.run_one(job)
     else:  # teachers first: their students wait for them, and they are the long real-text sweeps
         teachers = {j.teacher[0] for j in sweeps if j.teacher}
-        _in_lanes(runner, sorted(sweeps, key=lambda j: j.sweep_name not in teachers) + list(runs), folders)
-    return {name: f for name, f in folders.items() if (f / "aggregate").is_dir()}
+        _in_lanes(runner, sorted(sweeps, key=lambda j: j.sweep_name not in teachers) + list(runs))
+    if runner.dry_run:
+        return {}
+    return {j.sweep_name: runner.folder(j) for j in sweeps if (runner.folder(j) / "aggregate").is_dir()}
 
 
-def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob], folders: dict[str, Path]) -> None:
+def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob]) -> None:
     """`runner.lanes` workers take the first ready item of the queue; a student sweep is ready once
     the sweep of its teacher has finished (done or failed)."""
     lock = threading.Condition()
@@ -229,7 +230,7 @@ def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob], folders: dict[str,
                 pending.remove(item)
             try:
                 if isinstance(item, SweepJob):
-                    runner.run_sweep(item, folders)
+                    runner.run_sweep(item)
                 else:
                     runner.run_one(item)
             finally:

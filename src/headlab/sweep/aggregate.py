@@ -48,7 +48,7 @@ from headlab.sweep.interventions import write_intervention_effects
 from headlab.sweep.pruning import write_sweep_prune
 from headlab.sweep.redundancy import write_sweep_redundancy
 from headlab.sweep.runs import Run, discover_runs
-from headlab.sweep.stats import format_interval, label_column, mean_ci, steps_to_converge
+from headlab.sweep.stats import TextColumn, config_column, format_interval, mean_ci, steps_to_converge, text_table
 
 AGGREGATE_DIR = "aggregate"
 SOURCES = "accuracy and F1: each run's best checkpoint (by val/acc); roles and head metrics: its last measurement"
@@ -129,13 +129,10 @@ def format_results(summary: pd.DataFrame) -> str:
     """`sweep_summary.csv` as terminal lines: each config's best-checkpoint val accuracy and test macro-F1."""
     if summary.empty:
         return "results: no config"
-    label, width = label_column(summary)
-    lines = ["results (best checkpoint by val/acc; mean [95% CI] over seeds)",
-             f"{'config':<{width}} {'seeds':>5} {'val acc':>22} {'test F1':>22}"]
-    for _, r in summary.iterrows():
-        lines.append(f"{str(r[label]):<{width}} {int(r['n_seeds']):>5} {format_interval(r, 'val_acc'):>22} "
-                     f"{format_interval(r, 'test_f1'):>22}")
-    return "\n".join(lines)
+    return text_table("results (best checkpoint by val/acc; mean [95% CI] over seeds)", summary, [
+        config_column(summary), TextColumn("seeds", lambda r: str(int(r["n_seeds"])), 5),
+        TextColumn("val acc", lambda r: format_interval(r, "val_acc"), 22),
+        TextColumn("test F1", lambda r: format_interval(r, "test_f1"), 22)])
 
 
 # ---------------------------------------------------------------- tags

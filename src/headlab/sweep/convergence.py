@@ -27,7 +27,7 @@ import pandas as pd
 from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import format_interval, job_tags, label_column, mean_ci
+from headlab.sweep.stats import TextColumn, config_column, format_interval, job_tags, mean_ci, text_table
 
 CONVERGENCE_CSV = "convergence.csv"
 CONVERGENCE_RUNS_CSV = "convergence_runs.csv"
@@ -120,11 +120,7 @@ def format_convergence(table: pd.DataFrame) -> str:
     """The per-config table as aligned lines: steps to target (seeds that reached it) and best val acc."""
     if table.empty:
         return "convergence: no template-mode sweep"
-    label, width = label_column(table)
-    lines = [f"steps to {TARGET_FRACTION:.0%} of the same seed's free best val acc (mean [95% CI] over seeds)",
-             f"{'config':<{width}} {'reached':>8} {'steps to target':>26} {'best val acc':>24}"]
-    for _, r in table.iterrows():
-        reached = f"{int(r['n_reached'])}/{int(r['n_seeds'])}"
-        lines.append(f"{str(r[label]):<{width}} {reached:>8} {format_interval(r, 'steps_to_target', 0):>26} "
-                     f"{format_interval(r, 'best_val_acc', 3):>24}")
-    return "\n".join(lines)
+    return text_table(f"steps to {TARGET_FRACTION:.0%} of the same seed's free best val acc (mean [95% CI] over seeds)", table, [
+        config_column(table), TextColumn("reached", lambda r: f"{int(r['n_reached'])}/{int(r['n_seeds'])}", 8),
+        TextColumn("steps to target", lambda r: format_interval(r, "steps_to_target", 0), 26),
+        TextColumn("best val acc", lambda r: format_interval(r, "best_val_acc", 3), 24)])

@@ -36,7 +36,7 @@ from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_csv
 from headlab.sweep.heads import ROLE_METRIC, layer_pair_means
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import format_interval, job_tags, label_column, mean_ci
+from headlab.sweep.stats import TextColumn, config_column, format_interval, job_tags, mean_ci, text_table
 
 DIVISION_CSV = "division_of_labour.csv"
 JS_MAX = math.log(2.0)
@@ -165,13 +165,12 @@ def format_division(table: pd.DataFrame) -> str:
     """The table as a few aligned lines for the terminal: each score as `mean [low, high]`."""
     if table.empty:
         return "division of labour: no config"
-    label, width = label_column(table)
-    lines = ["division of labour (last measurement; mean [95% CI] over seeds; JS in nats, entropy in bits)",
-             f"{'config':<{width}} {'seeds':>5} {'JS within layer':>22} {'role entropy (max)':>26} {'same role (chance)':>28}"]
-    for _, r in table.iterrows():
-        entropy = f"{format_interval(r, 'role_entropy_bits', 2)} ({r['role_entropy_max_bits']:.2f})"
+    def same(r: pd.Series) -> str:
         chance = r["same_role_baseline_mean"]
-        same = f"{format_interval(r, 'same_role', 2)} ({chance:.2f})" if np.isfinite(chance) else "-"
-        lines.append(f"{str(r[label]):<{width}} {int(r['n_seeds']):>5} {format_interval(r, 'js_within_layer', 3):>22} "
-                     f"{entropy:>26} {same:>28}")
-    return "\n".join(lines)
+        return f"{format_interval(r, 'same_role', 2)} ({chance:.2f})" if np.isfinite(chance) else "-"
+
+    return text_table("division of labour (last measurement; mean [95% CI] over seeds; JS in nats, entropy in bits)", table, [
+        config_column(table), TextColumn("seeds", lambda r: str(int(r["n_seeds"])), 5),
+        TextColumn("JS within layer", lambda r: format_interval(r, "js_within_layer", 3), 22),
+        TextColumn("role entropy (max)", lambda r: f"{format_interval(r, 'role_entropy_bits', 2)} ({r['role_entropy_max_bits']:.2f})", 26),
+        TextColumn("same role (chance)", same, 28)])

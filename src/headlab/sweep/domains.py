@@ -32,7 +32,7 @@ from headlab.analysis.roles import ROLES
 
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import format_interval, job_tags, label_column, mean_ci
+from headlab.sweep.stats import TextColumn, config_column, format_interval, job_tags, mean_ci, text_table
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +144,8 @@ def format_domain_accuracy(table: pd.DataFrame) -> str:
     """The table as aligned lines: per config and domain, test (and val) accuracy mean [95% CI]."""
     if table.empty:
         return "domain accuracy: no run recorded per-domain accuracy"
-    label, width = label_column(table)
-    lines = ["accuracy per domain (best checkpoint; mean [95% CI] over seeds)",
-             f"{'config':<{width}} {'domain':<12} {'seeds':>5} {'test acc':>22} {'val acc':>22}"]
-    for _, r in table.iterrows():
-        lines.append(f"{str(r[label]):<{width}} {str(r['domain']):<12} {int(r['val_acc_n_seeds']):>5} "
-                     f"{format_interval(r, 'test_acc', 3):>22} {format_interval(r, 'val_acc', 3):>22}")
-    return "\n".join(lines)
+    return text_table("accuracy per domain (best checkpoint; mean [95% CI] over seeds)", table, [
+        config_column(table), TextColumn("domain", lambda r: str(r["domain"]), 12, left=True),
+        TextColumn("seeds", lambda r: str(int(r["val_acc_n_seeds"])), 5),
+        TextColumn("test acc", lambda r: format_interval(r, "test_acc", 3), 22),
+        TextColumn("val acc", lambda r: format_interval(r, "val_acc", 3), 22)])

@@ -41,7 +41,7 @@ import pandas as pd
 from headlab.store import atomic_write_csv
 from headlab.sweep.heads import ROLE_METRIC
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import format_interval, job_tags, mean_ci
+from headlab.sweep.stats import TextColumn, format_interval, job_tags, mean_ci, text_table
 
 INTERVENTIONS_FILE = "interventions.json"  # written by the run at t (headlab.lit.callbacks.interventions)
 EFFECTS_CSV = "intervention_effects.csv"
@@ -209,12 +209,11 @@ def format_effects(table: pd.DataFrame) -> str:
     """The per-config table as a few aligned lines: mean [95% CI] of recovery and role changes."""
     if table.empty:
         return "intervention effects: no intervened config"
-    heads = max(len("heads"), *(len(str(v)) for v in table["heads"]))  # auto picks can name several heads
-    lines = ["intervention effects (val acc; mean [95% CI] over seeds; vs the un-intervened run of the same seed)",
-             f"{'kind':<15} {'step':>5} {'heads':<{heads}} {'seeds':>5} {'dip vs control':>22} {'recovered':>22} "
-             f"{'role changes (control)':>30}"]
-    for _, r in table.iterrows():
-        changes = f"{format_interval(r, 'role_changes', 1)} ({format_interval(r, 'control_role_changes', 1)})"
-        lines.append(f"{str(r['kind']):<15} {str(r['step']):>5} {str(r['heads']):<{heads}} {int(r['n_seeds']):>5} "
-                     f"{format_interval(r, 'dip_vs_control', 3):>22} {format_interval(r, 'recovered_frac', 3):>22} {changes:>30}")
-    return "\n".join(lines)
+    return text_table("intervention effects (val acc; mean [95% CI] over seeds; vs the un-intervened run of the same seed)", table, [
+        TextColumn("kind", lambda r: str(r["kind"]), 15, left=True), TextColumn("step", lambda r: str(r["step"]), 5),
+        TextColumn("heads", lambda r: str(r["heads"]), left=True),  # as wide as needed: auto picks can name several heads
+        TextColumn("seeds", lambda r: str(int(r["n_seeds"])), 5),
+        TextColumn("dip vs control", lambda r: format_interval(r, "dip_vs_control", 3), 22),
+        TextColumn("recovered", lambda r: format_interval(r, "recovered_frac", 3), 22),
+        TextColumn("role changes (control)",
+                   lambda r: f"{format_interval(r, 'role_changes', 1)} ({format_interval(r, 'control_role_changes', 1)})", 30)])

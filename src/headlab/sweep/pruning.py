@@ -26,7 +26,7 @@ import pandas as pd
 
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import format_interval, job_tags, label_column, mean_ci
+from headlab.sweep.stats import TextColumn, config_column, format_interval, job_tags, mean_ci, text_table
 
 PRUNE_JSON = "prune.json"
 RUNS_FILE = "sweep_prune_runs.csv"
@@ -128,13 +128,10 @@ def format_prune(table: pd.DataFrame) -> str:
     test accuracy it cost and the measured speed-up at batch 64."""
     if table.empty:
         return "pruning: no config"
-    label, width = label_column(table)
-    prune_width = max(len("prune"), *(len(str(v)) for v in table["label"]))
-    lines = ["head pruning (headlab-prune per job; mean [95% CI] over seeds; drop = before - after; speed-up = unpruned / pruned ms)",
-             f"{'config':<{width}} {'prune':<{prune_width}} {'seeds':>5} {'heads pruned':>22} {'test acc drop':>25} "
-             f"{'speed-up b64':>22}"]
-    for _, r in table.iterrows():
-        lines.append(f"{str(r[label]):<{width}} {str(r['label']):<{prune_width}} {int(r['n_seeds']):>5} "
-                     f"{format_interval(r, 'fraction_heads_pruned'):>22} {format_interval(r, 'test_acc_drop'):>25} "
-                     f"{format_interval(r, 'speedup_b64'):>22}")
-    return "\n".join(lines)
+    return text_table("head pruning (headlab-prune per job; mean [95% CI] over seeds; drop = before - after; "
+                      "speed-up = unpruned / pruned ms)", table, [
+                          config_column(table), TextColumn("prune", lambda r: str(r["label"]), left=True),
+                          TextColumn("seeds", lambda r: str(int(r["n_seeds"])), 5),
+                          TextColumn("heads pruned", lambda r: format_interval(r, "fraction_heads_pruned"), 22),
+                          TextColumn("test acc drop", lambda r: format_interval(r, "test_acc_drop"), 25),
+                          TextColumn("speed-up b64", lambda r: format_interval(r, "speedup_b64"), 22)])

@@ -27,7 +27,7 @@ import pandas as pd
 from headlab.analysis.redundancy import DEFAULT_MASS, js_threshold, pair_table_redundancy
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import format_interval, label_column, mean_ci
+from headlab.sweep.stats import TextColumn, config_column, format_interval, mean_ci, text_table
 
 RUNS_FILE = "sweep_redundancy_runs.csv"
 CONFIG_FILE = "sweep_redundancy.csv"
@@ -99,11 +99,8 @@ def format_redundancy(table: pd.DataFrame) -> str:
     closest two heads of a layer came to the bar."""
     if table.empty:
         return "duplicate heads: no config"
-    label, width = label_column(table)
     bar = float(table["js_threshold"].iloc[0])
-    lines = [f"near-duplicate heads (JS <= {bar:.3f} nats at the last measurement; mean [95% CI] over seeds)",
-             f"{'config':<{width}} {'seeds':>5} {'duplicate fraction':>22} {'closest pair JS':>16}"]
-    for _, r in table.iterrows():
-        lines.append(f"{str(r[label]):<{width}} {int(r['n_seeds']):>5} {format_interval(r, 'duplicate_fraction'):>22} "
-                     f"{r['min_pair_js_mean']:>16.3f}")
-    return "\n".join(lines)
+    return text_table(f"near-duplicate heads (JS <= {bar:.3f} nats at the last measurement; mean [95% CI] over seeds)", table, [
+        config_column(table), TextColumn("seeds", lambda r: str(int(r["n_seeds"])), 5),
+        TextColumn("duplicate fraction", lambda r: format_interval(r, "duplicate_fraction"), 22),
+        TextColumn("closest pair JS", lambda r: f"{r['min_pair_js_mean']:.3f}", 16)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -101,7 +101,37 @@ def job_tags(tags: pd.DataFrame, job: str) -> dict:
     return row.iloc[0].to_dict() if len(row) else {}
 
 
-def label_column(table: pd.DataFrame) -> tuple[str, int]:
-    """The column that names a config in a terminal table (`config_label` when present) and its width."""
+@dataclass(frozen=True)
+class TextColumn:
+    """One column of a terminal table: its header, how a row becomes its cell, its width (None: as
+    wide as the header and the widest cell) and its side (right-aligned unless `left`)."""
+
+    header: str
+    cell: Callable[[pd.Series], str]
+    width: int | None = None
+    left: bool = False
+
+
+def config_column(table: pd.DataFrame) -> TextColumn:
+    """The column that names a config (`config_label` when present), left-aligned."""
     label = "config_label" if "config_label" in table else "config"
-    return label, max(len("config"), *(len(str(v)) for v in table[label]))
+    return TextColumn("config", lambda r: str(r[label]), left=True)
+
+
+def text_table(title: str, table: pd.DataFrame, columns: list[TextColumn]) -> str:
+    """The title, a header line and one aligned line per row, cells joined by one space: how
+    headlab-aggregate prints each table it wrote.
+
+    >>> t = pd.DataFrame({"config": ["a", "bbbbbbb"], "n": [1, 22]})
+    >>> print(text_table("t", t, [config_column(t), TextColumn("n", lambda r: str(r["n"]), 3)]))
+    t
+    config    n
+    a         1
+    bbbbbbb  22
+    """
+    rows = [[c.cell(r) for c in columns] for _, r in table.iterrows()]
+    widths = [c.width if c.width is not None else max(len(c.header), *(len(row[i]) for row in rows))
+              for i, c in enumerate(columns)]
+    line = lambda cells: " ".join(f"{v:<{w}}" if c.left else f"{v:>{w}}"  # noqa: E731
+                                  for v, w, c in zip(cells, widths, columns))
+    return "\n".join([title, line([c.header for c in columns]), *(line(row) for row in rows)])

@@ -188,11 +188,11 @@ def importance_fit(cfg: DictConfig) -> Any:
 
 
 def default_run_dir() -> Path:
-    import os
     from datetime import datetime
 
-    log_dir = Path(os.environ.get("HEADLAB_LOG_DIR", "logs"))
-    return log_dir / "runs" / "analyze_hf" / datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")
+    from headlab.cli.run_info import default_log_dir
+
+    return default_log_dir() / "runs" / "analyze_hf" / datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import sys
 import time
 from pathlib import Path
@@ -55,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from headlab.errors import HeadlabError
 
-    root = args.sweeps_root or Path(os.environ.get("HEADLAB_LOG_DIR", "logs")) / "sweeps"
+    from headlab.cli.run_info import default_log_dir
+
+    root = args.sweeps_root or default_log_dir() / "sweeps"
     try:
         specs = _specs(args)
         explicit = _explicit(args.evidence)

@@ -49,6 +49,13 @@ def job_override_list(exclude: Iterable[str] = ()) -> list[str]:
     return [o for o in HydraConfig.get().overrides.task if o.split("=", 1)[0].lstrip("+~") not in excluded]
 
 
+def default_log_dir() -> Path:
+    """The log folder when no command line names one: conf/paths/default.yaml's rule
+    (`${oc.env:HEADLAB_LOG_DIR,logs}`), for the commands that are not Hydra apps or need it
+    before Hydra composes anything."""
+    return Path(os.environ.get("HEADLAB_LOG_DIR", "logs"))
+
+
 def configure_cache_dirs(log_dir: Path) -> None:
     """Keep matplotlib and W&B caches under the log folder, never in the home directory."""
     cache = log_dir.resolve() / ".cache"

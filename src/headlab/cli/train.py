@@ -9,7 +9,6 @@ console script and `python -m headlab.cli.train`; its exit codes are in docs/tro
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from omegaconf import DictConfig
 
 from headlab.cli.config_checks import check_overrides, validate_config
 from headlab.cli.job import setup_job
-from headlab.cli.run_info import configure_cache_dirs
+from headlab.cli.run_info import configure_cache_dirs, default_log_dir
 from headlab.errors import ConfigError, HeadlabError
 from headlab.run.rank import is_rank_zero
 from headlab.run.record import RunRecord, existing_last_checkpoint
@@ -133,7 +132,7 @@ def _log_dir_from(args: list[str]) -> Path:
     for arg in reversed(args):
         if arg.startswith("paths.log_dir="):
             return Path(arg.split("=", 1)[1])
-    return Path(os.environ.get("HEADLAB_LOG_DIR") or "logs")
+    return default_log_dir()
 
 
 if __name__ == "__main__":

@@ -246,14 +246,9 @@ def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob]) -> None:
 
 def _completed_jobs(folder: Path) -> list[Path]:
     """The job dirs of a multirun folder whose summary.json says completed."""
-    found = []
-    for summary in sorted(folder.glob("*/summary.json")):
-        try:
-            if json.loads(summary.read_text(encoding="utf-8")).get("status") == "completed":
-                found.append(summary.parent)
-        except (OSError, ValueError):
-            continue
-    return found
+    from headlab.run.record import read_summary
+
+    return [p.parent for p in sorted(folder.glob("*/summary.json")) if (read_summary(p.parent) or {}).get("status") == "completed"]
 
 
 def _matches(job_dir: Path, where: tuple[tuple[str, Any], ...]) -> bool:

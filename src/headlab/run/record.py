@@ -102,12 +102,20 @@ def _outcome(err: BaseException) -> dict[str, Any]:
 
 
 def _previous_status(run_dir: Path) -> str | None:
+    summary = read_summary(run_dir)
+    return summary.get("status") if summary else None
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The run's summary.json, or None when it is missing, unreadable or not an object (a run that
+    never started, or one killed while nothing had been written yet)."""
     import json
 
     try:
-        return json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get("status")
-    except (OSError, ValueError, AttributeError):
+        summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
+    return summary if isinstance(summary, dict) else None
 
 
 def existing_last_checkpoint(run_dir: Path) -> str | None:

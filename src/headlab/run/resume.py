@@ -12,7 +12,6 @@ lack that this command does not set (one a newer headlab added, at its default) 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from headlab.errors import ConfigError
 from headlab.run.history import experiment_settings, latest_settings, restore_first_hydra
+from headlab.run.record import read_summary
 
 # Settings that change how a run is shown or how fast it goes, never what it computes.
 NOT_A_CONDITION = ("threads", "test", "tags", "sweep_name", "logger", "trainer.enable_progress_bar",
@@ -81,12 +81,8 @@ def finished_run(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     epochs / steps asked for (that is a resume)."""
     if cfg.get("resume") != "auto":
         return None
-    path = run_dir / "summary.json"
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(summary, dict) or summary.get("status") != "completed" or latest_settings(run_dir) is None:
+    summary = read_summary(run_dir)
+    if summary is None or summary.get("status") != "completed" or latest_settings(run_dir) is None:
         return None
     return None if _changed_settings(cfg, run_dir, extendable=False) else summary
 

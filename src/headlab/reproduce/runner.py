@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 from headlab.reproduce.jobs import RunJob, SweepJob
 from headlab.reproduce.spec import PER_JOB_COMMANDS, PerJob
+from headlab.reproduce.statistics import same_value
 
 # What every sweep of a scale gets unless its overrides (or --override) set the key: the per-run
 # head-metric figures cost seconds per job and the report reads the aggregate's figures only.
@@ -264,16 +265,9 @@ def _matches(job_dir: Path, where: tuple[tuple[str, Any], ...]) -> bool:
         choices = dict(OmegaConf.load(hydra_file).hydra.runtime.choices)
     for key, wanted in where:
         value = choices[key] if key in choices else OmegaConf.select(cfg, key, default=None)
-        if not _same(value, wanted):
+        if not same_value(value, wanted):
             return False
     return True
-
-
-def _same(value: Any, wanted: Any) -> bool:
-    try:
-        return float(value) == float(wanted)
-    except (TypeError, ValueError):
-        return str(value) == str(wanted)
 
 
 def _key(step: PerJob) -> str:

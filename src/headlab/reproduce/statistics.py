@@ -108,7 +108,7 @@ def select(table: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
         if column not in rows.columns:
             raise EvidenceMissing(f"the table has no column {column!r} (was this factor swept?)")
         allowed = wanted if isinstance(wanted, (list, tuple)) else [wanted]
-        rows = rows[rows[column].map(lambda v: any(_same(v, w) for w in allowed))]
+        rows = rows[rows[column].map(lambda v: any(same_value(v, w) for w in allowed))]
     if rows.empty:
         raise EvidenceMissing(f"no usable rows with {_label(where)}")
     return rows
@@ -150,7 +150,9 @@ def _reduce(run: pd.DataFrame, column: str, how: str, values) -> float:
     return float(finite.median() if how == "median" else finite.mean())
 
 
-def _same(value: Any, wanted: Any) -> bool:
+def same_value(value: Any, wanted: Any) -> bool:
+    """A spec's `where` value against a table's or a config's: numbers by value (4 matches 4.0 and
+    "4"), anything else as text."""
     try:
         return bool(np.isclose(float(value), float(wanted)))
     except (TypeError, ValueError):

@@ -32,7 +32,7 @@ def test_ablation_rows_equal_a_hand_computed_gated_val_loss(run_copy):
             "random_score"} == set(table.metric)
     assert len(table) == 6 * 2 * 2 and table.step.nunique() == 1
 
-    from headlab.cli.run_inputs import build_datamodule, run_config  # the run's own val split, batched as in training
+    from headlab.run.inputs import build_datamodule, run_config  # the run's own val split, batched as in training
 
     net = load_network(run_copy / "checkpoints" / "last.ckpt")
     loader = build_datamodule(run_config(run_copy)).val_dataloader()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from headlab.cli.run_inputs import build_datamodule, run_config
+from headlab.run.inputs import build_datamodule, run_config
 from headlab.cli.train import train
 from headlab.interventions import gradient_importance
 from headlab.lit.checkpointing import load_network

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from headlab.cli.importance import main as importance_main
-from headlab.cli.run_inputs import build_datamodule, run_config
+from headlab.run.inputs import build_datamodule, run_config
 from headlab.cli.train import train
 from headlab.errors import ConfigError
 from headlab.lit.checkpointing import RunCheckpoint, load_checkpoint, load_network

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from headlab.cli.job import auto_threads, available_cores, resolve_threads, set_torch_threads
+from headlab.run.threads import auto_threads, available_cores, resolve_threads, set_torch_threads
 from headlab.errors import ConfigError
 
 

@@ -131,8 +131,8 @@ def _check_key(cfg: DictConfig, key: str, value: str) -> None:
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Load the model, measure it, write the run contract; returns the summary."""
-    from headlab.cli.job import set_torch_threads
-    from headlab.cli.run_info import config_digest, configure_cache_dirs
+    from headlab.run.threads import set_torch_threads
+    from headlab.run.info import config_digest, configure_cache_dirs
     from headlab.hf import AnalyzeSettings, HFEncoder, analyze, load_encoder, resolve_model_path
     from headlab.store import atomic_write_text
 
@@ -190,7 +190,7 @@ def importance_fit(cfg: DictConfig) -> Any:
 def default_run_dir() -> Path:
     from datetime import datetime
 
-    from headlab.cli.run_info import default_log_dir
+    from headlab.run.info import default_log_dir
 
     return default_log_dir() / "runs" / "analyze_hf" / datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")
 

@@ -358,7 +358,7 @@ def _check_ranges(plain: dict[str, Any]) -> None:
     seed = plain.get("seed")
     if isinstance(seed, int) and seed < 0:
         raise ConfigError("seed", seed, "an integer >= 0")
-    from headlab.cli.job import resolve_threads
+    from headlab.run.threads import resolve_threads
 
     resolve_threads(plain.get("threads"), None, 1)
     _check_model(plain)

@@ -115,7 +115,7 @@ def is_sweep_dir(path: Path) -> bool:
 
 def sweep_main(sweep_dir: Path, which: str, overrides: list[str]) -> int:
     """Every usable job of the sweep measured, then written, then the sweep aggregated (see the module docstring)."""
-    from headlab.cli.run_inputs import tool_config
+    from headlab.run.inputs import tool_config
     from headlab.sweep.runs import discover_runs
 
     try:
@@ -167,8 +167,8 @@ class ImportanceOutcome:
 
 def compute(run_dir: Path, which: str, overrides: list[str]) -> ImportanceOutcome:
     """Everything the outputs need, computed before one file is written (so a failure writes nothing)."""
-    from headlab.cli.job import set_torch_threads
-    from headlab.cli.run_inputs import build_datamodule, eval_batches, find_checkpoints, load_matching_network, run_config, tool_config
+    from headlab.run.threads import set_torch_threads
+    from headlab.run.inputs import build_datamodule, eval_batches, find_checkpoints, load_matching_network, run_config, tool_config
 
     settings = settings_from(tool_config("importance", overrides), "importance", ImportanceSettings)
     cfg = run_config(run_dir)
@@ -221,7 +221,7 @@ def run_id_of(run_dir: Path) -> str:
 def write_outputs(run_dir: Path, outcome: ImportanceOutcome) -> list[Path]:
     import pandas as pd
 
-    from headlab.cli.run_info import configure_cache_dirs
+    from headlab.run.info import configure_cache_dirs
     from headlab.interventions import HEAD_IMPORTANCE, IMPORTANCE_CURVES, curve_rows, importance_rows
     from headlab.store import replace_steps
 

@@ -84,7 +84,7 @@ def _is_number(value: Any) -> bool:
 class PruneOutcome:
     run_id: str
     settings: PruneSettings
-    checkpoint: Any  # headlab.cli.run_inputs.RunCheckpointFile
+    checkpoint: Any  # headlab.run.inputs.RunCheckpointFile
     result: Any  # headlab.interventions.pruning.PruneResult
     n_params: int
     speedup: dict[str, Any] | None = None  # prune.json's `speedup` (None: prune.speedup=false)
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def compute(run_dir: Path, overrides: list[str]) -> PruneOutcome:
-    from headlab.cli.job import set_torch_threads
-    from headlab.cli.run_inputs import build_datamodule, eval_batches, find_checkpoints, load_matching_network, run_config, tool_config
+    from headlab.run.threads import set_torch_threads
+    from headlab.run.inputs import build_datamodule, eval_batches, find_checkpoints, load_matching_network, run_config, tool_config
 
     settings = settings_from(tool_config("prune", overrides), "prune", PruneSettings)
     cfg = run_config(run_dir)
@@ -266,7 +266,7 @@ def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
     atomic_write_json(report_path, report)
     written.append(report_path)
     if s.figures:
-        from headlab.cli.run_info import configure_cache_dirs
+        from headlab.run.info import configure_cache_dirs
 
         configure_cache_dirs(run_dir)
         from headlab.plots.importance import plot_prune_curve

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from headlab.errors import HeadlabError
 
-    from headlab.cli.run_info import default_log_dir
+    from headlab.run.info import default_log_dir
 
     root = args.sweeps_root or default_log_dir() / "sweeps"
     try:

@@ -2,7 +2,7 @@
 
 `train(cfg)` only wires (so tests and sweeps call it with a composed config): the pieces live in
 `headlab.run` (resume, config history, the run record, CSV rows, evaluation), `headlab.lit`
-(module, checkpoints, signals) and `headlab.cli.loggers`. `main` is the thin wrapper behind the
+(module, checkpoints, signals) and `headlab.lit.loggers`. `main` is the thin wrapper behind the
 console script and `python -m headlab.cli.train`; its exit codes are in docs/troubleshooting.md.
 """
 
@@ -17,8 +17,8 @@ import hydra
 from omegaconf import DictConfig
 
 from headlab.cli.config_checks import check_overrides, validate_config
-from headlab.cli.job import setup_job
-from headlab.cli.run_info import configure_cache_dirs, default_log_dir
+from headlab.run.job import setup_job
+from headlab.run.info import configure_cache_dirs, default_log_dir
 from headlab.errors import ConfigError, HeadlabError
 from headlab.run.rank import is_rank_zero
 from headlab.run.record import RunRecord, existing_last_checkpoint
@@ -45,7 +45,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         setup_job(cfg)
         import lightning as L  # heavy imports after the config checks
 
-        from headlab.cli.loggers import build_loggers, closing_wandb, log_config
+        from headlab.lit.loggers import build_loggers, closing_wandb, log_config
         from headlab.lit.checkpointing import AtomicCheckpointIO, RunInterrupted
         from headlab.lit.signals import RunSignals
         from headlab.run.build import build_callbacks, build_module, instantiate

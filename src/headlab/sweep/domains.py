@@ -15,7 +15,7 @@ domain d through `PipelineView(net, d)` (every split layer on domain d's Q/K/V, 
 one-hot on d), with the role rule of `headlab.measure.measure_probe`. `domain_roles_runs.csv`: one
 row per (run, domain, layer, head) with the role; `domain_roles.csv`: per (config, domain, layer,
 role) the number of heads with that role, mean and 95 % t-interval over seeds. This reads each
-run's config, data and checkpoint (`headlab.cli.run_inputs`): a few seconds per run on a CPU; a run
+run's config, data and checkpoint (`headlab.run.inputs`): a few seconds per run on a CPU; a run
 that cannot be measured is left out with a logged reason.
 """
 
@@ -87,7 +87,7 @@ def pipeline_roles(net: Any, chunks: list[dict[str, Any]], domains: list[str]) -
 
 def run_pipeline_roles(run: Run) -> pd.DataFrame:
     """`pipeline_roles` of the run's last checkpoint on its own probe; empty for a shared model."""
-    from headlab.cli.run_inputs import build_datamodule, find_checkpoints, load_matching_network, run_config
+    from headlab.run.inputs import build_datamodule, find_checkpoints, load_matching_network, run_config
     from headlab.measure import probe_chunks
 
     cfg = run_config(run.run_dir)

@@ -1,4 +1,4 @@
-"""Per-job process setup that `train()` does first: torch threads, and sweep configs need `-m`.
+"""Torch threads per job: an explicit count, torch's default, or `auto` from the launcher in use.
 
 Jobs of a sweep run side by side (joblib workers, submitit tasks), and joblib reuses a worker
 process for several jobs: so every job sets its own thread count from its own config instead of
@@ -12,18 +12,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from omegaconf import DictConfig
-
 from headlab.errors import ConfigError
 
 log = logging.getLogger("headlab.job")
-
-
-def setup_job(cfg: DictConfig) -> int:
-    """Check the run mode against `sweep=`, set torch's threads from `cfg.threads`; returns the count."""
-    _check_sweep_mode()
-    _check_ddp_in_multirun(cfg)
-    return set_torch_threads(cfg.get("threads"), _launcher_config())
 
 
 def set_torch_threads(threads: int | str | None, launcher: Mapping[str, Any] | None = None) -> int:
@@ -79,41 +70,3 @@ def available_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
-
-
-def _launcher_config() -> Mapping[str, Any] | None:
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return None
-    return HydraConfig.get().get("launcher")
-
-
-def _check_sweep_mode() -> None:
-    """A `sweep=` config outside `-m` would silently train one run of the base config."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    if not HydraConfig.initialized():
-        return
-    hydra_cfg = HydraConfig.get()
-    sweep = (hydra_cfg.runtime.get("choices") or {}).get("sweep")
-    if sweep is not None and hydra_cfg.mode != RunMode.MULTIRUN:
-        raise ConfigError("sweep", sweep, f"a multirun: headlab-train -m sweep={sweep} (without -m Hydra ignores "
-                          "the sweep's grid and would train a single run)")
-
-
-def _check_ddp_in_multirun(cfg: DictConfig) -> None:
-    """Lightning re-launches a DDP run's command per device into the *single-run* directory
-    (`hydra.run.dir`), so in a multirun on this machine the extra ranks would train elsewhere.
-    Under SLURM the ranks come from SLURM's tasks instead (the `slurm` launcher), which works."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    strategy = str((cfg.get("trainer") or {}).get("strategy") or "auto")
-    if not strategy.startswith("ddp") or not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
-        return
-    launcher = str((HydraConfig.get().get("launcher") or {}).get("_target_") or "")
-    if "Slurm" not in launcher:
-        raise ConfigError("trainer.strategy", strategy, "auto in a multirun on this machine (DDP re-launches into the "
-                          "single-run directory); train DDP runs one at a time, or sweep them with hydra/launcher=slurm")

@@ -1,0 +1,61 @@
+"""Per-job process setup that `train()` does first: the run mode fits the config (a `sweep=` needs
+`-m`; DDP needs a launcher that gives it its ranks), then torch's threads from the job's own config.
+
+joblib reuses a worker process for several jobs, so every job sets its own thread count instead of
+relying on what an earlier job in the same process left behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import DictConfig
+
+from headlab.errors import ConfigError
+from headlab.run.threads import set_torch_threads
+
+
+def setup_job(cfg: DictConfig) -> int:
+    """Check the run mode against `sweep=`, set torch's threads from `cfg.threads`; returns the count."""
+    _check_sweep_mode()
+    _check_ddp_in_multirun(cfg)
+    return set_torch_threads(cfg.get("threads"), _launcher_config())
+
+
+def _launcher_config() -> Mapping[str, Any] | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    return HydraConfig.get().get("launcher")
+
+
+def _check_sweep_mode() -> None:
+    """A `sweep=` config outside `-m` would silently train one run of the base config."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return
+    hydra_cfg = HydraConfig.get()
+    sweep = (hydra_cfg.runtime.get("choices") or {}).get("sweep")
+    if sweep is not None and hydra_cfg.mode != RunMode.MULTIRUN:
+        raise ConfigError("sweep", sweep, f"a multirun: headlab-train -m sweep={sweep} (without -m Hydra ignores "
+                          "the sweep's grid and would train a single run)")
+
+
+def _check_ddp_in_multirun(cfg: DictConfig) -> None:
+    """Lightning re-launches a DDP run's command per device into the *single-run* directory
+    (`hydra.run.dir`), so in a multirun on this machine the extra ranks would train elsewhere.
+    Under SLURM the ranks come from SLURM's tasks instead (the `slurm` launcher), which works."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    strategy = str((cfg.get("trainer") or {}).get("strategy") or "auto")
+    if not strategy.startswith("ddp") or not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return
+    launcher = str((HydraConfig.get().get("launcher") or {}).get("_target_") or "")
+    if "Slurm" not in launcher:
+        raise ConfigError("trainer.strategy", strategy, "auto in a multirun on this machine (DDP re-launches into the "
+                          "single-run directory); train DDP runs one at a time, or sweep them with hydra/launcher=slurm")

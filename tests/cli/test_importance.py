@@ -82,7 +82,8 @@ def _drop_checkpoints(run):
 
 
 @pytest.mark.parametrize(("damage", "args", "expected"), [
-    (None, ["--checkpoint", "newest"], "--checkpoint"),
+    (None, ["--checkpoint", "newest"], "checkpoint='newest': expected one of last, best, all"),
+    (None, ["checkpoint=newest"], "checkpoint='newest'"),
     (None, ["importance.batch_size=0"], "importance.batch_size"),
     (None, ["importance.bogus=1"], "importance.bogus"),
     (None, ["importance.redundancy_mass=0"], "importance.redundancy_mass"),

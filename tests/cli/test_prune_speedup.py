@@ -9,7 +9,8 @@ import json
 import pytest
 import torch
 
-from headlab.cli.prune import measured_speedup, main
+from headlab.cli.prune import main
+from headlab.run.pruning import measured_speedup
 from headlab.model import HeadlabClassifier, ModelConfig
 from tests.cli.conftest import file_listing, train_keeping_threads
 

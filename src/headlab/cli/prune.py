@@ -2,277 +2,36 @@
 
 Each round removes `prune.fraction_per_step` of the remaining heads (lowest first by
 `prune.ranking`), optionally fine-tunes, re-ranks, and stops before validation accuracy falls more
-than `prune.max_drop` below the unpruned network's. Writes into RUN_DIR `prune_curve.parquet`,
-`prune.json`, `pruned/<ranking>-ft<N>.ckpt` (loads with `headlab.lit.checkpointing.load_network`)
-and `figures/prune_curve.png`. With `prune.speedup` the pruned network is timed against the unpruned
-one (`headlab.interventions.timing`) and prune.json gets the measured speed-up. Settings: conf/prune.yaml. Exit 2 with one line for a bad run dir,
-checkpoint or setting (nothing written).
+than `prune.max_drop` below the unpruned network's; with `prune.speedup` the pruned network is
+timed against the unpruned one (`headlab.run.pruning`). Writes `prune_curve.parquet`, `prune.json`,
+`pruned/<ranking>-ft<N>.ckpt` and `figures/prune_curve.png` into RUN_DIR. `-m run_dir=a,b` prunes
+several runs. Settings: `headlab.config.prune` (`--cfg job` prints them). Exit 2: a bad run dir,
+checkpoint or setting, one line, nothing written.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
-import json
 import sys
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
-from headlab.cli.importance import _check_int, check_device, run_id_of, settings_from
-from headlab.errors import ConfigError, HeadlabError
+from headlab.config.app import positional_args, run_app
 
 PROG = "headlab-prune"
-PRUNE_CURVE = "prune_curve.parquet"
-SPLITS = ("val", "test")
-
-
-@dataclass(frozen=True)
-class PruneSettings:
-    ranking: str = "ablation"
-    fraction_per_step: float = 0.1
-    max_drop: float = 0.01
-    finetune_steps: int = 0
-    finetune_lr: float = 1e-4
-    recompute: bool = True
-    normalize_layers: bool = True
-    random_seed: int = 0
-    checkpoint: str = "last"
-    batch_size: int = 128
-    max_rows: int = 4096
-    figures: bool = True
-    device: str = "cpu"
-    threads: int | None = None
-    speedup: bool = True
-    speedup_rounds: int = 30
-
-    def __post_init__(self) -> None:
-        from headlab.interventions.pruning import PRUNE_RANKINGS
-
-        if self.ranking not in PRUNE_RANKINGS:
-            raise ConfigError("prune.ranking", self.ranking, f"one of {', '.join(PRUNE_RANKINGS)}")
-        if not _is_number(self.fraction_per_step) or not 0.0 < self.fraction_per_step < 1.0:
-            raise ConfigError("prune.fraction_per_step", self.fraction_per_step, "a number in (0, 1), e.g. 0.1")
-        if not _is_number(self.max_drop) or self.max_drop < 0:
-            raise ConfigError("prune.max_drop", self.max_drop, "an accuracy drop >= 0, e.g. 0.01 for one point")
-        if not _is_number(self.finetune_lr) or self.finetune_lr <= 0:
-            raise ConfigError("prune.finetune_lr", self.finetune_lr, "a learning rate > 0")
-        _check_int("prune.finetune_steps", self.finetune_steps, 0)
-        _check_int("prune.random_seed", self.random_seed, None)
-        for key in ("batch_size", "max_rows", "speedup_rounds"):
-            _check_int(f"prune.{key}", getattr(self, key), 1)
-        if self.threads is not None:
-            _check_int("prune.threads", self.threads, 1)
-        for key in ("recompute", "normalize_layers", "figures", "speedup"):
-            if not isinstance(getattr(self, key), bool):
-                raise ConfigError(f"prune.{key}", getattr(self, key), "true or false")
-        if self.checkpoint not in ("last", "best"):
-            raise ConfigError("prune.checkpoint", self.checkpoint, "last or best")
-        check_device("prune.device", self.device)
-
-    @property
-    def label(self) -> str:
-        """`<ranking>-ft<steps>`: one pruned checkpoint and one curve per ranking and fine-tune length."""
-        return f"{self.ranking}-ft{self.finetune_steps}"
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-@dataclass
-class PruneOutcome:
-    run_id: str
-    settings: PruneSettings
-    checkpoint: Any  # headlab.run.inputs.RunCheckpointFile
-    result: Any  # headlab.interventions.pruning.PruneResult
-    n_params: int
-    speedup: dict[str, Any] | None = None  # prune.json's `speedup` (None: prune.speedup=false)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, help="a finished headlab-train run (holds its config and checkpoints/)")
-    parser.add_argument("overrides", nargs="*", help="prune.KEY=VALUE settings of conf/prune.yaml")
-    args = parser.parse_args(argv)
-    try:
-        outcome = compute(args.run_dir, args.overrides)
-    except HeadlabError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
-    for path in write_outputs(args.run_dir, outcome):
+    return run_app(PROG, "prune", prune, positional_args(sys.argv[1:] if argv is None else argv, "run_dir"))
+
+
+def prune(cmd) -> int:
+    from headlab.run.pruning import compute, summary_lines, write_outputs
+
+    outcome = compute(Path(cmd.run_dir), cmd.prune)
+    for path in write_outputs(Path(cmd.run_dir), outcome):
         print(f"wrote {path}")
-    kept = [s for s in outcome.result.steps if s.accepted][-1]
-    print(f"{PROG}: removed {sum(map(len, outcome.result.removed))} of {outcome.result.steps[0].n_heads} heads "
-          f"({1 - kept.n_params / outcome.n_params:.1%} of parameters); val acc {kept.scores['val'].acc[0]:.4f} "
-          f"vs {outcome.result.steps[0].scores['val'].acc[0]:.4f} unpruned")
-    sp = outcome.speedup
-    if sp is not None and sp["rounds"] == 0:
-        print(f"{PROG}: speed-up 1.0 (no head removed: not timed)")
-    elif sp is not None:
-        print(f"{PROG}: speed-up (unpruned / pruned, median of {sp['rounds']} rounds, seq {sp['seq']}, "
-              f"{sp['threads']} threads): {sp['batch_1']:.3f}x at batch 1, {sp['batch_64']:.3f}x at batch 64")
+    for line in summary_lines(outcome):
+        print(f"{PROG}: {line}")
     return 0
-
-
-def compute(run_dir: Path, overrides: list[str]) -> PruneOutcome:
-    from headlab.run.threads import set_torch_threads
-    from headlab.run.inputs import build_datamodule, eval_batches, find_checkpoints, load_matching_network, run_config, tool_config
-
-    settings = settings_from(tool_config("prune", overrides), "prune", PruneSettings)
-    cfg = run_config(run_dir)
-    (checkpoint,) = find_checkpoints(run_dir, settings.checkpoint)[-1:]
-    threads = set_torch_threads(settings.threads)
-    from headlab.interventions.pruning import finetune_steps, iterative_prune
-    from headlab.model.encoder import count_parameters
-
-    datamodule = build_datamodule(cfg)
-    splits = {name: eval_batches(datamodule, name, settings.batch_size, settings.device) for name in SPLITS}
-    net = load_matching_network(checkpoint.path, cfg, datamodule).to(settings.device)
-    finetune = None  # None: prune without fine-tuning
-    if settings.finetune_steps > 0:
-        train = eval_batches(datamodule, "train", settings.batch_size, settings.device)
-        finetune = functools.partial(finetune_steps, batches=train, steps=settings.finetune_steps,
-                                     lr=settings.finetune_lr, seed=settings.random_seed)
-
-    fixed = seed_avg_scores(run_dir, net.heads_per_layer) if settings.ranking == "seed_avg" else None
-    n_params = count_parameters(net, non_embedding=False)
-    result = iterative_prune(net, splits, ranking=settings.ranking, fraction_per_step=settings.fraction_per_step,
-                             max_drop=settings.max_drop, recompute=settings.recompute, normalize=settings.normalize_layers,
-                             random_seed=settings.random_seed, finetune=finetune, max_rows=settings.max_rows,
-                             count_parameters=lambda m: count_parameters(m, non_embedding=False), fixed_scores=fixed)
-    speedup = None
-    if settings.speedup:
-        speedup = measured_speedup(net, result.net, int(cfg.data.max_len), settings.speedup_rounds, settings.device, threads)
-    return PruneOutcome(run_id_of(run_dir), settings, checkpoint, result, n_params, speedup)
-
-
-SPEEDUP_BATCHES = (1, 64)
-
-
-def measured_speedup(unpruned: Any, pruned: Any, seq: int, rounds: int, device: str, threads: int) -> dict[str, Any]:
-    """prune.json's `speedup`: unpruned / pruned median ms per forward at batch 1 and 64 (`batch_<n>`), with
-    the medians (`ms_batch_<n>`: [unpruned, pruned]). Nothing pruned: 1.0 by definition, not timed (`rounds` 0)."""
-    from headlab.interventions.timing import measure_speedup
-
-    seq = min(seq, unpruned.config.max_len)
-    out: dict[str, Any] = {"rounds": rounds, "threads": threads, "seq": seq, "device": device}
-    if sum(pruned.heads_per_layer) == sum(unpruned.heads_per_layer):
-        return {**out, "rounds": 0, **{f"batch_{b}": 1.0 for b in SPEEDUP_BATCHES},
-                **{f"ms_batch_{b}": None for b in SPEEDUP_BATCHES}}
-    for batch in SPEEDUP_BATCHES:
-        found = measure_speedup(unpruned, pruned, batch, seq, unpruned.config.vocab_size, rounds, device=device)
-        out[f"batch_{batch}"] = found.ratio
-        out[f"ms_batch_{batch}"] = [found.reference_ms, found.candidate_ms]
-    return out
-
-
-def seed_avg_scores(run_dir: Path, heads_per_layer: list[int]) -> Any:
-    """`[layer, head]` ablation importance of the run's heads averaged over the seeds of its sweep
-    config (the run's parent is the sweep folder; heads matched as in `headlab-aggregate`).
-    A run outside a sweep, or a config whose seeds lack `head_importance.parquet`: one ConfigError line."""
-    import torch
-
-    from headlab.errors import DataError
-    from headlab.sweep.importance import METRIC, seed_averaged_importance
-    from headlab.sweep.runs import discover_runs
-
-    run_dir = Path(run_dir).resolve()
-    not_in_sweep = f"a run inside a sweep folder (a job dir 0/, 1/, ... of a Hydra multirun); {run_dir} is not one"
-    try:
-        runs = discover_runs(run_dir.parent) if run_dir.name.isdigit() else []
-    except DataError:
-        runs = []
-    this = [r for r in runs if r.job == run_dir.name and r.usable]
-    if not this:
-        raise ConfigError("prune.ranking", "seed_avg", not_in_sweep)
-    seeds = [r for r in runs if r.usable and r.config == this[0].config]
-    averaged = seed_averaged_importance(seeds, this[0].job)
-    if averaged.empty:
-        raise ConfigError("prune.ranking", "seed_avg", f"two or more seeds of this run's sweep config ({this[0].config}) with "
-                          f"head_importance.parquet and head metrics, every layer matched (run headlab-importance on each seed)")
-    scores = torch.full((len(heads_per_layer), max(heads_per_layer)), float("nan"), dtype=torch.float64)
-    for row in averaged.itertuples(index=False):
-        if row.layer < len(heads_per_layer) and row.head < heads_per_layer[row.layer]:
-            scores[row.layer, row.head] = getattr(row, f"{METRIC}_mean")
-    if any(torch.isnan(scores[layer, :n]).any() for layer, n in enumerate(heads_per_layer)):
-        raise ConfigError("prune.ranking", "seed_avg", "seed-averaged importance for every head of the network; "
-                          f"{run_dir / 'head_importance.parquet'} does not cover them all")
-    return scores
-
-
-def curve_frame(outcome: PruneOutcome) -> Any:
-    """Long rows: one per (prune round, split metric), with the round's heads and parameter counts."""
-    import pandas as pd
-
-    s, records = outcome.settings, []
-    total_heads = outcome.result.steps[0].n_heads
-    for step in outcome.result.steps:
-        common = (outcome.run_id, outcome.checkpoint.step, outcome.checkpoint.epoch, s.ranking, s.finetune_steps,
-                  step.index, step.n_heads, 1 - step.n_heads / total_heads, step.n_params,
-                  1 - step.n_params / outcome.n_params, ",".join(f"L{l}H{h}" for l, h in step.removed), step.accepted)
-        for split, scores in step.scores.items():
-            records += [(*common, f"{split}_{m}", float(getattr(scores, m)[0])) for m in ("loss", "acc", "f1")]
-    columns = ["run_id", "step", "epoch", "ranking", "finetune_steps", "prune_step", "n_heads", "fraction_heads_pruned",
-               "n_params", "fraction_params_pruned", "removed", "accepted", "metric", "value"]
-    return pd.DataFrame(records, columns=columns)
-
-
-def save_pruned(path: Path, outcome: PruneOutcome) -> Path:
-    """A checkpoint `load_network` reads: the ModelConfig as trained plus the heads removed per layer."""
-    import torch
-
-    from headlab.store import atomic_path
-
-    net = outcome.result.net
-    checkpoint = {"state_dict": {f"net.{k}": v.detach().cpu() for k, v in net.state_dict().items()},
-                  "hyper_parameters": {"model_config": asdict(net.config),
-                                       "pruned_heads": [sorted(h) for h in outcome.result.removed]},
-                  "global_step": outcome.checkpoint.step, "epoch": outcome.checkpoint.epoch,
-                  "pruned_from": str(outcome.checkpoint.path), "prune_settings": asdict(outcome.settings)}
-    with atomic_path(path) as tmp:
-        torch.save(checkpoint, tmp)
-    return path
-
-
-def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
-    import pandas as pd
-
-    from headlab.store import atomic_write_json, atomic_write_with
-
-    s = outcome.settings
-    path = run_dir / PRUNE_CURVE
-    rows = curve_frame(outcome)
-    if path.is_file():
-        old = pd.read_parquet(path)
-        same = (old["ranking"] == s.ranking) & (old["finetune_steps"] == s.finetune_steps) & (old["step"] == outcome.checkpoint.step)
-        rows = pd.concat([old[~same], rows], ignore_index=True)
-    atomic_write_with(path, lambda tmp: rows.to_parquet(tmp, index=False))
-    written = [path, save_pruned(run_dir / "pruned" / f"{s.label}.ckpt", outcome)]
-    report_path = run_dir / "prune.json"
-    report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
-    kept = [st for st in outcome.result.steps if st.accepted][-1]
-    base = outcome.result.steps[0]
-    report[s.label] = {
-        "checkpoint": str(outcome.checkpoint.path), "step": outcome.checkpoint.step, "settings": asdict(s),
-        "pruned_checkpoint": str(written[1]), "heads_removed": [f"L{l}H{h}" for l, hs in enumerate(outcome.result.removed) for h in sorted(hs)],
-        "n_heads": [base.n_heads, kept.n_heads], "n_params": [outcome.n_params, kept.n_params],
-        "fraction_heads_pruned": 1 - kept.n_heads / base.n_heads, "fraction_params_pruned": 1 - kept.n_params / outcome.n_params,
-        "val_acc": [float(base.scores["val"].acc[0]), float(kept.scores["val"].acc[0])],
-        "test_acc": [float(base.scores["test"].acc[0]), float(kept.scores["test"].acc[0])],
-    }
-    if outcome.speedup is not None:
-        report[s.label]["speedup"] = outcome.speedup
-    atomic_write_json(report_path, report)
-    written.append(report_path)
-    if s.figures:
-        from headlab.run.info import configure_cache_dirs
-
-        configure_cache_dirs(run_dir)
-        from headlab.plots.importance import plot_prune_curve
-
-        written.append(plot_prune_curve(rows, run_dir / "figures" / "prune_curve.png"))
-    return written
 
 
 if __name__ == "__main__":

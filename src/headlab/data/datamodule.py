@@ -33,6 +33,7 @@ from headlab.data.split import check_fractions, stratified_split, stratified_sub
 from headlab.data.synthetic import generate_synthetic
 from headlab.data.tokenizer import CharTokenizer
 from headlab.data.zh_reviews import load_zh_reviews
+from headlab.config.values import check_int
 from headlab.errors import ConfigError, DataError
 
 SOURCES = ("zh_reviews", "synthetic", "files", "multidomain")
@@ -110,17 +111,17 @@ class TextDataModule(L.LightningDataModule):
         super().__init__()
         if source not in SOURCES:
             raise ConfigError("data.source", source, f"one of {list(SOURCES)}")
-        _check_int("data.max_len", max_len, 2)
-        _check_int("data.batch_size", batch_size, 1)
+        check_int("data.max_len", max_len, 2)
+        check_int("data.batch_size", batch_size, 1)
         if eval_batch_size is not None:
-            _check_int("data.eval_batch_size", eval_batch_size, 1)
+            check_int("data.eval_batch_size", eval_batch_size, 1)
         check_fractions(val_fraction, test_fraction)
-        _check_int("data.seed", seed, None)
-        _check_int("data.probe_size", probe_size, 1)
-        _check_int("data.num_workers", num_workers, 0)
-        _check_int("data.min_freq", min_freq, 1)
+        check_int("data.seed", seed, None)
+        check_int("data.probe_size", probe_size, 1)
+        check_int("data.num_workers", num_workers, 0)
+        check_int("data.min_freq", min_freq, 1)
         if shuffle_seed is not None:
-            _check_int("data.shuffle_seed", shuffle_seed, None)
+            check_int("data.shuffle_seed", shuffle_seed, None)
         self.source, self.max_len, self.seed, self.probe_size = source, max_len, seed, probe_size
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
@@ -135,7 +136,7 @@ class TextDataModule(L.LightningDataModule):
             raise ConfigError("data.train_fraction", train_fraction, "a share of the train split in (0, 1]")
         self.train_fraction = float(train_fraction)  # < 1: a stratified share of train (seeded); val and test stay whole
         if train_labels is not None:
-            _check_int("data.train_labels", train_labels, 1)
+            check_int("data.train_labels", train_labels, 1)
         self.train_labels = train_labels  # n: train on n labelled rows of train (stratified, seeded); the vocabulary stays train's
         if not isinstance(train_unlabelled, bool) or (train_unlabelled and train_labels is None):
             raise ConfigError("data.train_unlabelled", train_unlabelled, "false, or true with data.train_labels set")
@@ -363,11 +364,6 @@ def _hide_labels(split: EncodedSplit, chosen: list[int]) -> EncodedSplit:
     keep = set(chosen)
     labels = [label if i in keep else UNLABELLED for i, label in enumerate(split.labels)]
     return EncodedSplit(split.input_ids, labels, split.n_truncated, split.domain_ids)
-
-
-def _check_int(key: str, value: Any, minimum: int | None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
-        raise ConfigError(key, value, "an integer" + ("" if minimum is None else f" >= {minimum}"))
 
 
 def _check_mapping(key: str, value: Mapping[str, Any] | None, allowed: tuple[str, ...]) -> dict[str, Any]:

@@ -75,6 +75,20 @@ def saved_model_config(checkpoint: dict[str, Any], path: Any) -> dict[str, Any]:
     return fields
 
 
+def save_pruned(path: Path, net: torch.nn.Module, removed: list[Any], *, step: int, epoch: int,
+                pruned_from: str | os.PathLike, settings: dict[str, Any]) -> Path:
+    """A checkpoint `load_network` reads back: the ModelConfig as trained plus the heads removed per
+    layer (tensors, numbers and strings only, so loading it unpickles no code)."""
+    from dataclasses import asdict
+
+    checkpoint = {"state_dict": {f"net.{k}": v.detach().cpu() for k, v in net.state_dict().items()},
+                  "hyper_parameters": {"model_config": asdict(net.config), "pruned_heads": [sorted(h) for h in removed]},
+                  "global_step": step, "epoch": epoch, "pruned_from": str(pruned_from), "prune_settings": settings}
+    with atomic_path(path) as tmp:
+        torch.save(checkpoint, tmp)
+    return path
+
+
 def load_network(path: str | os.PathLike) -> torch.nn.Module:
     """The trained `HeadlabClassifier` of a checkpoint, in eval mode: for analysis after a run
     (the checkpoint stores its `ModelConfig`, and `pruned_heads` when headlab-prune removed heads)."""

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -26,36 +25,6 @@ class RunCheckpointFile:
     path: Path
     step: int
     epoch: int
-
-
-def tool_config(name: str, overrides: Sequence[str]) -> DictConfig:
-    """The packaged `conf/<name>.yaml` with `key=value` overrides; an unknown key or a malformed
-    override is a `ConfigError` naming it."""
-    base = OmegaConf.create(resources.files("headlab.conf").joinpath(f"{name}.yaml").read_text(encoding="utf-8"))
-    OmegaConf.set_struct(base, True)
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(item, None, f"KEY=VALUE overrides of conf/{name}.yaml (e.g. {_example(base)})")
-        if OmegaConf.select(base, key, default=_MISSING) is _MISSING or isinstance(OmegaConf.select(base, key), DictConfig):
-            raise ConfigError(key, value, f"a setting of conf/{name}.yaml: {', '.join(_leaf_keys(base))}")
-        OmegaConf.update(base, key, OmegaConf.from_dotlist([f"v={value}"])["v"], merge=False)
-    return base
-
-
-_MISSING = object()
-
-
-def _leaf_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
-    keys = []
-    for k, v in cfg.items():
-        keys += _leaf_keys(v, f"{prefix}{k}.") if isinstance(v, DictConfig) else [f"{prefix}{k}"]
-    return keys
-
-
-def _example(cfg: DictConfig) -> str:
-    first = _leaf_keys(cfg)[0]
-    return f"{first}={OmegaConf.select(cfg, first)}"
 
 
 def run_config(run_dir: Path) -> DictConfig:

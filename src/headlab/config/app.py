@@ -1,0 +1,222 @@
+"""Every console script is a Hydra app over a structured-config schema, run the same way.
+
+`run_app` gives each command what `headlab-train` has: one override grammar (`key=value`, `-m
+key=a,b` for one job per value), `--cfg job`, `--help` listing its groups and keys, and a config
+checked before anything runs: a wrong key, type or choice is one line naming it and exit 2 (Hydra's
+own report is several lines with a hint to set HYDRA_FULL_ERROR). The command's function receives
+the typed object (`OmegaConf.to_object`), so the schema's `__post_init__` range checks have run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from headlab.errors import ConfigError, HeadlabError
+
+EXIT_CONFIG = 2
+CONFIG_MODULE = "headlab.conf"
+GRAMMAR_DOC = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+# Flags after which Hydra prints information instead of running: nothing to check first.
+INFO_FLAGS = {"-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--version", "-sc", "--shell-completion"}
+FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", "-i", "--info", "-cp", "--config-path", "-cn", "--config-name",
+                    "-cd", "--config-dir"}
+
+
+def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv: Sequence[str] | None = None) -> int:
+    """Check the command line against `conf/<config_name>.yaml`, then run `task(typed_config)` as a Hydra app.
+
+    Returns the exit code: `task`'s (None = 0), 2 for a config or input mistake (one line on stderr).
+    """
+    import hydra
+
+    from headlab.config.schemas import register_tool_schemas
+
+    register_tool_schemas()
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if not {a.split("=", 1)[0] for a in args} & INFO_FLAGS:
+            check_command_line(config_name, args)
+    except HeadlabError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    outcome: dict[str, Any] = {"code": 0}
+
+    @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_MODULE}", config_name=config_name)
+    def _main(cfg: Any) -> None:
+        try:
+            outcome["code"] = task(typed(cfg)) or 0
+        except HeadlabError as err:
+            if _multirun():  # Hydra records the job as failed and goes on with the others
+                raise
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            outcome["code"] = EXIT_CONFIG
+
+    saved = sys.argv
+    sys.argv = [prog, *args]
+    try:
+        _main()
+    finally:
+        sys.argv = saved
+    return int(outcome["code"])
+
+
+def typed(cfg: Any) -> Any:
+    """The schema's object for a composed config (its `__post_init__` checks run); a missing mandatory
+    value or a wrong type is a ConfigError naming the key."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as err:
+        raise ConfigError(str(err.full_key), None, f"a value ({err.full_key} has no default): {err.full_key}=...") from None
+    except OmegaConfBaseException as err:
+        raise ConfigError(str(getattr(err, "full_key", "") or "config"), None, _first_line(err)) from None
+
+
+def check_command_line(config_name: str, args: list[str]) -> None:
+    """The overrides composed (and typed) before Hydra starts: each value of a `-m` sweep too."""
+    from hydra import compose, initialize_config_module
+
+    overrides = override_args(args)
+    parsed = [parse_override(o) for o in overrides]
+    multirun = bool({"-m", "--multirun"} & set(args))
+    sweeps = [(o, p) for o, p in zip(overrides, parsed) if p.is_sweep_override()]
+    if sweeps and not multirun:
+        key, value = sweeps[0][0].split("=", 1)
+        raise ConfigError(key.lstrip("+~"), value, "one value (a list: key=[a,b]; one job per value: add -m)")
+    first = [o if not p.is_sweep_override() else f"{o.split('=', 1)[0]}={next(iter(p.sweep_string_iterator()))}"
+             for o, p in zip(overrides, parsed)]
+    jobs = [first] + [[f"{o.split('=', 1)[0]}={v}" if x == o else y for x, y in zip(overrides, first)]
+                      for o, p in sweeps for v in list(p.sweep_string_iterator())[1:]]
+    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+        for job in jobs:
+            typed(compose_checked(compose, config_name, job))
+
+
+def override_args(args: list[str]) -> list[str]:
+    """The positional arguments Hydra reads as overrides (not flags, not a flag's value)."""
+    overrides, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg.startswith("-"):
+            skip = "=" not in arg and arg in FLAGS_WITH_VALUE
+        else:
+            overrides.append(arg)
+    return overrides
+
+
+def parse_override(override: str) -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        return OverridesParser.create().parse_override(override)
+    except HydraException as err:
+        key, _, value = override.partition("=")
+        raise ConfigError(key.lstrip("+~") or override, value or None,
+                          f"key=value in Hydra's override grammar ({_first_line(err)}; see {GRAMMAR_DOC})") from None
+
+
+def compose_checked(compose: Callable[..., Any], config_name: str, overrides: list[str]) -> Any:
+    """`compose`, with Hydra's multi-line composition errors turned into one ConfigError naming the override."""
+    from hydra.errors import HydraException, MissingConfigException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return compose(config_name, overrides=overrides)
+    except MissingConfigException as err:
+        group = next((o.partition("=") for o in overrides if f"'{o.partition('=')[0].lstrip('+~')}/" in str(err)), None)
+        if group is not None and err.options:
+            raise ConfigError(group[0].lstrip("+~"), group[2], f"one of {', '.join(sorted(err.options))}") from None
+        raise ConfigError("config", " ".join(overrides), _flatten(err)) from None
+    except (HydraException, OmegaConfBaseException) as err:
+        raise _override_error(compose, config_name, overrides, err) from None
+
+
+def _override_error(compose: Callable[..., Any], config_name: str, overrides: list[str], err: Exception) -> ConfigError:
+    """Which override broke the composition, and what it may be instead (close keys, the expected type)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    base = compose(config_name, overrides=[])
+    cause = err.__cause__ or err
+    for override in overrides:
+        key, _, value = override.partition("=")
+        bare = key.lstrip("+~")
+        if f"'{bare}'" not in str(err) and f"full_key: {bare}" not in str(err) and bare != str(getattr(cause, "full_key", "")):
+            continue
+        parent, _, leaf = bare.rpartition(".")
+        node = OmegaConf.select(base, parent) if parent else base
+        if isinstance(node, DictConfig) and leaf not in node:
+            keys = sorted(str(k) for k in node.keys())
+            close = difflib.get_close_matches(leaf, keys, n=1)
+            hint = f"did you mean {parent + '.' if parent else ''}{close[0]}? " if close else ""
+            return ConfigError(bare, value, f"a setting of {parent or config_name}: {hint}(one of {', '.join(keys)})")
+        return ConfigError(bare, value, expected_type(cause))
+    return ConfigError("overrides", " ".join(overrides), _flatten(err))
+
+
+_TYPE_WORDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "String": "text"}
+
+
+def expected_type(err: BaseException) -> str:
+    """OmegaConf's "Value 'x' of type 'str' could not be converted to Integer" as "an integer"."""
+    text = _first_line(err)
+    if "is not a valid bool" in text:
+        return "true or false"
+    for word, phrase in _TYPE_WORDS.items():
+        if text.endswith(f"converted to {word}"):
+            return phrase
+    return text
+
+
+def _multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def _flatten(err: BaseException) -> str:
+    return " ".join(line.strip() for line in str(err).strip().splitlines() if line.strip())
+
+
+def positional_args(args: Sequence[str], positional: str, flags: dict[str, str] | None = None) -> list[str]:
+    """The documented short forms as overrides: a leading `PATH` is `positional=PATH`, and each
+    `--flag VALUE` (or `--flag=VALUE`) in `flags` is `key=VALUE`, so `headlab-importance RUN --checkpoint all`
+    is `headlab-importance run_dir=RUN checkpoint=all`. Values are quoted where Hydra's grammar needs it."""
+    flags = flags or {}
+    out: list[str] = []
+    it = iter(args)
+    for arg in it:
+        name, eq, value = arg.partition("=")
+        if name in flags:
+            out.append(f"{flags[name]}={quote(value if eq else next(it, ''))}")
+        elif not out and not arg.startswith("-") and "=" not in arg:
+            out.append(f"{positional}={quote(arg)}")
+        else:
+            out.append(arg)
+    return out
+
+
+_PLAIN = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:~+@%")
+
+
+def quote(value: str) -> str:
+    """A path as a value Hydra's override grammar reads back unchanged.
+
+    >>> quote("logs/runs/2026-12-01_10-00-00_000001"), quote("my runs/a,b")
+    ('logs/runs/2026-12-01_10-00-00_000001', "'my runs/a,b'")
+    """
+    if value and set(value) <= _PLAIN:
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,182 @@
+"""Head importance of a finished run (or of every usable job of a sweep), computed, then written.
+
+`compute` reads the run's saved config, data and checkpoints and measures every chosen checkpoint
+(single-head ablation, gradient importance, a random control, keep-top-k and leave-one-layer-in
+curves, the heads' roles on the probe set) before anything is written, so a failure writes nothing;
+`write_outputs` adds the tables, importance.json and figures to the run directory (rows of other
+checkpoints already there are kept). `headlab-importance` (`headlab.cli.importance`) is the command line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from headlab.config.importance import ImportanceSettings
+from headlab.errors import HeadlabError
+
+
+def is_sweep_dir(path: Path) -> bool:
+    """A Hydra multirun folder (what `headlab-train -m` writes), not a run directory."""
+    return (path / "multirun.yaml").is_file() and not (path / ".hydra" / "config.yaml").is_file()
+
+
+@dataclass
+class CheckpointImportance:
+    checkpoint: str
+    step: int
+    epoch: int
+    result: Any  # headlab.interventions.HeadImportance
+    roles: list[list[str]]
+
+
+@dataclass
+class ImportanceOutcome:
+    run_id: str
+    settings: ImportanceSettings
+    checkpoints: list[CheckpointImportance]
+    redundancy: dict[str, Any] | None = None  # see `run_redundancy`
+
+
+def compute(run_dir: Path, which: str, settings: ImportanceSettings) -> ImportanceOutcome:
+    """Everything the outputs need, computed before one file is written (so a failure writes nothing)."""
+    from headlab.run.inputs import build_datamodule, eval_batches, find_checkpoints, load_matching_network, run_config
+    from headlab.run.threads import set_torch_threads
+
+    cfg = run_config(run_dir)
+    checkpoints = find_checkpoints(run_dir, which)
+    set_torch_threads(settings.threads)
+    from headlab.interventions import measure_importance
+
+    datamodule = build_datamodule(cfg)
+    batches = eval_batches(datamodule, settings.split, settings.batch_size, settings.device)
+    results = []
+    for ckpt in checkpoints:
+        net = load_matching_network(ckpt.path, cfg, datamodule).to(settings.device)
+        result = measure_importance(net, batches, normalize=settings.normalize_layers, random_seed=settings.random_seed,
+                                    curves=settings.curves, max_rows=settings.max_rows)
+        results.append(CheckpointImportance(str(ckpt.path), ckpt.step, ckpt.epoch, result, probe_roles(net, datamodule, settings.device)))
+    newest = max(c.step for c in results)
+    return ImportanceOutcome(run_id_of(run_dir), settings, results, run_redundancy(run_dir, newest, settings.redundancy_mass))
+
+
+def run_redundancy(run_dir: Path, step: int, mass: float) -> dict[str, Any] | None:
+    """Near-duplicate head clusters per layer from the run's `head_pairs.parquet` (`js`), at the last
+    measurement at or before `step`; None when the run has no pair table."""
+    from headlab.analysis.redundancy import pair_table_redundancy
+    from headlab.store import HEAD_PAIRS, read_table
+
+    try:
+        pairs = read_table(run_dir / HEAD_PAIRS)
+    except FileNotFoundError:
+        return None
+    return pair_table_redundancy(pairs, mass, step)
+
+
+def probe_roles(net: Any, datamodule: Any, device: str) -> list[list[str]]:
+    """Each head's role on the run's fixed probe set, through the one measurement seam."""
+    from headlab.measure import measure_probe, probe_chunks
+
+    return measure_probe(net, probe_chunks(datamodule.probe_set(), 64, device), weight_metrics=False).roles
+
+
+def run_id_of(run_dir: Path) -> str:
+    summary = run_dir / "summary.json"
+    if summary.is_file():
+        try:
+            return str(json.loads(summary.read_text(encoding="utf-8")).get("run_id") or run_dir.name)
+        except json.JSONDecodeError:
+            pass
+    return run_dir.name
+
+
+def write_outputs(run_dir: Path, outcome: ImportanceOutcome) -> list[Path]:
+    import pandas as pd
+
+    from headlab.run.info import configure_cache_dirs
+    from headlab.interventions import HEAD_IMPORTANCE, IMPORTANCE_CURVES, curve_rows, importance_rows
+    from headlab.store import replace_steps
+
+    steps = {c.step for c in outcome.checkpoints}
+    heads = pd.concat([importance_rows(outcome.run_id, c.step, c.epoch, c.result) for c in outcome.checkpoints])
+    written = [replace_steps(run_dir / HEAD_IMPORTANCE, heads, steps)]
+    if outcome.settings.curves:
+        curves = pd.concat([curve_rows(outcome.run_id, c.step, c.epoch, c.result) for c in outcome.checkpoints])
+        written.append(replace_steps(run_dir / IMPORTANCE_CURVES, curves, steps))
+    written.append(write_report(run_dir / "importance.json", outcome))
+    if outcome.settings.figures:
+        configure_cache_dirs(run_dir)  # matplotlib's cache inside the run dir, never $HOME
+        from headlab.plots.importance import plot_importance
+
+        newest = max(outcome.checkpoints, key=lambda c: c.step)
+        all_heads = pd.read_parquet(written[0])
+        all_curves = pd.read_parquet(written[1]) if outcome.settings.curves else None
+        written.append(plot_importance(all_heads, run_dir / "figures" / "importance.png", newest.step, newest.roles, all_curves))
+        if outcome.redundancy is not None:
+            from headlab.plots.importance import plot_redundancy
+
+            written.append(plot_redundancy(outcome.redundancy, run_dir / "figures" / "redundancy.png"))
+        written += write_timeline(run_dir, all_heads)
+    return written
+
+
+def write_timeline(run_dir: Path, head_importance: Any) -> list[Path]:
+    """`figures/importance_timeline.png` when the run has importance at two or more steps (kept
+    checkpoints measured here, or the callback's `grad_importance`), with the roles of head_metrics."""
+    from headlab.plots.importance import importance_trajectory, plot_importance_timeline
+    from headlab.store import HEAD_METRICS, read_table
+
+    try:
+        head_metrics = read_table(run_dir / HEAD_METRICS)
+    except FileNotFoundError:
+        head_metrics = None
+    found = importance_trajectory(head_importance, head_metrics)
+    if found is None:
+        return []
+    trajectory, metric = found
+    return [plot_importance_timeline(trajectory, metric, run_dir / "figures" / "importance_timeline.png", head_metrics)]
+
+
+def write_report(path: Path, outcome: ImportanceOutcome) -> Path:
+    """importance.json: per checkpoint, the intact scores, how concentrated importance is, the top heads."""
+    from headlab.interventions import RANKINGS, rank_heads
+    from headlab.store import atomic_write_json
+
+    entries = {}
+    if path.is_file():
+        entries = {e["step"]: e for e in json.loads(path.read_text(encoding="utf-8")).get("checkpoints", [])}
+    for c in outcome.checkpoints:
+        r = c.result
+        entries[c.step] = {
+            "step": c.step, "epoch": c.epoch, "checkpoint": c.checkpoint, "split": outcome.settings.split,
+            "base": r.base.row(0), "n_heads": int((~r.random.isnan()).sum()),
+            "heads_for_half_ablation_effect": r.heads_for_half_effect(),
+            "top_heads": {k: [f"L{l}H{h}" for l, h in rank_heads(r.scores(k))[:5]] for k in RANKINGS},
+            "leave_one_layer_in_acc": None if r.layers is None else [round(float(a), 6) for a in r.layers.acc],
+            "roles": c.roles,
+        }
+    redundancy = None if outcome.redundancy is None else {k: v for k, v in outcome.redundancy.items() if k != "js"}
+    atomic_write_json(path, {"run_id": outcome.run_id, "settings": asdict(outcome.settings),
+                             "checkpoints": [entries[s] for s in sorted(entries)], "redundancy": redundancy,
+                             "redundant_heads": None if redundancy is None else redundancy["redundant_heads"]})
+    return path
+
+
+def compute_sweep(sweep_dir: Path, which: str, settings: ImportanceSettings) -> tuple[list[Any], list[tuple[Any, ImportanceOutcome]]]:
+    """(every job of the sweep, [(usable job, its outcome)]): every job measured before the first file is
+    written; one job that cannot be measured is a HeadlabError naming it."""
+    from headlab.sweep.runs import discover_runs
+
+    runs = discover_runs(sweep_dir)
+    usable = [r for r in runs if r.usable]
+    if not usable:
+        raise HeadlabError(f"{sweep_dir}: no usable job in the sweep (none completed with readable files)")
+    outcomes = []
+    for run in usable:
+        try:
+            outcomes.append((run, compute(run.run_dir, which, settings)))
+        except HeadlabError as err:
+            raise HeadlabError(f"job {run.job} ({run.config}, seed {run.seed}): {err}") from None
+    return runs, outcomes

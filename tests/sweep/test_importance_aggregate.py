@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from headlab.store import head_metric_rows
-from headlab.sweep.heads import DESCRIPTOR_METRICS
-from headlab.sweep.importance import config_importance, seed_averaged_importance, write_sweep_importance
+from headlab.sweep.importance import config_importance, final_importance, seed_averaged_importance, write_sweep_importance
+from headlab.sweep.matching import DESCRIPTOR_METRICS
 from headlab.sweep.runs import Run
 
 
@@ -87,13 +87,14 @@ def test_winners_move_farther_with_ablation_importance(tmp_path):
     entropy = [0.1, 0.2, 0.3, 0.4]  # specificity 0.9 .. 0.6: falls as cum_grad rises
     importance = [0.01, 0.2, 0.3, 0.5]  # rises with cum_grad
     run = _movement_run(tmp_path, "0", cum_grad, dist, entropy, importance)
-    heads = head_summary(run)
+    heads = head_summary(run, final_importance(run.run_dir))
     assert heads["ablation_dloss"].to_numpy() == pytest.approx(importance)
     rho = winner_correlations(heads)
     assert rho["rho_grad_ablation"] == pytest.approx(1.0) and rho["rho_grad_specificity"] == pytest.approx(-1.0)
     assert rho["rho_dist_ablation"] == pytest.approx(-0.4)  # Spearman of ranks [4,1,3,2] vs [1,2,3,4], by hand
     assert rho["rho_dist_specificity"] == pytest.approx(0.4)
 
-    without = winner_correlations(head_summary(_movement_run(tmp_path, "1", cum_grad, dist, entropy, None)))
+    no_file = _movement_run(tmp_path, "1", cum_grad, dist, entropy, None)
+    without = winner_correlations(head_summary(no_file, final_importance(no_file.run_dir)))
     assert np.isnan(without["rho_grad_ablation"]) and np.isnan(without["rho_dist_ablation"])
     assert without["rho_grad_specificity"] == pytest.approx(-1.0)

@@ -43,7 +43,7 @@ from headlab.sweep import heads as head_stats
 from headlab.sweep.convergence import write_convergence
 from headlab.sweep.division import write_division
 from headlab.sweep.domains import write_domain_accuracy
-from headlab.sweep.importance import write_sweep_importance
+from headlab.sweep.importance import final_importance, write_sweep_importance
 from headlab.sweep.interventions import write_intervention_effects
 from headlab.sweep.pruning import write_sweep_prune
 from headlab.sweep.redundancy import write_sweep_redundancy
@@ -93,7 +93,7 @@ def aggregate_sweep(
     result = AggregateResult(sweep_dir, Path(out_dir) if out_dir is not None else sweep_dir / AGGREGATE_DIR, runs)
     tags = run_tags(runs)
     usable = result.usable
-    heads = _concat([head_stats.head_summary(r).assign(job=r.job) for r in usable])
+    heads = _concat([head_stats.head_summary(r, final_importance(r.run_dir)).assign(job=r.job) for r in usable])
     per_run = run_table(runs, tags, heads)
     result.written.append(atomic_write_csv(result.out_dir / "sweep_runs.csv", per_run))
     if not usable:

@@ -34,7 +34,8 @@ import pandas as pd
 
 from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_csv
-from headlab.sweep.heads import ROLE_METRIC, layer_pair_means
+from headlab.sweep.heads import layer_pair_means
+from headlab.sweep.matching import ROLE_METRIC
 from headlab.sweep.runs import Run
 from headlab.sweep.stats import TextColumn, config_column, format_interval, job_tags, mean_ci, text_table
 

@@ -3,7 +3,8 @@
 Per run: each head's bifurcation steps, final role and movement (`head_summary`); the
 "winners move farther" correlations (`winner_correlations`); the layer-mean head-to-head
 divergence over steps (`layer_pair_means`); the init-vs-final cosine geometry
-(`cosine_geometry`). Across seeds of one config: Hungarian head matching (`seed_matches`).
+(`cosine_geometry`). Across seeds of one config: every seed pair's head matching
+(`seed_matches`, with `headlab.sweep.matching.match_layer`).
 """
 
 from __future__ import annotations
@@ -16,16 +17,12 @@ import numpy as np
 import pandas as pd
 
 from headlab.analysis.bifurcation import metric_bifurcation_steps, role_bifurcation_steps
-from headlab.analysis.head_matching import match_heads
 from headlab.analysis.init_orthogonality import cosine_summary
 from headlab.analysis.movement_importance import movement_importance_correlation
-from headlab.analysis.roles import REQUIRED_METRICS, ROLES
+from headlab.analysis.roles import ROLES
 from headlab.errors import HeadlabError
+from headlab.sweep.matching import DESCRIPTOR_METRICS, ROLE_METRIC, config_finals, final_values, match_layer
 from headlab.sweep.runs import Run
-
-# The metrics the role rule reads: the descriptor of what a head does, for bifurcation and matching.
-DESCRIPTOR_METRICS: tuple[str, ...] = REQUIRED_METRICS
-ROLE_METRIC = "role"
 
 
 def layer_cube(head_metrics: pd.DataFrame, layer: int, metrics: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -39,19 +36,15 @@ def layer_cube(head_metrics: pd.DataFrame, layer: int, metrics: Sequence[str]) -
     return steps, wide.to_numpy(dtype=np.float64).reshape(len(steps), len(heads), len(metrics))
 
 
-def final_values(head_metrics: pd.DataFrame) -> pd.DataFrame:
-    """`[layer, head] x metric` values at the run's last measured step."""
-    last = head_metrics[head_metrics["step"] == head_metrics["step"].max()]
-    return last.pivot_table(index=["layer", "head"], columns="metric", values="value", aggfunc="last")
-
-
-def head_summary(run: Run) -> pd.DataFrame:
+def head_summary(run: Run, importance: pd.Series | None) -> pd.DataFrame:
     """One row per (layer, head): role / metric bifurcation step, final role, movement, specificity,
     ablation importance.
 
     `specificity = 1 - entropy_norm` at the last step: the attention-specificity importance proxy.
-    `ablation_dloss`: the measured importance (val loss increase when the head is zeroed) from the
-    run's `head_importance.parquet` at its newest checkpoint (`headlab-importance`); NaN without it.
+    `ablation_dloss`: `importance`, the measured importance (val loss increase when the head is
+    zeroed) per (layer, head), as `headlab.sweep.importance.final_importance` reads it from the
+    run's `head_importance.parquet`; NaN when None (the caller reads the file, so this module
+    needs nothing from the importance tables that build on it).
     """
     df = run.head_metrics
     if df is None or df.empty:
@@ -71,9 +64,6 @@ def head_summary(run: Run) -> pd.DataFrame:
     for column in ("cum_grad_norm", "dist_from_init", "entropy_norm", "confidence"):
         heads[column] = final[column].reindex(heads.index) if column in final else math.nan
     heads["specificity"] = 1.0 - heads["entropy_norm"]
-    from headlab.sweep.importance import final_importance  # (that module builds on this one)
-
-    importance = final_importance(run.run_dir)
     heads["ablation_dloss"] = importance.reindex(heads.index) if importance is not None else math.nan
     return heads.reset_index()
 
@@ -167,32 +157,22 @@ def _int_or_none(a, b) -> int | None:
 
 
 def seed_matches(runs: Sequence[Run]) -> pd.DataFrame:
-    """Hungarian matching of every pair of seeds of one config, layer by layer, at each run's
-    last measurement. Descriptors are standardised by each metric's std over all heads of all
-    these runs (the same yardstick for every pair); metrics NaN for some head are left out.
+    """Hungarian matching (`match_layer`, on the yardstick of all these runs) of every pair of
+    seeds of one config, layer by layer, at each run's last measurement.
     Columns: layer, job_a, job_b, n_heads, same_role, same_role_baseline, matched_distance,
     random_distance, error (why a pair could not be matched, else "")."""
-    finals = {r.job: final_values(r.head_metrics) for r in runs if r.head_metrics is not None and not r.head_metrics.empty}
+    finals = config_finals(runs)
     if len(finals) < 2:
         return pd.DataFrame()
-    pooled = pd.concat(finals.values())
-    rows = []
-    for layer in sorted(pooled.index.get_level_values("layer").unique()):
-        at = pooled.xs(layer, level="layer")
-        metrics = [m for m in DESCRIPTOR_METRICS if m in at.columns and at[m].notna().all()]
-        scale = at[metrics].std(ddof=0).to_numpy(float)
-        for job_a, job_b in itertools.combinations(finals, 2):
-            rows.append({"layer": int(layer), "job_a": job_a, "job_b": job_b,
-                         **_match_pair(finals[job_a], finals[job_b], layer, metrics, scale)})
-    return pd.DataFrame(rows)
+    layers = sorted(pd.concat(finals.values()).index.get_level_values("layer").unique())
+    return pd.DataFrame([{"layer": int(layer), "job_a": job_a, "job_b": job_b, **_match_pair(finals, job_a, job_b, layer)}
+                         for layer in layers for job_a, job_b in itertools.combinations(finals, 2)])
 
 
-def _match_pair(final_a: pd.DataFrame, final_b: pd.DataFrame, layer: int, metrics: list[str], scale: np.ndarray) -> dict:
+def _match_pair(finals: dict[str, pd.DataFrame], job_a: str, job_b: str, layer: int) -> dict:
     try:
-        a, b = final_a.xs(layer, level="layer"), final_b.xs(layer, level="layer")
-        roles = (a[ROLE_METRIC].to_numpy(), b[ROLE_METRIC].to_numpy()) if ROLE_METRIC in a and ROLE_METRIC in b else (None, None)
-        m = match_heads(a[metrics].to_numpy(float), b[metrics].to_numpy(float), *roles, scale=scale)
-    except (HeadlabError, KeyError) as err:
+        m = match_layer(finals, job_a, job_b, layer)
+    except HeadlabError as err:
         return {"n_heads": math.nan, "same_role": math.nan, "same_role_baseline": math.nan,
                 "matched_distance": math.nan, "random_distance": math.nan, "error": str(err)}
     return {"n_heads": int(m.permutation.numel()), "same_role": m.same_role, "same_role_baseline": m.same_role_baseline,

@@ -1,9 +1,10 @@
 """Head importance across the seeds of a sweep config: averaged after matching, and how stable its ranking is.
 
 Head indices mean nothing across seeds (head 2 of seed 0 need not do what head 2 of seed 1
-does), so heads are first matched layer by layer with the same Hungarian matching of attention
-descriptors as `sweep_matches.csv` (`headlab.sweep.heads.seed_matches`; here each seed pair is
-scaled by its own std), at each run's last measurement. Then, per config and layer:
+does), so heads are first matched layer by layer with the Hungarian matching of attention
+descriptors that `sweep_matches.csv` reports (`headlab.sweep.matching.match_layer`, scaled over
+every seed of the config with head tables, with importance or not), at each run's last
+measurement. Then, per config and layer:
 
 - `sweep_importance.csv`: each head of the config's first seed (the reference) with the mean and
   std over seeds of `ablation_dloss` of the heads matched to it;
@@ -26,8 +27,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
-from headlab.analysis.head_matching import match_heads
-from headlab.sweep.heads import DESCRIPTOR_METRICS, final_values
+from headlab.errors import HeadlabError
+from headlab.sweep.matching import config_finals, match_layer
 from headlab.sweep.runs import Run
 
 HEAD_IMPORTANCE = "head_importance.parquet"
@@ -47,21 +48,20 @@ def final_importance(run_dir: Path) -> pd.Series | None:
 
 def config_importance(runs: Sequence[Run], seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(`sweep_importance` rows, `sweep_importance_tau` rows) of one config's runs (see module docstring)."""
-    usable = [(r, final_importance(r.run_dir)) for r in runs if r.head_metrics is not None and not r.head_metrics.empty]
-    usable = [(r, imp) for r, imp in usable if imp is not None]
-    if len(usable) < 2:
+    finals = config_finals(runs)  # every seed with head tables, importance or not: the matching's yardstick
+    importance = {r.job: imp for r in runs if r.job in finals and (imp := final_importance(r.run_dir)) is not None}
+    if len(importance) < 2:
         return pd.DataFrame(), pd.DataFrame()
-    finals = {r.job: final_values(r.head_metrics) for r, _ in usable}
-    importance = {r.job: imp for r, imp in usable}
-    reference = usable[0][0].job
+    reference = next(iter(importance))
     rng = np.random.default_rng(seed)
     averaged, taus = [], []
     for layer in sorted(importance[reference].index.get_level_values("layer").unique()):
         mapped = {reference: importance[reference].xs(layer).to_numpy()}
         perms = {}
         for job_a, job_b in itertools.combinations(importance, 2):
-            perm = _match(finals[job_a], finals[job_b], layer)
-            if perm is None:
+            try:
+                perm = match_layer(finals, job_a, job_b, layer).permutation.numpy()
+            except HeadlabError:  # this pair cannot be matched in this layer: no tau, no average
                 continue
             perms[(job_a, job_b)] = perm
             a, b = importance[job_a].xs(layer).to_numpy(), importance[job_b].xs(layer).to_numpy()[perm]
@@ -89,19 +89,6 @@ def seed_averaged_importance(runs: Sequence[Run], job: str) -> pd.DataFrame:
     if averaged.empty or (averaged["reference_job"] != job).any() or (averaged["n_seeds"] < 2).any():
         return pd.DataFrame()
     return averaged.drop(columns="reference_job")
-
-
-def _match(final_a: pd.DataFrame, final_b: pd.DataFrame, layer: int) -> np.ndarray | None:
-    """Head of run b matched to each head of run a (None when the layer cannot be matched)."""
-    try:
-        a, b = final_a.xs(layer, level="layer"), final_b.xs(layer, level="layer")
-    except KeyError:
-        return None
-    metrics = [m for m in DESCRIPTOR_METRICS if m in a.columns and m in b.columns and a[m].notna().all() and b[m].notna().all()]
-    if not metrics or len(a) != len(b):
-        return None
-    scale = pd.concat([a[metrics], b[metrics]]).std(ddof=0).to_numpy(float)
-    return match_heads(a[metrics].to_numpy(float), b[metrics].to_numpy(float), scale=scale).permutation.numpy()
 
 
 def _tau(a: np.ndarray, b: np.ndarray) -> float:

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.store import atomic_write_csv
-from headlab.sweep.heads import ROLE_METRIC
+from headlab.sweep.matching import ROLE_METRIC
 from headlab.sweep.runs import Run
 from headlab.sweep.stats import TextColumn, format_interval, job_tags, mean_ci, text_table
 

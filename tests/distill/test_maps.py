@@ -42,8 +42,8 @@ def test_mean_head_groups_averages_consecutive_teacher_heads():
 
 def test_relation_heads_resplit_12_teacher_heads_into_4_relations():
     batch, seq = 2, 7
-    teacher_q = torch.randn(batch, 12, seq, 32, dtype=torch.float64)  # MiniLM: 12 heads x 32
-    student_q = torch.randn(batch, 4, seq, 16, dtype=torch.float64)   # a 4-head, d_head 16 student
+    teacher_q = torch.randn(batch, seq, 12, 32, dtype=torch.float64)  # MiniLM: 12 heads x 32 (hook_q layout)
+    student_q = torch.randn(batch, seq, 4, 16, dtype=torch.float64)   # a 4-head, d_head 16 student
     mask = torch.ones(batch, seq, dtype=torch.bool)
     mask[1, 5:] = False
     rel_t, rel_s = relation_heads(teacher_q, 4, mask), relation_heads(student_q, 4, mask)
@@ -51,7 +51,7 @@ def test_relation_heads_resplit_12_teacher_heads_into_4_relations():
     torch.testing.assert_close(rel_t.sum(-1), torch.ones(batch, 4, seq, dtype=torch.float64))
     assert rel_t[1, :, :, 5:].abs().max() == 0.0
     # relation 0 of the teacher is heads 0-2 concatenated (3 x 32 = 96 dims), by hand
-    x = teacher_q[0, :3].transpose(0, 1).reshape(seq, 96)
+    x = teacher_q[0, :, :3].reshape(seq, 96)
     torch.testing.assert_close(rel_t[0, 0], (x @ x.T / 96 ** 0.5).softmax(-1))
     with pytest.raises(ConfigError, match="relation_heads"):
         relation_heads(teacher_q, 5, mask)

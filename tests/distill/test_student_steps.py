@@ -2,7 +2,7 @@
 
 KL: the teacher is MiniLM (6 layers x 12 heads) on English sentences, mapped onto a 2-layer,
 4-head student (`first_middle` layers, mean head groups). MSE: teacher and student are headlab
-models, scores read at `hook_scores` (padded keys hold finfo.min there; the loss must skip them).
+models, scores read at `hook_attn_scores` (padded keys hold finfo.min there; the loss must skip them).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _student(vocab_size: int, seed: int) -> HeadlabClassifier:
 
 def _scores(net: HeadlabClassifier, ids: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
     found: list[torch.Tensor] = []
-    handles = [b.attn.hook_scores.register_forward_hook(lambda m, a, out: found.append(out)) for b in net.blocks]
+    handles = [b.attn.hook_attn_scores.register_forward_hook(lambda m, a, out: found.append(out)) for b in net.blocks]
     try:
         net(ids, mask, return_patterns=True)
     finally:

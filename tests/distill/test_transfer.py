@@ -23,7 +23,7 @@ def test_logit_kd_is_zero_for_equal_logits_and_matches_the_formula():
 
 def test_points_follow_the_loss_and_head_map():
     assert points_needed("kl", "mean") == ("hook_pattern",)
-    assert points_needed("mse", "mean") == ("hook_scores",)
+    assert points_needed("mse", "mean") == ("hook_attn_scores",)
     assert points_needed("kl", "relation") == ("hook_q", "hook_k", "hook_v")
 
 
@@ -49,17 +49,18 @@ def test_mse_transfer_skips_masked_cells():
     s = torch.zeros(1, 1, 3, 3)
     s[..., 2] = 1e9  # masked keys: must not count
     s[0, 0, 0, 0] = 2.0
-    assert attention_transfer({"hook_scores": [t]}, {"hook_scores": [s]}, mask, [(0, 0)], "mse", "mean").item() == 1.0
+    assert attention_transfer({"hook_attn_scores": [t]}, {"hook_attn_scores": [s]}, mask, [(0, 0)], "mse",
+                              "mean").item() == 1.0
 
 
 def test_relation_transfer_is_zero_for_the_same_vectors_under_any_head_split():
     mask = torch.ones(1, 4, dtype=torch.bool)
-    x = torch.randn(1, 4, 4, 8)  # 4 heads x 8 = width 32
-    same = x.transpose(1, 2).reshape(1, 4, 2, 16).transpose(1, 2)  # the same vectors as 2 heads x 16
+    x = torch.randn(1, 4, 4, 8)  # [batch, pos, head_index, d_head]: 4 heads x 8 = width 32
+    same = x.reshape(1, 4, 2, 16)  # the same vectors as 2 heads x 16
     teacher = {p: [x] for p in ("hook_q", "hook_k", "hook_v")}
     student = {p: [same] for p in ("hook_q", "hook_k", "hook_v")}
     assert attention_transfer(teacher, student, mask, [(0, 0)], "kl", "relation").item() == pytest.approx(0, abs=1e-6)
-    other = {p: [torch.randn(1, 2, 4, 16)] for p in ("hook_q", "hook_k", "hook_v")}
+    other = {p: [torch.randn(1, 4, 2, 16)] for p in ("hook_q", "hook_k", "hook_v")}
     assert attention_transfer(teacher, other, mask, [(0, 0)], "kl", "relation").item() > 0.01
 
 

@@ -41,7 +41,7 @@ class _Record(L.Callback):
 
     def on_fit_start(self, trainer, pl_module) -> None:
         pl_module.net.blocks[0].attn.hook_z.register_forward_hook(
-            lambda m, a, out: self.z.append(out[:, 1].abs().max().item()) if pl_module.training else None)
+            lambda m, a, out: self.z.append(out[:, :, 1].abs().max().item()) if pl_module.training else None)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.weights.append({k: v.detach().clone() for k, v in pl_module.net.state_dict().items()})

@@ -65,18 +65,18 @@ def mean_head_groups(teacher: Tensor, n_student_heads: int) -> Tensor:
 
 
 def relation_heads(per_head: Tensor, n_relations: int, attention_mask: Tensor) -> Tensor:
-    """MiniLMv2 relations: `per_head [batch, head, seq, d_head]` -> `[batch, n_relations, seq, seq]`.
+    """MiniLMv2 relations: `per_head [batch, pos, head_index, d_head]` -> `[batch, n_relations, seq, seq]`.
 
     The heads' vectors are concatenated (`[batch, seq, head * d_head]`) and re-split into
     `n_relations` chunks of width head * d_head / n_relations; each relation is the softmax over
     real keys of X_r X_r^T / sqrt(width).
     """
-    batch, n_heads, seq, d_head = per_head.shape
+    batch, seq, n_heads, d_head = per_head.shape
     total = n_heads * d_head
     if n_relations < 1 or total % n_relations:
         raise ConfigError("distill.relation_heads", n_relations, f"a divisor of the total width {total}")
     width = total // n_relations
-    split = per_head.transpose(1, 2).reshape(batch, seq, n_relations, width).transpose(1, 2)
+    split = per_head.reshape(batch, seq, n_relations, width).transpose(1, 2)
     scores = split @ split.transpose(-2, -1) / math.sqrt(width)
     keys = attention_mask.bool()[:, None, None, :]
     return scores.masked_fill(~keys, torch.finfo(scores.dtype).min).softmax(-1)

@@ -127,7 +127,8 @@ def forward_with_points(net: torch.nn.Module, points: Sequence[str], input_ids: 
     """`net(...)` and, for each named point (headlab.model.hooks), every layer's tensor at it.
 
     No points: the fast attention path. Any point: the weight path (`return_patterns=True`), where
-    scores and patterns exist; Q/K/V are read on either path.
+    scores and patterns exist; Q/K/V are read on either path. `hook_q`/`hook_k` are read where the
+    scores take them: after RoPE (`hook_rot_q`/`hook_rot_k`) in a RoPE layer.
     """
     found: dict[str, list[torch.Tensor]] = {point: [] for point in points}
     with _reading(net, found):
@@ -138,10 +139,16 @@ def forward_with_points(net: torch.nn.Module, points: Sequence[str], input_ids: 
 @contextmanager
 def _reading(net: torch.nn.Module, found: dict[str, list[torch.Tensor]]) -> Iterator[None]:
     blocks = getattr(net, "blocks", None) or getattr(getattr(net, "_orig_mod", None), "blocks", [])
-    handles = [getattr(block.attn, point).register_forward_hook(lambda m, a, out, p=point: found[p].append(out))
+    handles = [_scored_point(block.attn, point).register_forward_hook(lambda m, a, out, p=point: found[p].append(out))
                for point in found for block in blocks]
     try:
         yield
     finally:
         for handle in handles:
             handle.remove()
+
+
+def _scored_point(attn: torch.nn.Module, point: str) -> torch.nn.Module:
+    """The module of `point` on `attn`, queries and keys after RoPE where the layer rotates them."""
+    rotated = getattr(attn, point.replace("hook_", "hook_rot_"), None) if point in ("hook_q", "hook_k") else None
+    return rotated if rotated is not None else getattr(attn, point)

@@ -23,10 +23,14 @@ HEAD_MAPS = ("mean", "relation")
 
 
 def points_needed(attention_loss: str, head_map: str) -> tuple[str, ...]:
-    """The named points an attention loss reads: patterns (kl), scores (mse), or Q, K, V (relation heads)."""
+    """The named points an attention loss reads: patterns (kl), scores (mse), or Q, K, V (relation heads).
+
+    Relation heads compare the queries and keys the scores are made of: in a RoPE layer the
+    reader takes them after the rotation (`hook_rot_q`, `hook_rot_k`; see `forward_with_points`).
+    """
     if head_map == "relation":
         return ("hook_q", "hook_k", "hook_v")
-    return ("hook_pattern",) if attention_loss == "kl" else ("hook_scores",)
+    return ("hook_pattern",) if attention_loss == "kl" else ("hook_attn_scores",)
 
 
 def logit_kd(teacher_logits: Tensor, student_logits: Tensor, temperature: float) -> Tensor:
@@ -53,13 +57,13 @@ def attention_transfer(teacher: Mapping[str, Sequence[Tensor]], student: Mapping
     total = attention_mask.new_zeros((), dtype=torch.float32)
     for s_layer, t_layer in pairs:
         if head_map == "relation":
-            n = student["hook_q"][s_layer].shape[1]
+            n = student["hook_q"][s_layer].shape[2]  # [batch, pos, head_index, d_head]
             terms = [attention_kl(relation_heads(teacher[p][t_layer], n, attention_mask),
                                   relation_heads(student[p][s_layer], n, attention_mask), attention_mask)
                      for p in ("hook_q", "hook_k", "hook_v")]
             total = total + sum(terms) / len(terms)
             continue
-        point = "hook_pattern" if attention_loss == "kl" else "hook_scores"
+        point = "hook_pattern" if attention_loss == "kl" else "hook_attn_scores"
         s_map, t_map = student[point][s_layer], teacher[point][t_layer]
         if t_map.shape[1] != s_map.shape[1]:
             t_map = mean_head_groups(t_map, s_map.shape[1])

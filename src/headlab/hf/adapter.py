@@ -9,11 +9,13 @@ the output projection (`attention.output.dense`). transformers 5 removed `head_m
 what head ablation and gradient importance use instead: 0 removes exactly that head's
 contribution, and the gate stays differentiable.
 
-Named points of `HFEncoder.blocks[i].attn` (read them; replacing `hook_pattern`'s output does not
-change the forward, the context was already computed from the pattern):
+Named points of `HFEncoder.blocks[i].attn`, with TransformerLens' names and layouts as on headlab's
+own model (`headlab.model.hooks`; `HFEncoder.run_with_hooks` takes the same hooks). Read them;
+replacing `hook_pattern`'s output does not change the forward, the context was already computed
+from the pattern:
 
-    hook_pattern  [batch, head, q, k]        softmax attention, as `output_attentions` returns it
-    hook_z        [batch, head, seq, d_head] each head's context after its gate (replaceable)
+    hook_pattern  [batch, head_index, query_pos, key_pos]  softmax attention, as `output_attentions` returns it
+    hook_z        [batch, pos, head_index, d_head]         each head's context after its gate (replaceable)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from torch import Tensor, nn
 
 from headlab.errors import ConfigError
 from headlab.model.attention import HeadWeights
+from headlab.model.hooks import HookedModule, HookPoint, name_hook_points
 
 
 @dataclass
@@ -42,8 +45,8 @@ class HFHeadAttention(nn.Module):
         self.n_heads = int(self_attn.num_attention_heads)
         self.d_head = int(self_attn.attention_head_size)
         self.layer = layer
-        self.hook_pattern = nn.Identity()
-        self.hook_z = nn.Identity()
+        self.hook_pattern = HookPoint()  # [batch, head_index, query_pos, key_pos]
+        self.hook_z = HookPoint()  # [batch, pos, head_index, d_head]
         # plain attributes, not submodules: the HF model owns these parameters
         object.__setattr__(self, "_self_attn", self_attn)
         object.__setattr__(self, "_out_dense", out_dense)
@@ -57,10 +60,10 @@ class HFHeadAttention(nn.Module):
                                "attn_implementation='eager'")
         pattern = self.hook_pattern(pattern)
         batch, seq, _ = context.shape
-        z = context.view(batch, seq, self.n_heads, self.d_head).transpose(1, 2)  # [batch, head, seq, d_head]
+        z = context.view(batch, seq, self.n_heads, self.d_head)  # [batch, pos, head_index, d_head]
         gate = self._encoder.active_gates[self.layer]
-        z = self.hook_z(z * gate.to(z.dtype)[:, None, None])
-        return z.transpose(1, 2).reshape(batch, seq, self.n_heads * self.d_head), pattern
+        z = self.hook_z(z * gate.to(z.dtype)[:, None])
+        return z.reshape(batch, seq, self.n_heads * self.d_head), pattern
 
     def head_weights(self) -> HeadWeights:
         """Per-head views in headlab's layout: W_Q/K/V `[head, d_model, d_head]`, W_O `[head, d_head, d_model]`."""
@@ -85,7 +88,7 @@ class HFHeadAttention(nn.Module):
         return w.view(self.n_heads, self.d_head, -1).transpose(1, 2)
 
 
-class HFEncoder(nn.Module):
+class HFEncoder(HookedModule):
     """A BERT-style HF encoder (`encoder.layer[i].attention.self` / `.output.dense`) with named points.
 
     `head_gates` `[layer, head]` (a buffer, ones) scales each head's context before the output
@@ -108,6 +111,7 @@ class HFEncoder(nn.Module):
         n_heads = max(block.attn.n_heads for block in self.blocks)
         self.register_buffer("head_gates", torch.ones(len(layers), n_heads))
         self.active_gates: Tensor = self.head_gates
+        name_hook_points(self)  # blocks.{i}.attn.hook_z, as on headlab's own model
         self.train(model.training)  # a fresh nn.Module says training; the wrapped model decides
 
     @property

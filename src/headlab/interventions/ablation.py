@@ -3,7 +3,7 @@
 Single-head ablation zeroes one head's output (exactly what gate 0 does) and measures the change
 in loss, accuracy and macro-F1. It is batched: a layer's H single-head ablations run in ONE
 forward over H stacked copies of the batch, a forward hook on that layer's `hook_z`
-`[batch, head, seq, d_head]` zeroing head h in copy h (no change to the attention module).
+`[batch, pos, head_index, d_head]` zeroing head h in copy h (no change to the attention module).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def _ablated_logits(net: nn.Module, batch: Batch, layer: int, heads: list[int]) 
     copies, size = len(heads), batch["labels"].numel()
     keep = torch.ones(copies, net.blocks[layer].attn.n_heads, device=batch["input_ids"].device)
     keep[torch.arange(copies), torch.tensor(heads)] = 0.0
-    keep = keep.repeat_interleave(size, dim=0)[:, :, None, None]  # [copies * batch, head, 1, 1]
+    keep = keep.repeat_interleave(size, dim=0)[:, None, :, None]  # [copies * batch, 1, head_index, 1]
 
     def zero_head(module: nn.Module, args: object, z: Tensor) -> Tensor:
         return z * keep.to(z.dtype)

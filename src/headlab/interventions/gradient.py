@@ -62,8 +62,8 @@ def _batch_abs_grad(net: nn.Module, batch: Batch, counts: list[int]) -> Tensor:
 
 
 def _gate_hook(gate: Tensor):
-    def apply(module: nn.Module, args: object, z: Tensor) -> Tensor:  # z: [batch, head, seq, d_head]
-        return z * gate.to(z.dtype)[:, :, None, None]
+    def apply(module: nn.Module, args: object, z: Tensor) -> Tensor:  # z: [batch, pos, head_index, d_head]
+        return z * gate.to(z.dtype)[:, None, :, None]
 
     return apply
 

@@ -11,12 +11,14 @@ Heads are an index, not surgery: `head_gate[h]` scales head h's output before `o
 `head_weights()` gives per-head views in TransformerLens layout (`head_weight_grads()` the same
 views of the gradients), and `prune_heads` removes heads physically so compute really drops.
 
-Named points (identity modules, TransformerLens style; a forward hook reads or replaces them):
-`hook_q`, `hook_k` `[batch, head, seq, d_head]` after RoPE, `hook_v` `[batch, head, seq, d_head]`,
-`hook_z` `[batch, head, seq, d_head]` (each head's output after its gate) on both paths;
-`hook_scores` `[batch, head, q, k]` (q.k^T / sqrt(d_head) plus the additive bias: padding and
-causal keys at finfo.min, ALiBi) and `hook_pattern` (softmax of the scores, before dropout) on the
-weight path only, so the fast path never builds a `[batch, head, q, k]` tensor.
+Named points (`HookPoint`s with TransformerLens' names and layouts; see `headlab.model.hooks`):
+`hook_q`, `hook_k` (before RoPE), `hook_rot_q`, `hook_rot_k` (after it, RoPE layers only), `hook_v`
+and `hook_z` (each head's output after its gate) `[batch, pos, head_index, d_head]` on both paths;
+`hook_attn_scores` `[batch, head_index, query_pos, key_pos]` (q.k^T / sqrt(d_head) plus the additive
+bias: padding and causal keys at finfo.min, ALiBi) and `hook_pattern` (softmax of the scores, before
+dropout) on the weight path only, so the fast path never builds a `[batch, head, q, k]` tensor. The
+computation stays on `[batch, head, seq, d_head]` (SDPA's layout): a point sees a permuted view and
+its output is permuted back, so an unhooked point changes no number.
 
 Templates (`headlab.model.templates`): a `hard` templated head's pattern is its template, built
 from the mask (its Q/K are unused, so they get zero gradient; V/O train). SDPA cannot take a fixed
@@ -46,6 +48,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headlab.model.domains import DomainQKV, project_by_domain, router_weights
+from headlab.model.hooks import HookPoint
 from headlab.model.posenc import ATTENTION_ENCODINGS, RotaryEmbedding, alibi_bias, alibi_slopes
 from headlab.model.templates import FREE, build_layer_templates, check_pattern, template_kl
 from headlab.model.templates import MODES as TEMPLATE_MODES
@@ -104,12 +107,15 @@ class MultiHeadSelfAttention(nn.Module):
         self.rotary = RotaryEmbedding(self.d_head) if position == "rope" else None
         slopes = alibi_slopes(n_heads) if position == "alibi" else None
         self.register_buffer("alibi_slopes", slopes, persistent=False)  # [head] or None
-        self.hook_q = nn.Identity()  # [batch, head, seq, d_head]; after RoPE
-        self.hook_k = nn.Identity()  # [batch, head, seq, d_head]; after RoPE
-        self.hook_v = nn.Identity()  # [batch, head, seq, d_head]
-        self.hook_scores = nn.Identity()  # [batch, head, q, k]; scaled, bias added, pre-softmax; weight path only
-        self.hook_pattern = nn.Identity()  # [batch, head, q, k]; weight path only
-        self.hook_z = nn.Identity()  # [batch, head, seq, d_head]; per-head output after the gate
+        # named points, TransformerLens layouts (headlab.model.hooks)
+        self.hook_q = HookPoint()  # [batch, pos, head_index, d_head]; before RoPE
+        self.hook_k = HookPoint()  # [batch, pos, head_index, d_head]; before RoPE
+        self.hook_rot_q = HookPoint() if self.rotary is not None else None  # as hook_q, after RoPE
+        self.hook_rot_k = HookPoint() if self.rotary is not None else None  # as hook_k, after RoPE
+        self.hook_v = HookPoint()  # [batch, pos, head_index, d_head]
+        self.hook_attn_scores = HookPoint()  # [batch, head_index, query_pos, key_pos]; pre-softmax; weight path only
+        self.hook_pattern = HookPoint()  # [batch, head_index, query_pos, key_pos]; weight path only
+        self.hook_z = HookPoint()  # [batch, pos, head_index, d_head]; per-head output after the gate
         names = [check_pattern(name) for name in template] if template is not None else [FREE] * n_heads
         if len(names) != n_heads:
             raise ValueError(f"expected one template pattern per head ({n_heads}); got {len(names)}")
@@ -134,9 +140,9 @@ class MultiHeadSelfAttention(nn.Module):
         else:
             weights = router_weights(self.domain_router, x, attention_mask.bool()) if self.domain_router is not None else None
             q, k, v = (self._split_heads(project_by_domain(projs, x, domain_ids, weights)) for projs in self.domain_projections())
+        q, k, v = _through(self.hook_q, q), _through(self.hook_k, k), _through(self.hook_v, v)
         if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
-        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+            q, k = _through(self.hook_rot_q, self.rotary(q)), _through(self.hook_rot_k, self.rotary(k))
         bias = self._score_bias(attention_mask.bool(), x.size(1), x.dtype)  # [batch, 1|head, 1|q, k]
         dropout_p = self.attn_dropout if self.training else 0.0
         scale = 1.0 / math.sqrt(self.d_head)
@@ -145,7 +151,7 @@ class MultiHeadSelfAttention(nn.Module):
         pattern = None
         if need_weights:
             scores = (q @ k.transpose(-2, -1)).mul_(scale).add_(bias)  # in place: no extra [batch, head, q, k] copies
-            pattern = self.hook_scores(scores).softmax(dim=-1)
+            pattern = self.hook_attn_scores(scores).softmax(dim=-1)
             if fixed is not None:
                 pattern = pattern.index_copy(1, fixed.heads, fixed.pattern.to(pattern.dtype))
             pattern = self.hook_pattern(pattern)
@@ -157,8 +163,8 @@ class MultiHeadSelfAttention(nn.Module):
                 z = z.index_copy(1, fixed.heads, given)
         if head_gate is not None:
             z = z * head_gate.to(z.dtype)[:, None, None]
-        z = self.hook_z(z)  # [batch, head, seq, d_head]
-        return AttentionOutput(self.out_proj(z.transpose(1, 2).flatten(2)), pattern, kl)
+        z = self.hook_z(z.transpose(1, 2))  # [batch, pos, head_index, d_head]
+        return AttentionOutput(self.out_proj(z.flatten(2)), pattern, kl)
 
     def domain_projections(self) -> tuple[list[nn.Linear], list[nn.Linear], list[nn.Linear]]:
         """The Q, K and V projections of every domain, domain 0 first (one each in a shared layer)."""
@@ -266,6 +272,11 @@ class MultiHeadSelfAttention(nn.Module):
             self.template = kept if any(name != FREE for name in kept) else None
         self.n_heads = len(keep)
         return keep
+
+
+def _through(point: HookPoint, per_head: Tensor) -> Tensor:
+    """Pass `[batch, head, seq, d_head]` through `point` as `[batch, pos, head_index, d_head]` (views both ways)."""
+    return point(per_head.transpose(1, 2)).transpose(1, 2)
 
 
 def heads_to_keep(n_heads: int, heads: Iterable[int]) -> list[int]:

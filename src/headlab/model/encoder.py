@@ -1,9 +1,10 @@
 """The encoder classifier: embeddings, pre-norm blocks, pooling, a linear head.
 
 Every measured tensor has a named place: `model.blocks[i].attn` (with `hook_q`, `hook_k`, `hook_v`,
-`hook_scores`, `hook_pattern`, `hook_z`; see `headlab.model.hooks`),
-`model.head_gates` `[layer, head]`. `ModelConfig` describes the model as built; after
-`prune_heads` the live head count of layer i is `model.blocks[i].attn.n_heads`.
+`hook_rot_q`, `hook_rot_k` (RoPE), `hook_attn_scores`, `hook_pattern`, `hook_z`, named and laid out
+as in TransformerLens, hooked through `model.run_with_hooks`; see `headlab.model.hooks`),
+`model.head_gates` `[layer, head]`. `ModelConfig` describes the model as built; after `prune_heads`
+the live head count of layer i is `model.blocks[i].attn.n_heads`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from torch import Tensor, nn
 from headlab.errors import ConfigError
 from headlab.model.attention import AttentionOutput, FixedPattern, MultiHeadSelfAttention, heads_to_keep
 from headlab.model.config import ModelConfig
+from headlab.model.hooks import HookedModule, capture_patterns, name_hook_points
 from headlab.model.init import init_weights
 from headlab.model.posenc import ATTENTION_ENCODINGS, build_additive_encoding
 from headlab.model.templates import template_weight
@@ -70,7 +72,7 @@ class Block(nn.Module):
         return x, attn
 
 
-class HeadlabClassifier(nn.Module):
+class HeadlabClassifier(HookedModule):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
@@ -92,6 +94,7 @@ class HeadlabClassifier(nn.Module):
         for block in self.blocks:  # the extra domains' Q/K/V get the same per-head init as domain 0's
             for extra in block.attn.domain_qkv or []:
                 extra.reset_parameters(block.attn.n_heads, block.attn.d_head, config.init_scale)
+        name_hook_points(self)  # hook.name = "blocks.0.attn.hook_z", also for plain-PyTorch users
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, return_patterns: bool = False,
                 head_gates: Tensor | None = None, template_kl: bool = False,
@@ -210,8 +213,6 @@ class FrozenPatterns:
     @torch.no_grad()
     def __call__(self, input_ids: Tensor, attention_mask: Tensor) -> dict[int, FixedPattern]:
         """{layer: FixedPattern} for `input_ids`, `attention_mask` `[batch, seq]`."""
-        from headlab.model.hooks import capture_patterns
-
         patterns = capture_patterns(self.network, input_ids, attention_mask)  # [batch, head, q, k] per layer
         return {layer: FixedPattern(torch.tensor(hs, device=input_ids.device), patterns[layer][:, hs])
                 for layer, hs in self.heads.items() if hs}

@@ -5,7 +5,7 @@ Hydra configs) ships inside the package as `headlab.conf`, so installed console 
 from setuptools import find_packages, setup
 
 setup(
-    packages=find_packages("src") + ["headlab.conf"],
+    packages=find_packages("src") + ["headlab.conf", "headlab.conf.hf"],
     package_dir={"": "src", "headlab.conf": "conf"},
     package_data={"headlab.conf": ["**/*.yaml"]},
 )

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from headlab.analysis import ROLES
-from headlab.cli.analyze_hf import compose, main
+from headlab.cli.analyze_hf import main
+from headlab.config.analyze_hf import compose
 from headlab.errors import ConfigError
 from headlab.hf import AnalyzeSettings, HFEncoder
 from headlab.hf.analyze import build_probe
@@ -64,7 +65,7 @@ def test_mostly_unk_data_is_refused_before_anything_is_written(tmp_path, capsys)
 ])
 def test_config_mistakes_name_the_key(overrides, key, tmp_path):
     with pytest.raises(ConfigError) as err:
-        from headlab.cli.analyze_hf import run
+        from headlab.run.pretrained import analyze_pretrained as run
 
         run(compose(overrides + [f"run_dir={tmp_path / 'run'}"]))
     assert err.value.key == key

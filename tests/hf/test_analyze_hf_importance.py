@@ -7,7 +7,9 @@ import json
 import pytest
 import torch
 
-from headlab.cli.analyze_hf import compose, main, run
+from headlab.cli.analyze_hf import main
+from headlab.config.analyze_hf import compose
+from headlab.run.pretrained import analyze_pretrained as run
 from headlab.errors import ConfigError, DataError
 from headlab.hf import HFClassifier, HFEncoder, fit_linear_head
 from headlab.hf.importance import stratified_split

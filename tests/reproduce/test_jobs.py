@@ -65,7 +65,7 @@ def test_two_specs_giving_one_folder_different_overrides_are_refused(tmp_path):
 
 @pytest.mark.parametrize("scale", ["quick", "full"])
 def test_every_run_job_is_a_valid_headlab_analyze_hf_config(scale):
-    from headlab.cli.analyze_hf import compose as compose_hf
+    from headlab.config.analyze_hf import compose as compose_hf
 
     jobs = run_jobs(SPEC_LIST, scale)
     assert [j.claims for j in jobs] == [("C17",)]

@@ -25,7 +25,8 @@ FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", "-i", "--info", "-cp", "--
                     "-cd", "--config-dir"}
 
 
-def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv: Sequence[str] | None = None) -> int:
+def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv: Sequence[str] | None = None,
+            config_module: str = CONFIG_MODULE) -> int:
     """Check the command line against `conf/<config_name>.yaml`, then run `task(typed_config)` as a Hydra app.
 
     Returns the exit code: `task`'s (None = 0), 2 for a config or input mistake (one line on stderr).
@@ -38,13 +39,13 @@ def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if not {a.split("=", 1)[0] for a in args} & INFO_FLAGS:
-            check_command_line(config_name, args)
+            check_command_line(config_name, args, config_module)
     except HeadlabError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return EXIT_CONFIG
     outcome: dict[str, Any] = {"code": 0}
 
-    @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_MODULE}", config_name=config_name)
+    @hydra.main(version_base="1.3", config_path=f"pkg://{config_module}", config_name=config_name)
     def _main(cfg: Any) -> None:
         try:
             outcome["code"] = task(typed(cfg)) or 0
@@ -77,7 +78,7 @@ def typed(cfg: Any) -> Any:
         raise ConfigError(str(getattr(err, "full_key", "") or "config"), None, _first_line(err)) from None
 
 
-def check_command_line(config_name: str, args: list[str]) -> None:
+def check_command_line(config_name: str, args: list[str], config_module: str = CONFIG_MODULE) -> None:
     """The overrides composed (and typed) before Hydra starts: each value of a `-m` sweep too."""
     from hydra import compose, initialize_config_module
 
@@ -92,7 +93,7 @@ def check_command_line(config_name: str, args: list[str]) -> None:
              for o, p in zip(overrides, parsed)]
     jobs = [first] + [[f"{o.split('=', 1)[0]}={v}" if x == o else y for x, y in zip(overrides, first)]
                       for o, p in sweeps for v in list(p.sweep_string_iterator())[1:]]
-    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+    with initialize_config_module(config_module, version_base="1.3"):
         for job in jobs:
             typed(compose_checked(compose, config_name, job))
 

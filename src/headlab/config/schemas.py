@@ -13,10 +13,12 @@ def register_tool_schemas() -> None:
         return
     from hydra.core.config_store import ConfigStore
 
+    from headlab.config.analyze_hf import AnalyzeHFConfig
     from headlab.config.importance import ImportanceCommand
     from headlab.config.prune import PruneCommand
 
     store = ConfigStore.instance()
     store.store(name="importance_schema", node=ImportanceCommand)
     store.store(name="prune_schema", node=PruneCommand)
+    store.store(name="analyze_hf_schema", node=AnalyzeHFConfig)
     _REGISTERED = True

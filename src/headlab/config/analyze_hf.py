@@ -1,0 +1,85 @@
+"""`headlab-analyze-hf`'s schema: which pretrained encoder, measured on which texts, and how.
+
+`conf/hf/analyze.yaml` selects a file of `conf/hf/model/` and `conf/hf/data/` over this schema; the
+defaults are written here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+CONFIG_MODULE = "headlab.conf.hf"  # its own config folder: `model=` and `data=` are its groups
+
+
+@dataclass
+class ModelSection:
+    name: Optional[str] = "minilm"
+    path: Optional[str] = None
+
+
+@dataclass
+class SyntheticSection:
+    n: int = 2000
+    seed: int = 0
+
+
+@dataclass
+class DataSection:
+    """One file of conf/hf/data/ names the source; the other keys are shared defaults."""
+
+    source: str = "zh_reviews"
+    path: Optional[str] = None
+    probe_size: int = 256
+    max_len: int = 128
+    seed: int = 0  # which texts the probe draws
+    max_unk_rate: float = 0.5  # refuse data whose probe tokens are mostly [UNK]
+    synthetic: SyntheticSection = field(default_factory=SyntheticSection)
+
+
+@dataclass
+class MeasureSection:
+    chunk_size: int = 32  # probe sequences per forward
+    map_len: int = 32  # positions kept in each head's mean attention map
+    weight_metrics: bool = True  # per-head W_Q pair tables (q_cosine, qk_cosine, q_subspace)
+
+
+@dataclass
+class ClassifierSection:
+    """The linear head `importance=true` fits (headlab.hf.importance.ImportanceFit)."""
+
+    test_share: float = 0.5  # share of each class held out for scoring
+    seed: int = 0  # split, head fit and random control
+    steps: int = 200  # full-batch Adam steps on the frozen features
+    lr: float = 0.1
+    batch_size: int = 32  # texts per forward (max length: data.max_len)
+
+
+@dataclass
+class AnalyzeHFConfig:
+    """`headlab-analyze-hf [model=minilm] [data=zh_reviews|...] [importance=true] [key=value ...]`."""
+
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    measure: MeasureSection = field(default_factory=MeasureSection)
+    # importance=true: a linear head on the frozen mean-pooled encoder, fitted on a stratified train part,
+    # then every head scored on the held-out part (ablation, gradient importance): a labelled source only
+    importance: bool = False
+    classifier: ClassifierSection = field(default_factory=ClassifierSection)
+    threads: Optional[int] = None  # torch intra-op threads (null: torch's default)
+    run_dir: Optional[str] = None  # null: ${HEADLAB_LOG_DIR:-logs}/runs/analyze_hf/<date_time_microseconds>
+
+
+def compose(overrides: list[str]) -> Any:
+    """The config `headlab-analyze-hf overrides...` runs with (for tests and the reproduce runner's
+    checks); a bad override is one ConfigError."""
+    from hydra import compose as hydra_compose, initialize_config_module
+
+    from headlab.config.app import compose_checked, typed
+    from headlab.config.schemas import register_tool_schemas
+
+    register_tool_schemas()
+    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+        cfg = compose_checked(hydra_compose, "analyze", list(overrides))
+    typed(cfg)
+    return cfg

@@ -12,7 +12,8 @@ import pytest
 
 from headlab.analysis import ROLES
 from headlab.cli.analyze_hf import main
-from headlab.config.analyze_hf import compose
+from headlab.config.analyze_hf import CONFIG_MODULE
+from headlab.config.app import compose_command
 from headlab.errors import ConfigError
 from headlab.hf import AnalyzeSettings, HFEncoder
 from headlab.hf.analyze import build_probe
@@ -67,7 +68,7 @@ def test_config_mistakes_name_the_key(overrides, key, tmp_path):
     with pytest.raises(ConfigError) as err:
         from headlab.run.pretrained import analyze_pretrained as run
 
-        run(compose(overrides + [f"run_dir={tmp_path / 'run'}"]))
+        run(compose_hf(overrides + [f"run_dir={tmp_path / 'run'}"]))
     assert err.value.key == key
     assert not (tmp_path / "run").exists()
 
@@ -92,3 +93,7 @@ def test_a_folder_without_weights_and_a_model_without_attention_exit_2_with_one_
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "attention outputs" in lines[0] and "FNetModel" in lines[0]
     assert not (tmp_path / "logs").exists() and not (tmp_path / "run").exists()
+
+
+def compose_hf(overrides):
+    return compose_command("analyze", overrides, CONFIG_MODULE)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from headlab.cli.analyze_hf import main
-from headlab.config.analyze_hf import compose
+from headlab.config.analyze_hf import CONFIG_MODULE
+from headlab.config.app import compose_command
 from headlab.run.pretrained import analyze_pretrained as run
 from headlab.errors import ConfigError, DataError
 from headlab.hf import HFClassifier, HFEncoder, fit_linear_head
@@ -77,7 +78,7 @@ def test_an_unlabelled_source_is_one_line_exit_2_and_nothing_written(tmp_path, c
                                            ("classifier.lr=-1", "classifier.lr")])
 def test_bad_classifier_settings_name_the_key_before_anything_loads(override, key, tmp_path):
     with pytest.raises(ConfigError) as err:
-        run(compose(["data=en_polarity", "importance=true", override, "model.path=/nonexistent",
+        run(compose_hf(["data=en_polarity", "importance=true", override, "model.path=/nonexistent",
                      f"run_dir={tmp_path / 'run'}"]))
     assert err.value.key == key  # before model.path is looked at
     assert not (tmp_path / "run").exists()
@@ -91,3 +92,7 @@ def test_stratified_split_holds_out_the_share_of_each_class_and_is_seeded():
     assert (train, test) == stratified_split(labels, 0.25, seed=3) != stratified_split(labels, 0.25, seed=4)
     with pytest.raises(DataError, match="class 1 has 1 example"):  # a class cannot sit in both parts
         stratified_split([0, 0, 1], 0.5, seed=0)
+
+
+def compose_hf(overrides):
+    return compose_command("analyze", overrides, CONFIG_MODULE)

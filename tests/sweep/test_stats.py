@@ -9,7 +9,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from headlab.errors import ConfigError
-from headlab.sweep.stats import mean_ci, steps_to_converge
+from headlab.stats import mean_ci
+from headlab.sweep.stats import steps_to_converge
 
 
 @pytest.mark.parametrize("values", [[0.81, 0.79, 0.84], [1.0, 2.0, 4.0, 8.0, 16.0], [0.5, 0.5001]])

@@ -7,7 +7,7 @@ defaults are written here once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 CONFIG_MODULE = "headlab.conf.hf"  # its own config folder: `model=` and `data=` are its groups
 
@@ -69,17 +69,3 @@ class AnalyzeHFConfig:
     threads: Optional[int] = None  # torch intra-op threads (null: torch's default)
     run_dir: Optional[str] = None  # null: ${HEADLAB_LOG_DIR:-logs}/runs/analyze_hf/<date_time_microseconds>
 
-
-def compose(overrides: list[str]) -> Any:
-    """The config `headlab-analyze-hf overrides...` runs with (for tests and the reproduce runner's
-    checks); a bad override is one ConfigError."""
-    from hydra import compose as hydra_compose, initialize_config_module
-
-    from headlab.config.app import compose_checked, typed
-    from headlab.config.schemas import register_tool_schemas
-
-    register_tool_schemas()
-    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-        cfg = compose_checked(hydra_compose, "analyze", list(overrides))
-    typed(cfg)
-    return cfg

@@ -78,6 +78,20 @@ def typed(cfg: Any) -> Any:
         raise ConfigError(str(getattr(err, "full_key", "") or "config"), None, _first_line(err)) from None
 
 
+def compose_command(config_name: str, overrides: Sequence[str], config_module: str = CONFIG_MODULE) -> Any:
+    """The config a command composes from `overrides` (for tests and the reproduce runner's checks),
+    checked and typed as `run_app` checks it; a bad override is one ConfigError."""
+    from hydra import compose, initialize_config_module
+
+    from headlab.config.schemas import register_tool_schemas
+
+    register_tool_schemas()
+    with initialize_config_module(config_module, version_base="1.3"):
+        cfg = compose_checked(compose, config_name, list(overrides))
+    typed(cfg)
+    return cfg
+
+
 def check_command_line(config_name: str, args: list[str], config_module: str = CONFIG_MODULE) -> None:
     """The overrides composed (and typed) before Hydra starts: each value of a `-m` sweep too."""
     from hydra import compose, initialize_config_module

@@ -10,6 +10,10 @@ from omegaconf import MISSING
 from headlab.config.values import check_bools, check_choice, check_device, check_int, is_number
 from headlab.errors import ConfigError
 
+# The pruning loop's rankings (headlab.interventions.pruning): seed_avg is ablation averaged over a sweep
+# config's seeds.
+PRUNE_RANKINGS = ("ablation", "gradient", "random", "seed_avg")
+
 
 @dataclass
 class PruneSettings:
@@ -33,8 +37,6 @@ class PruneSettings:
     speedup_rounds: int = 30  # timed rounds per batch size, interleaved; the speed-up is the ratio of the medians
 
     def __post_init__(self) -> None:
-        from headlab.interventions.pruning import PRUNE_RANKINGS
-
         check_choice("prune.ranking", self.ranking, PRUNE_RANKINGS)
         if not is_number(self.fraction_per_step) or not 0.0 < self.fraction_per_step < 1.0:
             raise ConfigError("prune.fraction_per_step", self.fraction_per_step, "a number in (0, 1), e.g. 0.1")

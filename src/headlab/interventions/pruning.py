@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from headlab.config.prune import PRUNE_RANKINGS
 from headlab.interventions.ablation import single_head_ablation
 from headlab.interventions.batches import Batch, evaluate_gated, heads_per_layer, live_mask
 from headlab.interventions.gradient import gradient_importance, normalize_layers
 from headlab.interventions.ranking import random_scores
 from headlab.interventions.scores import Scores
 
-PRUNE_RANKINGS = ("ablation", "gradient", "random", "seed_avg")
 FIXED_RANKINGS = ("random", "seed_avg")  # scores per ORIGINAL head, never re-measured on the pruned network
 
 

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from headlab.errors import DataError
 from headlab.plots._figure import figure_style, new_figure, save_figure
 from headlab.plots.sweep import natural_key
-from headlab.sweep.stats import mean_ci
+from headlab.stats import mean_ci
 
 # (column, axis label, the article's band or None, the no-effect line, the range the interval is clipped to)
 PANELS = (("fraction_heads_pruned", "fraction of heads pruned", (0.2, 0.3), 0.0, (0.0, 1.0)),

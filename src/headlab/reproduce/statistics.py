@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from headlab.sweep.stats import mean_ci
+from headlab.stats import mean_ci
 
 KINDS = ("mean", "paired_difference", "group_difference", "computed")
 REDUCTIONS = ("mean", "median", "nan_fraction", "fraction_in", "distinct_per_layer", "last_step_mean")

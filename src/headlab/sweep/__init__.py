@@ -7,7 +7,8 @@ on their own: `discover_runs` (read every job, never crash on a bad one), `mean_
 
 from headlab.sweep.aggregate import AGGREGATE_DIR, AggregateResult, aggregate_sweep
 from headlab.sweep.runs import Run, discover_runs, load_run
-from headlab.sweep.stats import MeanCI, mean_ci, steps_to_converge
+from headlab.stats import MeanCI, mean_ci
+from headlab.sweep.stats import steps_to_converge
 
 __all__ = [
     "AGGREGATE_DIR",

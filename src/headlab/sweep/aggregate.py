@@ -48,7 +48,8 @@ from headlab.sweep.interventions import write_intervention_effects
 from headlab.sweep.pruning import write_sweep_prune
 from headlab.sweep.redundancy import write_sweep_redundancy
 from headlab.sweep.runs import Run, discover_runs
-from headlab.sweep.stats import TextColumn, config_column, format_interval, mean_ci, steps_to_converge, text_table
+from headlab.stats import mean_ci
+from headlab.sweep.stats import TextColumn, config_column, format_interval, steps_to_converge, text_table
 
 AGGREGATE_DIR = "aggregate"
 SOURCES = "accuracy and F1: each run's best checkpoint (by val/acc); roles and head metrics: its last measurement"

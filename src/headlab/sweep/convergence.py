@@ -27,7 +27,8 @@ import pandas as pd
 from headlab.analysis.roles import ROLES
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import TextColumn, config_column, format_interval, job_tags, mean_ci, text_table
+from headlab.stats import mean_ci
+from headlab.sweep.stats import TextColumn, config_column, format_interval, job_tags, text_table
 
 CONVERGENCE_CSV = "convergence.csv"
 CONVERGENCE_RUNS_CSV = "convergence_runs.csv"

@@ -37,7 +37,8 @@ from headlab.store import atomic_write_csv
 from headlab.sweep.heads import layer_pair_means
 from headlab.sweep.matching import ROLE_METRIC
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import TextColumn, config_column, format_interval, job_tags, mean_ci, text_table
+from headlab.stats import mean_ci
+from headlab.sweep.stats import TextColumn, config_column, format_interval, job_tags, text_table
 
 DIVISION_CSV = "division_of_labour.csv"
 JS_MAX = math.log(2.0)

@@ -41,7 +41,8 @@ import pandas as pd
 from headlab.store import atomic_write_csv
 from headlab.sweep.matching import ROLE_METRIC
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import TextColumn, format_interval, job_tags, mean_ci, text_table
+from headlab.stats import mean_ci
+from headlab.sweep.stats import TextColumn, format_interval, job_tags, text_table
 
 INTERVENTIONS_FILE = "interventions.json"  # written by the run at t (headlab.lit.callbacks.interventions)
 EFFECTS_CSV = "intervention_effects.csv"

@@ -27,7 +27,8 @@ import pandas as pd
 from headlab.analysis.redundancy import DEFAULT_MASS, js_threshold, pair_table_redundancy
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
-from headlab.sweep.stats import TextColumn, config_column, format_interval, mean_ci, text_table
+from headlab.stats import mean_ci
+from headlab.sweep.stats import TextColumn, config_column, format_interval, text_table
 
 RUNS_FILE = "sweep_redundancy_runs.csv"
 CONFIG_FILE = "sweep_redundancy.csv"

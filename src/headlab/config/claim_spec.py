@@ -1,0 +1,310 @@
+"""The schema of a claim spec (conf/reproduce/cNN_*.yaml) as Hydra structured configs.
+
+Each key a spec may hold is a typed field here, with its default written once, so a spec file is
+checked by OmegaConf (types, choices, unknown keys, missing values) before headlab reads it; the
+checks that relate several keys (which evidence kind needs which scale keys, a rule naming the
+spec's statistics) stay with the reader, `headlab.reproduce.spec`.
+
+A spec file is merged into `OmegaConf.structured(ClaimSpecConfig)` rather than selecting the schema
+through a defaults list: the specs are data files read from a folder (the shipped one, or an
+edited copy in a test), not configs composed by Hydra, and a `defaults:` line in each of them
+would be boilerplate a copy can lose. `register_claim_specs()` still puts the schema in Hydra's
+ConfigStore (group `reproduce/schema`) for configs that compose a spec.
+
+New keys (issue 25: primary statistic, margin with its reason, prerequisite) belong in these
+dataclasses: a documented field, a default, and `load_claim_spec_config` checks it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import typing
+from dataclasses import dataclass, field, fields, is_dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
+
+from headlab.errors import ConfigError
+
+SCHEMA_GROUP = "reproduce/schema"
+SCHEMA_NAME = "claim_spec"
+
+
+class StatisticKind(Enum):
+    """How a statistic is computed (`headlab.reproduce.statistics`)."""
+
+    mean = "mean"                            # per-run values (or rows) selected by `where`
+    paired_difference = "paired_difference"  # per seed: config `a` minus config `b`
+    group_difference = "group_difference"    # rows `a` minus rows `b`, Welch's interval
+    computed = "computed"                    # a measurement per seed, no table (evidence `computed: true`)
+
+
+class Reduction(Enum):
+    """How a per-head / per-layer table's rows of one run become that run's value."""
+
+    mean = "mean"
+    median = "median"
+    nan_fraction = "nan_fraction"              # share of rows whose value is missing (never settled)
+    fraction_in = "fraction_in"                # share of rows whose `column` is in `values`
+    distinct_per_layer = "distinct_per_layer"  # distinct values of `column` per layer, averaged
+    last_step_mean = "last_step_mean"          # mean of `column` over the run's last `step`
+
+
+class Measurement(Enum):
+    """What a `computed` statistic measures (`headlab.reproduce.directions.MEASUREMENTS`)."""
+
+    random_vectors = "random_vectors"
+    initialised_queries = "initialised_queries"
+
+
+class MeasurementField(Enum):
+    """The value of a measurement a `computed` statistic averages."""
+
+    cos_std = "cos_std"
+    in_band = "in_band"
+
+
+class SweepProgram(Enum):
+    """The command a sweep's multirun starts (`headlab-train` or `headlab-distill`)."""
+
+    train = "train"
+    distill = "distill"
+
+
+class RunCommand(Enum):
+    """The command whose run directory a `run` evidence reads."""
+
+    analyze_hf = "analyze_hf"
+
+
+@dataclass
+class ArticleConfig:
+    """The claim in the article's words (verbatim) and an English gloss."""
+
+    zh: str = MISSING
+    en: str = MISSING
+
+
+@dataclass
+class TeacherConfig:
+    """One job of another sweep of the same scale, passed to this sweep as `teacher=<its run dir>`."""
+
+    sweep_name: str = MISSING
+    where: Dict[str, Any] = MISSING  # config key -> value, naming exactly one job
+
+
+@dataclass
+class ScaleConfig:
+    """The evidence at one scale (`quick`: CPU, `full`: the article's). A sweep's scale names
+    `sweep_name` and `overrides` (and maybe a `teacher`); a run's names `run_name` and `command`."""
+
+    sweep_name: Optional[str] = None         # the sweep's folder under the sweeps root
+    overrides: List[str] = field(default_factory=list)  # key=value overrides of the multirun
+    teacher: Optional[TeacherConfig] = None
+    run_name: Optional[str] = None           # the run's folder under <log dir>/runs/reproduce/
+    command: List[str] = field(default_factory=list)    # key=value settings of the run's command
+
+
+@dataclass
+class PerJobConfig:
+    """A command the runner applies to each completed job of the sweep before aggregating."""
+
+    command: str = MISSING                   # headlab-prune or headlab-importance
+    args: List[str] = field(default_factory=list)  # key=value settings of the command
+    where: Optional[Dict[str, Any]] = None   # the jobs it runs on (config key -> value); none: all
+    quick_where: Optional[Dict[str, Any]] = None  # the selection at one scale, when they differ
+    full_where: Optional[Dict[str, Any]] = None
+
+
+@dataclass
+class EvidenceConfig:
+    """What the claim's statistics read: exactly one of `sweep`, `run`, `computed`, `not_measured`."""
+
+    sweep: Optional[str] = None              # a conf/sweep/ grid, run once per scale
+    run: Optional[RunCommand] = None         # one command's run directory
+    computed: bool = False                   # statistics of kind `computed`, no training
+    not_measured: Optional[str] = None       # why there is no evidence yet, and what would measure it
+    program: SweepProgram = SweepProgram.train
+    quick: Optional[ScaleConfig] = None
+    full: Optional[ScaleConfig] = None
+    table: Optional[str] = None              # the aggregate (or run) table the statistics read
+    figure: Optional[str] = None             # the figure shown beside the verdict
+    per_job: List[PerJobConfig] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str | None:
+        """The one evidence kind this holds ("sweep", "run", "computed", "not_measured"), None when
+        it holds none or several."""
+        given = [name for name, value in (("sweep", self.sweep), ("run", self.run), ("computed", self.computed or None),
+                                          ("not_measured", self.not_measured)) if value is not None]
+        return given[0] if len(given) == 1 else None
+
+
+@dataclass
+class StatisticConfig:
+    """One named statistic of the claim (a mean with its 95 % interval, `headlab.reproduce.statistics`)."""
+
+    kind: StatisticKind = MISSING
+    column: Optional[str] = None             # the table column it reads (table kinds)
+    where: Dict[str, Any] = field(default_factory=dict)  # kind mean: the rows (column -> value or list)
+    a: Optional[Dict[str, Any]] = None       # difference kinds: the two selections, a minus b
+    b: Optional[Dict[str, Any]] = None
+    reduce: Optional[Reduction] = None       # per-head tables: one value per run
+    values: List[Any] = field(default_factory=list)        # reduce fraction_in: the values counted
+    exclude: Dict[str, List[Any]] = field(default_factory=dict)  # rows dropped first: column -> values
+    metric: Optional[str] = None             # long tables: the `metric` whose rows are kept
+    bounds: Optional[List[float]] = None     # [low, high] the value can take; its interval is clipped
+    measurement: Optional[Measurement] = None      # kind computed: what is measured
+    seeds: List[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])  # kind computed: one value each
+    args: Dict[str, Any] = field(default_factory=dict)     # kind computed: the measurement's arguments
+    # last: from here on `field` in this class body is this attribute, not dataclasses.field
+    field: Optional[MeasurementField] = None       # kind computed: which of its values
+
+
+@dataclass
+class RuleConfig:
+    """The verdict rules, written before running (`headlab.reproduce.rules`)."""
+
+    supported_if: Optional[str] = None
+    contradicted_if: Optional[str] = None
+
+
+@dataclass
+class ClaimSpecConfig:
+    """One claim spec file: the claim, its evidence, statistics and the rules that decide it."""
+
+    claim: str = MISSING                     # C1 ... C18: the id in the article's claim list
+    version: int = MISSING                   # bumped when the evidence or the rule changes
+    title: str = MISSING                     # one line
+    section: str = MISSING                   # of the article
+    article: ArticleConfig = field(default_factory=ArticleConfig)
+    evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
+    statistics: Dict[str, StatisticConfig] = field(default_factory=dict)
+    rule: RuleConfig = field(default_factory=RuleConfig)
+    notes: str = ""                          # caveats of this evidence
+
+
+def register_claim_specs() -> None:
+    """Store the schema as `reproduce/schema/claim_spec` in Hydra's ConfigStore (again: the same node)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(group=SCHEMA_GROUP, name=SCHEMA_NAME, node=ClaimSpecConfig)
+
+
+def load_claim_spec_config(path: str | Path) -> ClaimSpecConfig:
+    """The spec file at `path` as a checked ClaimSpecConfig; a ConfigError naming the file, the key
+    path, the value and what is allowed for a file that does not fit the schema."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        given = OmegaConf.create(text)
+    except Exception as err:  # noqa: BLE001 - OmegaConf raises the YAML parser's own errors
+        raise ConfigError(path.name, "<file>", f"valid YAML ({' '.join(str(err).split())})") from err
+    if not OmegaConf.is_dict(given):
+        raise ConfigError(path.name, OmegaConf.to_container(given),
+                          "a mapping of claim, version, title, section, article, evidence, ...")
+    raw = OmegaConf.to_container(given)
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(ClaimSpecConfig), given)
+        missing = sorted(OmegaConf.missing_keys(merged))
+        if missing:
+            raise ConfigError(f"{path.name}: {missing[0]}", None, "a value (required)")
+        return OmegaConf.to_object(merged)
+    except MissingMandatoryValue as err:
+        raise ConfigError(f"{path.name}: {err.full_key}", None, "a value (required)") from None
+    except ConfigKeyError as err:
+        raise _unknown_key(path.name, str(err.full_key), raw) from None
+    except OmegaConfBaseException as err:
+        raise _wrong_value(path.name, str(err.full_key), raw, err) from None
+
+
+def _unknown_key(file: str, full_key: str, raw: dict) -> ConfigError:
+    parts = _parts(full_key)
+    owner = _schema_type(parts[:-1])
+    allowed = [f.name for f in fields(owner)] if is_dataclass(owner) else []
+    close = difflib.get_close_matches(str(parts[-1]), allowed, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return ConfigError(f"{file}: {full_key}", _given(raw, parts), f"a known key: {hint}(allowed: {', '.join(allowed)})")
+
+
+def _wrong_value(file: str, full_key: str, raw: dict, err: OmegaConfBaseException) -> ConfigError:
+    parts = _parts(full_key)
+    while parts and isinstance(parts[-1], int):  # an element of a list: name the list, show all of it
+        parts = parts[:-1]
+    if not parts:  # OmegaConf lost the key (it can, inside a list): say what it said
+        return ConfigError(file, None, f"values that fit the schema ({str(err.msg).splitlines()[0]})")
+    key = _key_text(parts)
+    return ConfigError(f"{file}: {key}", _given(raw, parts), describe(_schema_type(parts)))
+
+
+def _parts(full_key: str) -> list[str | int]:
+    """`statistics.gap.bounds[0]` -> ["statistics", "gap", "bounds", 0]."""
+    return [int(index) if index else name for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", full_key)]
+
+
+def _key_text(parts: list[str | int]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p) for i, p in enumerate(parts))
+
+
+def _given(raw: Any, parts: list[str | int]) -> Any:
+    """The value the file gives at `parts` (None when it gives none)."""
+    for part in parts:
+        try:
+            raw = raw[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return raw
+
+
+def _schema_type(parts: list[str | int]) -> Any:
+    """The type the schema gives the value at `parts` (Any where it cannot tell)."""
+    tp: Any = ClaimSpecConfig
+    for part in parts:
+        tp = _unwrap(tp)
+        if is_dataclass(tp):
+            hints = typing.get_type_hints(tp)
+            if part not in hints:
+                return Any
+            tp = hints[part]
+        elif typing.get_origin(tp) in (dict, list):
+            tp = typing.get_args(tp)[-1]
+        else:
+            return Any
+    return tp
+
+
+def _unwrap(tp: Any) -> Any:
+    """Optional[X] -> X."""
+    if typing.get_origin(tp) is typing.Union:
+        others = [a for a in typing.get_args(tp) if a is not type(None)]
+        return others[0] if len(others) == 1 else tp
+    return tp
+
+
+def describe(tp: Any) -> str:
+    """What a value of schema type `tp` must be, in words.
+
+    >>> describe(Optional[List[float]])
+    'a list of numbers'
+    >>> describe(SweepProgram)
+    'one of train, distill'
+    """
+    tp = _unwrap(tp)
+    origin = typing.get_origin(tp)
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return f"one of {', '.join(m.name for m in tp)}"
+    if is_dataclass(tp):
+        return f"a mapping of {', '.join(f.name for f in fields(tp))}"
+    if origin is list:
+        return f"a list of {_plural(typing.get_args(tp)[0])}"
+    if origin is dict:
+        return f"a mapping of name -> {describe(typing.get_args(tp)[1])}"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "text"}.get(tp, "a value")
+
+
+def _plural(tp: Any) -> str:
+    return {int: "integers", float: "numbers", str: "texts"}.get(tp, "values")

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING, OmegaConf
-from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
+from omegaconf.errors import (ConfigKeyError, InterpolationResolutionError, MissingMandatoryValue,
+                              OmegaConfBaseException)
 
 from headlab.errors import ConfigError
 
@@ -208,6 +209,7 @@ def load_claim_spec_config(path: str | Path) -> ClaimSpecConfig:
         raise ConfigError(path.name, OmegaConf.to_container(given),
                           "a mapping of claim, version, title, section, article, evidence, ...")
     raw = OmegaConf.to_container(given)
+    _check_shape(path.name, raw, ClaimSpecConfig, [])
     try:
         merged = OmegaConf.merge(OmegaConf.structured(ClaimSpecConfig), given)
         missing = sorted(OmegaConf.missing_keys(merged))
@@ -216,29 +218,63 @@ def load_claim_spec_config(path: str | Path) -> ClaimSpecConfig:
         return OmegaConf.to_object(merged)
     except MissingMandatoryValue as err:
         raise ConfigError(f"{path.name}: {err.full_key}", None, "a value (required)") from None
-    except ConfigKeyError as err:
-        raise _unknown_key(path.name, str(err.full_key), raw) from None
+    except ConfigKeyError as err:  # _check_shape found unknown keys; kept for what it cannot see
+        raise _unknown_key(path.name, _parts(str(err.full_key)), None) from None
+    except InterpolationResolutionError as err:
+        raise ConfigError(f"{path.name}: {err.full_key}", _given(raw, _parts(str(err.full_key))),
+                          "text without ${...} (OmegaConf would read it as an interpolation)") from None
     except OmegaConfBaseException as err:
-        raise _wrong_value(path.name, str(err.full_key), raw, err) from None
+        parts = _list_owner(_parts(str(err.full_key)))
+        if not parts:  # OmegaConf could not tell where: say what it said
+            raise ConfigError(path.name, None, f"values that fit the schema ({str(err.msg).splitlines()[0]})") from None
+        raise ConfigError(f"{path.name}: {_key_text(parts)}", _given(raw, parts), describe(_schema_type(parts))) from None
 
 
-def _unknown_key(file: str, full_key: str, raw: dict) -> ConfigError:
-    parts = _parts(full_key)
+def _check_shape(file: str, raw: Any, tp: Any, parts: list[str | int]) -> None:
+    """Unknown keys, and configs given as something else than a mapping, with their full key path;
+    each config in a list is merged on its own. OmegaConf's own errors lose the path there (a key
+    inside a list element, a scalar where a config belongs), so these are found before it merges."""
+    tp = _unwrap(tp)
+    origin = typing.get_origin(tp)
+    if raw is None:
+        return
+    if is_dataclass(tp):
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{file}: {_key_text(parts)}", raw, describe(tp))
+        hints = typing.get_type_hints(tp)
+        for key, value in raw.items():
+            if key not in hints:
+                raise _unknown_key(file, [*parts, key], raw[key])
+            _check_shape(file, value, hints[key], [*parts, key])
+    elif origin is list and isinstance(raw, list):
+        element = _unwrap(typing.get_args(tp)[0])
+        for i, value in enumerate(raw):
+            _check_shape(file, value, element, [*parts, i])
+            if is_dataclass(element):
+                try:
+                    OmegaConf.merge(OmegaConf.structured(element), value)
+                except OmegaConfBaseException as err:
+                    inner = _list_owner(_parts(str(err.full_key)))
+                    raise ConfigError(f"{file}: {_key_text([*parts, i, *inner])}", _given(value, inner),
+                                      describe(_schema_type(inner, element))) from None
+    elif origin is dict and isinstance(raw, dict):
+        for key, value in raw.items():
+            _check_shape(file, value, typing.get_args(tp)[1], [*parts, key])
+
+
+def _unknown_key(file: str, parts: list[str | int], given: Any) -> ConfigError:
     owner = _schema_type(parts[:-1])
     allowed = [f.name for f in fields(owner)] if is_dataclass(owner) else []
     close = difflib.get_close_matches(str(parts[-1]), allowed, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
-    return ConfigError(f"{file}: {full_key}", _given(raw, parts), f"a known key: {hint}(allowed: {', '.join(allowed)})")
+    return ConfigError(f"{file}: {_key_text(parts)}", given, f"a known key: {hint}(allowed: {', '.join(allowed)})")
 
 
-def _wrong_value(file: str, full_key: str, raw: dict, err: OmegaConfBaseException) -> ConfigError:
-    parts = _parts(full_key)
-    while parts and isinstance(parts[-1], int):  # an element of a list: name the list, show all of it
+def _list_owner(parts: list[str | int]) -> list[str | int]:
+    """The key of the list an element belongs to (a bad element: name the list, show all of it)."""
+    while parts and isinstance(parts[-1], int):
         parts = parts[:-1]
-    if not parts:  # OmegaConf lost the key (it can, inside a list): say what it said
-        return ConfigError(file, None, f"values that fit the schema ({str(err.msg).splitlines()[0]})")
-    key = _key_text(parts)
-    return ConfigError(f"{file}: {key}", _given(raw, parts), describe(_schema_type(parts)))
+    return parts
 
 
 def _parts(full_key: str) -> list[str | int]:
@@ -260,9 +296,9 @@ def _given(raw: Any, parts: list[str | int]) -> Any:
     return raw
 
 
-def _schema_type(parts: list[str | int]) -> Any:
-    """The type the schema gives the value at `parts` (Any where it cannot tell)."""
-    tp: Any = ClaimSpecConfig
+def _schema_type(parts: list[str | int], root: Any = ClaimSpecConfig) -> Any:
+    """The type the schema gives the value at `parts` below `root` (Any where it cannot tell)."""
+    tp: Any = root
     for part in parts:
         tp = _unwrap(tp)
         if is_dataclass(tp):
@@ -274,7 +310,7 @@ def _schema_type(parts: list[str | int]) -> Any:
             tp = typing.get_args(tp)[-1]
         else:
             return Any
-    return tp
+    return _unwrap(tp)
 
 
 def _unwrap(tp: Any) -> Any:

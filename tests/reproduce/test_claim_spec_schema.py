@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import typing
 from enum import Enum
 from pathlib import Path
@@ -143,15 +144,27 @@ def test_an_unknown_key_far_from_every_valid_one_lists_them(tmp_path):
         load_claim_spec_config(_write(tmp_path, _put(_base(), ("evidence", "zzz"), 1)))
 
 
-@pytest.mark.parametrize("path", [("title",), ("version",), ("article", "en"), ("statistics", "gap", "kind")])
+@pytest.mark.parametrize("path", [("title",), ("version",), ("article", "en"), ("statistics", "gap", "kind"),
+                                  ("evidence", "per_job", 0, "command"), ("evidence", "quick", "teacher", "where")])
 def test_a_missing_required_key_is_named(tmp_path, path):
     raw = _base()
     at = raw
     for part in path[:-1]:
         at = at[part]
     del at[path[-1]]
-    with pytest.raises(ConfigError, match=rf"^invalid config c08_heads\.yaml: {_key_text(path)}=None: expected a value"):
+    with pytest.raises(ConfigError, match=rf"^invalid config c08_heads\.yaml: {re.escape(_key_text(path))}=None: expected a value"):
         load_spec(_write(tmp_path, raw))
+
+
+def test_an_empty_file_names_the_first_required_key_in_the_schemas_order(tmp_path):
+    (tmp_path / "c01_x.yaml").write_text("", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^invalid config c01_x\.yaml: claim=None: expected a value \(required\)$"):
+        load_spec(tmp_path / "c01_x.yaml")
+
+
+def test_text_that_omegaconf_would_read_as_an_interpolation_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"c08_heads\.yaml: notes='see \$\{paths\.log_dir\}': expected text without"):
+        load_spec(_write(tmp_path, _put(_base(), ("notes",), "see ${paths.log_dir}")))
 
 
 def test_a_file_that_is_not_a_yaml_mapping_is_refused(tmp_path):
@@ -201,3 +214,17 @@ def test_the_schema_is_registered_once_in_hydras_config_store_and_validates_ther
     assert OmegaConf.get_type(node) is ClaimSpecConfig
     with pytest.raises(Exception, match="Invalid value 'ratio'"):
         OmegaConf.merge(node, {"statistics": {"gap": {"kind": "ratio"}}})
+
+
+def test_evidence_must_be_exactly_one_kind_and_not_measured_needs_no_statistics(tmp_path):
+    from headlab.reproduce.evidence import evaluate_claim
+    from headlab.reproduce.verdict import NOT_MEASURED
+
+    with pytest.raises(ConfigError, match=r"evidence=\['sweep', 'computed'\]: expected exactly one of sweep, run, computed"):
+        load_spec(_write(tmp_path, _put(_base(), ("evidence", "computed"), True)))
+    raw = {key: value for key, value in _base().items() if key not in ("statistics", "rule")}
+    raw["evidence"] = {"not_measured": "no grid varies this yet"}
+    spec = load_spec(_write(tmp_path, raw))
+    assert spec.not_measured == "no grid varies this yet" and spec.statistics == {} and spec.supported_if is None
+    result = evaluate_claim(spec, tmp_path)
+    assert result.verdict == NOT_MEASURED and result.reason == "no grid varies this yet"

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING, OmegaConf
-from omegaconf.errors import (ConfigKeyError, InterpolationResolutionError, MissingMandatoryValue,
-                              OmegaConfBaseException)
+from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
 from headlab.errors import ConfigError
 
@@ -190,7 +189,8 @@ class ClaimSpecConfig:
 
 
 def register_claim_specs() -> None:
-    """Store the schema as `reproduce/schema/claim_spec` in Hydra's ConfigStore (again: the same node)."""
+    """Store the schema as `reproduce/schema/claim_spec` in Hydra's ConfigStore, so a config Hydra
+    composes can select it in a defaults list; calling it again stores the same node again."""
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(group=SCHEMA_GROUP, name=SCHEMA_NAME, node=ClaimSpecConfig)
@@ -212,14 +212,10 @@ def load_claim_spec_config(path: str | Path) -> ClaimSpecConfig:
     _check_shape(path.name, raw, ClaimSpecConfig, [])
     try:
         merged = OmegaConf.merge(OmegaConf.structured(ClaimSpecConfig), given)
-        missing = sorted(OmegaConf.missing_keys(merged))
-        if missing:
-            raise ConfigError(f"{path.name}: {missing[0]}", None, "a value (required)")
+        missing = next(_missing(merged, []), None)
+        if missing is not None:
+            raise ConfigError(f"{path.name}: {_key_text(missing)}", None, "a value (required)")
         return OmegaConf.to_object(merged)
-    except MissingMandatoryValue as err:
-        raise ConfigError(f"{path.name}: {err.full_key}", None, "a value (required)") from None
-    except ConfigKeyError as err:  # _check_shape found unknown keys; kept for what it cannot see
-        raise _unknown_key(path.name, _parts(str(err.full_key)), None) from None
     except InterpolationResolutionError as err:
         raise ConfigError(f"{path.name}: {err.full_key}", _given(raw, _parts(str(err.full_key))),
                           "text without ${...} (OmegaConf would read it as an interpolation)") from None
@@ -231,9 +227,9 @@ def load_claim_spec_config(path: str | Path) -> ClaimSpecConfig:
 
 
 def _check_shape(file: str, raw: Any, tp: Any, parts: list[str | int]) -> None:
-    """Unknown keys, and configs given as something else than a mapping, with their full key path;
-    each config in a list is merged on its own. OmegaConf's own errors lose the path there (a key
-    inside a list element, a scalar where a config belongs), so these are found before it merges."""
+    """Refuse unknown keys, and anything but a mapping where a config belongs, naming the full key
+    path; merge each config of a list on its own. OmegaConf's errors lose the path in exactly these
+    cases (a key inside a list element, a scalar given for a config), so they are found before it merges."""
     tp = _unwrap(tp)
     origin = typing.get_origin(tp)
     if raw is None:
@@ -260,6 +256,15 @@ def _check_shape(file: str, raw: Any, tp: Any, parts: list[str | int]) -> None:
     elif origin is dict and isinstance(raw, dict):
         for key, value in raw.items():
             _check_shape(file, value, typing.get_args(tp)[1], [*parts, key])
+
+
+def _missing(cfg: Any, parts: list[str | int]):
+    """Key paths of the required values not given, in the schema's order (claim before article.zh)."""
+    for key in (cfg.keys() if OmegaConf.is_dict(cfg) else range(len(cfg))):
+        if OmegaConf.is_missing(cfg, key):
+            yield [*parts, key]
+        elif OmegaConf.is_config(child := cfg[key]):
+            yield from _missing(child, [*parts, key])
 
 
 def _unknown_key(file: str, parts: list[str | int], given: Any) -> ConfigError:

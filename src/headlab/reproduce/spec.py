@@ -50,7 +50,8 @@ SPEC_GLOB = "c[0-9][0-9]_*.yaml"
 SCALES = ("quick", "full")  # make reproduce-quick (CPU) and make reproduce (the article's scale)
 EVIDENCE_KINDS = ("sweep", "run", "computed", "not_measured")
 RUN_COMMANDS = {RunCommand.analyze_hf: "headlab-analyze-hf"}  # evidence.run -> the command that writes the run
-SWEEP_PROGRAMS = {SweepProgram.train: "headlab-train", SweepProgram.distill: "headlab-distill"}  # evidence.program -> the multirun command
+# evidence.program -> the multirun command
+SWEEP_PROGRAMS = {SweepProgram.train: "headlab-train", SweepProgram.distill: "headlab-distill"}
 # evidence.per_job commands -> the settings prefix of their `threads` key (the runner sets it)
 PER_JOB_COMMANDS = {"headlab-prune": "prune", "headlab-importance": "importance"}
 _SEEDED_TABLES = ("sweep_runs.csv", "sweep_heads.csv", "sweep_layer_pairs.parquet", "sweep_redundancy_runs.csv",

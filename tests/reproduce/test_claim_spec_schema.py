@@ -109,13 +109,24 @@ def test_a_field_given_a_wrong_type_is_one_line_naming_the_file_the_key_and_the_
     (("statistics", "gap", "kind"), "ratio", "one of mean, paired_difference, group_difference, computed"),
     (("statistics", "gap", "reduce"), "sum", "one of mean, median, nan_fraction, fraction_in, distinct_per_layer, "
                                              "last_step_mean"),
-    (("statistics", "gap", "bounds"), [0, "one"], "a list of numbers"),
+    (("statistics", "gap", "bounds"), [0, "one"], "[low, high]: the range the value can take (its interval is clipped to it)"),
+    (("statistics", "gap", "seeds"), [0, "one"], "a list of integers"),
     (("statistics", "gap", "exclude"), {"final_role": "mixed"}, "a list of values"),
     (("evidence", "program"), "train_and_distill", "one of train, distill"),
-    (("evidence", "quick", "overrides"), "seed=0,1", "a list of texts"),
-    (("version",), "first", "an integer"),
+    (("evidence", "quick", "overrides"), "seed=0,1", "a list of key=value overrides"),
+    (("evidence", "per_job", 0, "args"), "prune.max_drop=0.005", "a list of key=value settings of the command"),
+    (("evidence", "quick", "teacher", "where"), "seed=0", "a mapping of key -> value"),
+    (("version",), "first", "an integer >= 1"),
+    (("rule", "supported_if"), ["gap.mean > 0"], "text"),
     (("evidence", "computed"), "maybe", "true or false"),
     (("article",), "words", "a mapping of zh, en"),
+    (("evidence", "quick"), ["heads-synthetic"], "a mapping of sweep_name, overrides, teacher, run_name, command"),
+    (("evidence", "per_job"), {"command": "headlab-prune"}, "a list of mappings of command, args, where, quick_where, "
+                                                            "full_where"),
+    (("evidence", "per_job"), ["headlab-prune"], "a mapping of command, args, where, quick_where, full_where"),
+    (("statistics", "gap", "a"), ["model.n_heads=8"], "a mapping of key -> value"),
+    (("statistics",), ["gap"], "a mapping of name -> a mapping of kind, column, where, a, b, reduce, values, exclude, "
+                               "metric, bounds, measurement, seeds, args, field"),
 ])
 def test_what_is_allowed_is_said_in_words(tmp_path, path, value, allowed):
     with pytest.raises(ConfigError) as err:

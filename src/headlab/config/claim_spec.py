@@ -81,6 +81,11 @@ class RunCommand(Enum):
     analyze_hf = "analyze_hf"
 
 
+def _allowed_text(text: str) -> dict[str, str]:
+    """A field's metadata saying what is allowed when the type alone says too little (errors quote it)."""
+    return {"allowed": text}
+
+
 @dataclass
 class ArticleConfig:
     """The claim in the article's words (verbatim) and an English gloss."""
@@ -103,10 +108,11 @@ class ScaleConfig:
     `sweep_name` and `overrides` (and maybe a `teacher`); a run's names `run_name` and `command`."""
 
     sweep_name: Optional[str] = None         # the sweep's folder under the sweeps root
-    overrides: List[str] = field(default_factory=list)  # key=value overrides of the multirun
+    overrides: List[str] = field(default_factory=list, metadata=_allowed_text("a list of key=value overrides"))
     teacher: Optional[TeacherConfig] = None
     run_name: Optional[str] = None           # the run's folder under <log dir>/runs/reproduce/
-    command: List[str] = field(default_factory=list)    # key=value settings of the run's command
+    command: List[str] = field(default_factory=list,
+                               metadata=_allowed_text("a list of key=value settings of the command"))
 
 
 @dataclass
@@ -114,7 +120,7 @@ class PerJobConfig:
     """A command the runner applies to each completed job of the sweep before aggregating."""
 
     command: str = MISSING                   # headlab-prune or headlab-importance
-    args: List[str] = field(default_factory=list)  # key=value settings of the command
+    args: List[str] = field(default_factory=list, metadata=_allowed_text("a list of key=value settings of the command"))
     where: Optional[Dict[str, Any]] = None   # the jobs it runs on (config key -> value); none: all
     quick_where: Optional[Dict[str, Any]] = None  # the selection at one scale, when they differ
     full_where: Optional[Dict[str, Any]] = None
@@ -157,7 +163,8 @@ class StatisticConfig:
     values: List[Any] = field(default_factory=list)        # reduce fraction_in: the values counted
     exclude: Dict[str, List[Any]] = field(default_factory=dict)  # rows dropped first: column -> values
     metric: Optional[str] = None             # long tables: the `metric` whose rows are kept
-    bounds: Optional[List[float]] = None     # [low, high] the value can take; its interval is clipped
+    bounds: Optional[List[float]] = field(default=None, metadata=_allowed_text(
+        "[low, high]: the range the value can take (its interval is clipped to it)"))
     measurement: Optional[Measurement] = None      # kind computed: what is measured
     seeds: List[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])  # kind computed: one value each
     args: Dict[str, Any] = field(default_factory=dict)     # kind computed: the measurement's arguments
@@ -177,8 +184,8 @@ class RuleConfig:
 class ClaimSpecConfig:
     """One claim spec file: the claim, its evidence, statistics and the rules that decide it."""
 
-    claim: str = MISSING                     # C1 ... C18: the id in the article's claim list
-    version: int = MISSING                   # bumped when the evidence or the rule changes
+    claim: str = field(default=MISSING, metadata=_allowed_text("C followed by a number (C1 ... C18)"))  # the article's id
+    version: int = field(default=MISSING, metadata=_allowed_text("an integer >= 1"))  # bumped when evidence or rule change
     title: str = MISSING                     # one line
     section: str = MISSING                   # of the article
     article: ArticleConfig = field(default_factory=ArticleConfig)
@@ -223,20 +230,20 @@ def load_claim_spec_config(path: str | Path) -> ClaimSpecConfig:
         parts = _list_owner(_parts(str(err.full_key)))
         if not parts:  # OmegaConf could not tell where: say what it said
             raise ConfigError(path.name, None, f"values that fit the schema ({str(err.msg).splitlines()[0]})") from None
-        raise ConfigError(f"{path.name}: {_key_text(parts)}", _given(raw, parts), describe(_schema_type(parts))) from None
+        raise ConfigError(f"{path.name}: {_key_text(parts)}", _given(raw, parts), _allowed(parts)) from None
 
 
 def _check_shape(file: str, raw: Any, tp: Any, parts: list[str | int]) -> None:
-    """Refuse unknown keys, and anything but a mapping where a config belongs, naming the full key
-    path; merge each config of a list on its own. OmegaConf's errors lose the path in exactly these
-    cases (a key inside a list element, a scalar given for a config), so they are found before it merges."""
+    """Refuse unknown keys, anything but a mapping where a config or mapping belongs and a mapping
+    where a list belongs, naming the full key path; merge each config of a list on its own.
+    OmegaConf's errors lose the path in these cases, so they are found before it merges."""
     tp = _unwrap(tp)
     origin = typing.get_origin(tp)
     if raw is None:
         return
+    if (is_dataclass(tp) or origin is dict) and not isinstance(raw, dict) or origin is list and isinstance(raw, dict):
+        raise ConfigError(f"{file}: {_key_text(parts)}", raw, _allowed(parts))
     if is_dataclass(tp):
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{file}: {_key_text(parts)}", raw, describe(tp))
         hints = typing.get_type_hints(tp)
         for key, value in raw.items():
             if key not in hints:
@@ -252,8 +259,8 @@ def _check_shape(file: str, raw: Any, tp: Any, parts: list[str | int]) -> None:
                 except OmegaConfBaseException as err:
                     inner = _list_owner(_parts(str(err.full_key)))
                     raise ConfigError(f"{file}: {_key_text([*parts, i, *inner])}", _given(value, inner),
-                                      describe(_schema_type(inner, element))) from None
-    elif origin is dict and isinstance(raw, dict):
+                                      _allowed(inner, element)) from None
+    elif origin is dict:
         for key, value in raw.items():
             _check_shape(file, value, typing.get_args(tp)[1], [*parts, key])
 
@@ -318,6 +325,16 @@ def _schema_type(parts: list[str | int], root: Any = ClaimSpecConfig) -> Any:
     return _unwrap(tp)
 
 
+def _allowed(parts: list[str | int], root: Any = ClaimSpecConfig) -> str:
+    """What the value at `parts` may be: its field's `allowed` metadata, else its type in words."""
+    owner = _schema_type(parts[:-1], root) if parts else None
+    if is_dataclass(owner):
+        found = next((f for f in fields(owner) if f.name == parts[-1]), None)
+        if found is not None and "allowed" in found.metadata:
+            return found.metadata["allowed"]
+    return describe(_schema_type(parts, root))
+
+
 def _unwrap(tp: Any) -> Any:
     """Optional[X] -> X."""
     if typing.get_origin(tp) is typing.Union:
@@ -343,9 +360,12 @@ def describe(tp: Any) -> str:
     if origin is list:
         return f"a list of {_plural(typing.get_args(tp)[0])}"
     if origin is dict:
-        return f"a mapping of name -> {describe(typing.get_args(tp)[1])}"
+        value = typing.get_args(tp)[1]
+        return "a mapping of key -> value" if value is Any else f"a mapping of name -> {describe(value)}"
     return {bool: "true or false", int: "an integer", float: "a number", str: "text"}.get(tp, "a value")
 
 
 def _plural(tp: Any) -> str:
+    if is_dataclass(tp):
+        return f"mappings of {', '.join(f.name for f in fields(tp))}"
     return {int: "integers", float: "numbers", str: "texts"}.get(tp, "values")

@@ -108,9 +108,11 @@ class ScaleConfig:
     `sweep_name` and `overrides` (and maybe a `teacher`); a run's names `run_name` and `command`."""
 
     sweep_name: Optional[str] = None         # the sweep's folder under the sweeps root
+    # the multirun's key=value overrides
     overrides: List[str] = field(default_factory=list, metadata=_allowed_text("a list of key=value overrides"))
     teacher: Optional[TeacherConfig] = None
     run_name: Optional[str] = None           # the run's folder under <log dir>/runs/reproduce/
+    # the run command's key=value settings
     command: List[str] = field(default_factory=list,
                                metadata=_allowed_text("a list of key=value settings of the command"))
 
@@ -119,7 +121,10 @@ class ScaleConfig:
 class PerJobConfig:
     """A command the runner applies to each completed job of the sweep before aggregating."""
 
-    command: str = MISSING                   # headlab-prune or headlab-importance
+    # headlab-prune or headlab-importance: text, not an Enum (OmegaConf matches Enum members by name,
+    # and these names have hyphens); headlab.reproduce.spec.PER_JOB_COMMANDS checks it
+    command: str = MISSING
+    # the command's key=value settings
     args: List[str] = field(default_factory=list, metadata=_allowed_text("a list of key=value settings of the command"))
     where: Optional[Dict[str, Any]] = None   # the jobs it runs on (config key -> value); none: all
     quick_where: Optional[Dict[str, Any]] = None  # the selection at one scale, when they differ

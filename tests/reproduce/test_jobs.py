@@ -49,7 +49,7 @@ def test_every_job_composes_names_its_folder_and_holds_the_selected_configs(scal
         assert cfg.sweep_name == job.sweep_name
         for spec in (s for s in SPEC_LIST if s.claim in job.claims):
             for stat in spec.statistics.values():
-                for where in (stat.get("where", {}), stat.get("a", {}), stat.get("b", {})):
+                for where in (stat.where, stat.a or {}, stat.b or {}):
                     for key, value in where.items():
                         if "." in key or key in ("optim", "data"):  # a config key: some job must run that value
                             assert any(_same(j.get(key), value) for j in grid), (spec.claim, scale, key, value)

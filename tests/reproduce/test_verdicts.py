@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from headlab.config.claim_spec import Reduction, StatisticConfig, StatisticKind
 from headlab.errors import ConfigError, DataError
 from headlab.reproduce.evidence import evaluate_claim
 from headlab.reproduce.spec import load_spec, load_specs
@@ -34,7 +35,7 @@ def _t_interval(d: list[float]) -> tuple[float, float]:
 
 
 def test_the_paired_difference_is_the_t_interval_of_per_seed_differences_over_usable_runs():
-    spec = {"kind": "paired_difference", "a": {"model.n_heads": 8}, "b": {"model.n_heads": 4}, "column": "test_acc"}
+    spec = StatisticConfig(StatisticKind.paired_difference, a={"model.n_heads": 8}, b={"model.n_heads": 4}, column="test_acc")
     s = table_statistic(spec, heads_runs([0.85, 0.86, 0.88], [0.83, 0.845, 0.85]))
     low, high = _t_interval([0.02, 0.015, 0.03])
     assert s.n == 3 and s.mean == pytest.approx(0.065 / 3)
@@ -77,10 +78,12 @@ def test_per_run_reductions_of_the_head_table():
     spec = load_spec(SPECS / "c06_posenc.yaml").statistics["mixed_gain"]
     s = table_statistic(spec, heads)
     assert s.n == 2 and s.mean == pytest.approx(((1 - 0) + (0.75 - 0)) / 2)  # per seed: none minus rope
-    distinct = {"kind": "mean", "where": {"model.pos_encoding": "rope"}, "column": "final_role", "reduce": "distinct_per_layer"}
+    distinct = StatisticConfig(StatisticKind.mean, where={"model.pos_encoding": "rope"}, column="final_role",
+                               reduce=Reduction.distinct_per_layer)
     assert table_statistic(distinct, heads).mean == pytest.approx(3.5)
+    distinct.where = {"model.n_heads": 4}
     with pytest.raises(EvidenceMissing, match="no column 'model.n_heads'"):
-        table_statistic({**distinct, "where": {"model.n_heads": 4}}, heads)
+        table_statistic(distinct, heads)
 
 
 def test_c01_is_supported_by_measurement():
@@ -120,7 +123,7 @@ def test_every_shipped_spec_loads_and_every_claim_c1_to_c18_has_one():
 
 @pytest.mark.parametrize("edit, match", [
     (("kind: paired_difference", "kind: ratio"), r"statistics\.gap\.kind='ratio'"),
-    (("claim: C8", "claim: 8"), r"claim=8"),
+    (("claim: C8", "claim: 8"), r"claim='8'"),
     (("  table: sweep_runs.csv\n", ""), r"evidence\.table=None"),
     (('"gap.ci_high < 0.005"', '"gap.ci_high < x"'), r"rule\.contradicted_if="),
 ])
@@ -177,10 +180,10 @@ def test_the_report_reads_the_most_recently_aggregated_folder_of_a_sweep(tmp_pat
 
 def test_bounds_clip_an_interval_to_what_the_value_can_be_and_bad_bounds_are_refused(tmp_path):
     rows = pd.DataFrame({"job": ["a", "b", "c"], "seed": [0, 1, 2], "x": [1.0, 1.0, 0.5]})
-    free = table_statistic({"kind": "mean", "column": "x"}, rows)
-    clipped = table_statistic({"kind": "mean", "column": "x", "bounds": [0, 1]}, rows)
+    free = table_statistic(StatisticConfig(StatisticKind.mean, column="x"), rows)
+    clipped = table_statistic(StatisticConfig(StatisticKind.mean, column="x", bounds=[0, 1]), rows)
     assert free.ci_high > 1 and clipped.ci_high == 1.0 and clipped.ci_low == pytest.approx(free.ci_low)
     text = (SPECS / "c14_seeds.yaml").read_text(encoding="utf-8").replace("bounds: [0, 1]", "bounds: [1, 0]")
     (tmp_path / "c14_seeds.yaml").write_text(text, encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"same_role\.bounds=\[1, 0\]"):
+    with pytest.raises(ConfigError, match=r"same_role\.bounds=\[1\.0, 0\.0\]"):
         load_spec(tmp_path / "c14_seeds.yaml")

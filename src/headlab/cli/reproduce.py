@@ -138,7 +138,7 @@ def _print_plan(runner, sweeps, runs, specs) -> int:
     from headlab.reproduce.runner import run_plan
 
     run_plan(runner, sweeps, runs)
-    computed = [s.claim for s in specs if "computed" in s.evidence]
+    computed = [s.claim for s in specs if s.evidence.kind == "computed"]
     pending = [s.claim for s in specs if s.not_measured]
     print(f"# {len(sweeps)} sweeps, {len(runs)} runs; computed without training: {', '.join(computed) or '-'}; "
           f"no evidence yet (not measured): {', '.join(pending) or '-'}")

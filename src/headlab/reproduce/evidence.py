@@ -19,9 +19,6 @@ from headlab.reproduce.statistics import EvidenceMissing, Statistic, from_values
 from headlab.reproduce.verdict import ClaimResult, decide, not_measured
 from headlab.sweep.aggregate import AGGREGATE_DIR
 
-DEFAULT_SEEDS = (0, 1, 2, 3, 4)
-
-
 def find_aggregate(sweep_name: str, sweeps_root: Path, explicit: Mapping[str, Path]) -> Path:
     """The aggregate folder of `sweep_name`: the explicit one, else the most recently aggregated of
     its folders (a dated `make sweep` stamp or the runner's `reproduce`)."""
@@ -78,16 +75,15 @@ def computed_statistics(spec: ClaimSpec) -> dict[str, Statistic]:
     """Statistics of kind `computed`: one measurement per seed, averaged over seeds."""
     out = {}
     for name, s in spec.statistics.items():
-        measure = MEASUREMENTS[s["measurement"]]
-        seeds = s.get("seeds", DEFAULT_SEEDS)
-        per_seed = [measure(seed, **s.get("args", {}))[s["field"]] for seed in seeds]
-        out[name] = from_values(per_seed, f"{s['field']} of {s['measurement']} per seed")
+        measure = MEASUREMENTS[s.measurement.name]
+        per_seed = [measure(seed, **s.args)[s.field.name] for seed in s.seeds]
+        out[name] = from_values(per_seed, f"{s.field.name} of {s.measurement.name} per seed")
     return out
 
 
 def computed_figure(spec: ClaimSpec) -> str:
     """A computed claim's figure, drawn into a temporary folder (the report copies it beside itself)."""
-    name = spec.evidence.get("figure")
+    name = spec.evidence.figure
     if not name:
         return ""
     import tempfile
@@ -102,18 +98,18 @@ def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Ma
     if spec.not_measured:
         return not_measured(spec, spec.not_measured)
     try:
-        if "computed" in spec.evidence:
+        if spec.evidence.kind == "computed":
             result = decide(spec, computed_statistics(spec), "computed")
             result.figure = computed_figure(spec)
             return result
-        if "run" in spec.evidence:
+        if spec.evidence.kind == "run":
             run_dir = run_root(sweeps_root) / spec.run_name(scale)
-            path = run_dir / spec.evidence["table"]
+            path = run_dir / spec.evidence.table
             result = decide(spec, {n: table_statistic(s, _table(path)) for n, s in spec.statistics.items()}, str(path))
             result.figure = _figure(run_dir, spec)
             return result
         aggregate = find_aggregate(spec.sweep_name(scale), Path(sweeps_root), explicit or {})
-        path = aggregate / spec.evidence["table"]
+        path = aggregate / spec.evidence.table
         table = read_table(path)
         result = decide(spec, {n: table_statistic(s, table) for n, s in spec.statistics.items()}, str(path))
         result.figure = _figure(aggregate, spec)
@@ -125,6 +121,6 @@ def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Ma
 
 def _figure(folder: Path, spec: ClaimSpec) -> str:
     """The spec's figure in `folder/figures/` (an aggregate's or a run's), "" when it has none or it is missing."""
-    name = spec.evidence.get("figure")
+    name = spec.evidence.figure
     figure = folder / "figures" / str(name)
     return str(figure) if name and figure.is_file() else ""

@@ -32,10 +32,10 @@ def sweep_jobs(specs: list[ClaimSpec], scale: str) -> list[SweepJob]:
         raise ConfigError("scale", scale, f"one of {', '.join(SCALES)}")
     jobs: dict[str, tuple[tuple, list[str], list[PerJob]]] = {}
     for spec in specs:
-        if "sweep" not in spec.evidence:
+        if spec.evidence.kind != "sweep":
             continue
         name = spec.sweep_name(scale)
-        identity = (str(spec.evidence["sweep"]), spec.overrides(scale), spec.program, spec.teacher(scale))
+        identity = (spec.evidence.sweep, spec.overrides(scale), spec.program, spec.teacher(scale))
         if name in jobs and jobs[name][0] != identity:
             other, (sweep, overrides, program, _) = jobs[name][1][0], jobs[name][0]
             raise ConfigError(f"{spec.claim}: evidence.{scale}", name,
@@ -80,10 +80,9 @@ def run_jobs(specs: list[ClaimSpec], scale: str) -> list[RunJob]:
     """One job per run name of the specs with `run` evidence; a name reused with another command is a ConfigError."""
     jobs: dict[str, RunJob] = {}
     for spec in specs:
-        if "run" not in spec.evidence:
+        if spec.evidence.kind != "run":
             continue
-        at = spec.evidence[scale]
-        job = RunJob(RUN_COMMANDS[spec.evidence["run"]], spec.run_name(scale), tuple(at["command"]), (spec.claim,))
+        job = RunJob(RUN_COMMANDS[spec.evidence.run], spec.run_name(scale), spec.run_command(scale), (spec.claim,))
         seen = jobs.get(job.run_name)
         if seen and (seen.program, seen.overrides) != (job.program, job.overrides):
             raise ConfigError(f"{spec.claim}: evidence.{scale}", job.run_name, f"a run_name of its own: {seen.claims[0]} uses it")

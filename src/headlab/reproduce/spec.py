@@ -27,7 +27,10 @@ A spec says, before anything runs, what would support or contradict the claim::
     rule: {supported_if: <rule>, contradicted_if: <rule>}                     # see .rules
     notes: <caveats of this evidence>
 
-Every mistake is a ConfigError naming the file and key.
+The keys, their types and defaults are the structured-config schema `headlab.config.claim_spec`
+(OmegaConf checks types, choices, unknown and missing keys); this module adds the checks that
+relate keys to each other and to what headlab can run. Every mistake is a ConfigError naming the
+file and key.
 """
 
 from __future__ import annotations
@@ -37,22 +40,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from headlab.config.claim_spec import (EvidenceConfig, Measurement, MeasurementField, PerJobConfig, RunCommand,
+                                       StatisticConfig, StatisticKind, SweepProgram, load_claim_spec_config)
 from headlab.errors import ConfigError
-from headlab.reproduce.directions import FIGURES, MEASUREMENTS
+from headlab.reproduce.directions import FIGURES
 from headlab.reproduce.rules import Rule, parse_rule
-from headlab.reproduce.statistics import KINDS, REDUCTIONS
 
 SPEC_GLOB = "c[0-9][0-9]_*.yaml"
 SCALES = ("quick", "full")  # make reproduce-quick (CPU) and make reproduce (the article's scale)
 EVIDENCE_KINDS = ("sweep", "run", "computed", "not_measured")
-RUN_COMMANDS = {"analyze_hf": "headlab-analyze-hf"}  # evidence.run -> the command that writes the run
-SWEEP_PROGRAMS = {"train": "headlab-train", "distill": "headlab-distill"}  # evidence.program -> the multirun command
+RUN_COMMANDS = {RunCommand.analyze_hf: "headlab-analyze-hf"}  # evidence.run -> the command that writes the run
+# evidence.program -> the multirun command
+SWEEP_PROGRAMS = {SweepProgram.train: "headlab-train", SweepProgram.distill: "headlab-distill"}
 # evidence.per_job commands -> the settings prefix of their `threads` key (the runner sets it)
 PER_JOB_COMMANDS = {"headlab-prune": "prune", "headlab-importance": "importance"}
 _SEEDED_TABLES = ("sweep_runs.csv", "sweep_heads.csv", "sweep_layer_pairs.parquet", "sweep_redundancy_runs.csv",
                   "intervention_runs.csv")
+_DIFFERENCES = (StatisticKind.paired_difference, StatisticKind.group_difference)
 
 
 @dataclass(frozen=True)
@@ -66,14 +70,16 @@ class PerJob:
 
 @dataclass(frozen=True)
 class ClaimSpec:
+    """A loaded claim spec: the schema's evidence and statistics, the article's words, the parsed rules."""
+
     claim: str
     version: int
     title: str
     section: str
     zh: str
     en: str
-    evidence: dict[str, Any]
-    statistics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    evidence: EvidenceConfig
+    statistics: dict[str, StatisticConfig] = field(default_factory=dict)
     supported_if: Rule | None = None
     contradicted_if: Rule | None = None
     notes: str = ""
@@ -82,34 +88,38 @@ class ClaimSpec:
     @property
     def not_measured(self) -> str:
         """Why the claim has no evidence yet ("" when it has)."""
-        return str(self.evidence.get("not_measured", ""))
+        return self.evidence.not_measured or ""
 
     def sweep_name(self, scale: str) -> str:
         """The folder name under the sweeps root that holds this claim's sweep at `scale`."""
-        return str(self.evidence[scale]["sweep_name"])
+        return str(getattr(self.evidence, scale).sweep_name)
 
     def overrides(self, scale: str) -> tuple[str, ...]:
-        return tuple(self.evidence[scale]["overrides"])
+        return tuple(getattr(self.evidence, scale).overrides)
 
     def run_name(self, scale: str) -> str:
         """The run directory name (under `<log dir>/runs/reproduce/`) of a `run` evidence at `scale`."""
-        return str(self.evidence[scale]["run_name"])
+        return str(getattr(self.evidence, scale).run_name)
+
+    def run_command(self, scale: str) -> tuple[str, ...]:
+        """The key=value settings of a `run` evidence's command at `scale`."""
+        return tuple(getattr(self.evidence, scale).command)
 
     @property
     def program(self) -> str:
         """The command a sweep's multirun starts (headlab-train, or headlab-distill for a student sweep)."""
-        return SWEEP_PROGRAMS[self.evidence.get("program", "train")]
+        return SWEEP_PROGRAMS[self.evidence.program]
 
     def teacher(self, scale: str) -> tuple[str, tuple[tuple[str, Any], ...]] | None:
         """(sweep_name, where) of the job whose run dir is this sweep's `teacher=`, or None."""
-        found = self.evidence[scale].get("teacher")
-        return (str(found["sweep_name"]), tuple(sorted(found["where"].items()))) if found else None
+        found = getattr(self.evidence, scale).teacher
+        return (str(found.sweep_name), tuple(sorted(found.where.items()))) if found else None
 
     def per_job(self, scale: str) -> tuple[PerJob, ...]:
         """The commands to run on the completed jobs of this sweep at `scale`, before aggregating."""
-        return tuple(PerJob(str(step["command"]), tuple(str(a) for a in step.get("args", ())),
-                            tuple(sorted((step.get(f"{scale}_where") or step.get("where") or {}).items())))
-                     for step in self.evidence.get("per_job", ()))
+        return tuple(PerJob(step.command, tuple(step.args),
+                            tuple(sorted((getattr(step, f"{scale}_where") or step.where or {}).items())))
+                     for step in self.evidence.per_job)
 
     @property
     def number(self) -> int:
@@ -133,8 +143,9 @@ def load_specs(folder: str | os.PathLike) -> list[ClaimSpec]:
 
 def _check_scales_apart(specs: list[ClaimSpec]) -> None:
     """A folder name used at both scales would let one scale's report read the other's evidence."""
-    names = {scale: {s.evidence[scale].get("sweep_name") or s.evidence[scale].get("run_name"): s for s in specs
-                     if scale in s.evidence} for scale in SCALES}
+    names = {scale: {at.sweep_name or at.run_name: s for s in specs
+                     if (at := getattr(s.evidence, scale)) is not None and (at.sweep_name or at.run_name)}
+             for scale in SCALES}
     for name in set(names["quick"]) & set(names["full"]):
         quick, full = names["quick"][name], names["full"][name]
         raise ConfigError(f"{Path(full.path).name}: evidence.full", name,
@@ -142,128 +153,99 @@ def _check_scales_apart(specs: list[ClaimSpec]) -> None:
 
 
 def load_spec(path: str | os.PathLike) -> ClaimSpec:
+    """The spec file at `path`, checked against the schema and then across its keys."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise ConfigError(path.name, "<file>", f"valid YAML ({err})") from err
-    if not isinstance(raw, dict):
-        raise ConfigError(path.name, raw, "a mapping of claim, version, title, section, article, evidence, ...")
+    raw = load_claim_spec_config(path)
     key = lambda k: f"{path.name}: {k}"  # noqa: E731 - the ConfigError key names the file
-    claim = _required(raw, "claim", key)
-    if not (isinstance(claim, str) and claim[:1] == "C" and claim[1:].isdigit()):
+    claim = raw.claim
+    if not (claim[:1] == "C" and claim[1:].isdigit()):
         raise ConfigError(key("claim"), claim, "C followed by a number (C1 ... C18)")
-    article = _required(raw, "article", key)
-    if not isinstance(article, dict) or not article.get("zh") or not article.get("en"):
-        raise ConfigError(key("article"), article, "{zh: the article's words, en: an English gloss}")
-    evidence = _evidence(_required(raw, "evidence", key), key)
-    statistics = {} if "not_measured" in evidence else _statistics(raw.get("statistics"), evidence, key)
-    rules = raw.get("rule") or {}
-    if "not_measured" not in evidence and not {"supported_if", "contradicted_if"} <= set(rules):
-        raise ConfigError(key("rule"), rules, "both supported_if and contradicted_if")
-    parsed = {k: parse_rule(rules[k], key(f"rule.{k}"), tuple(statistics)) for k in ("supported_if", "contradicted_if")
-              if k in rules}
-    version = _required(raw, "version", key)
-    if not isinstance(version, int) or version < 1:
-        raise ConfigError(key("version"), version, "an integer >= 1")
-    return ClaimSpec(claim, version, str(_required(raw, "title", key)), str(_required(raw, "section", key)),
-                     str(article["zh"]).strip(), str(article["en"]).strip(), evidence, statistics,
-                     parsed.get("supported_if"), parsed.get("contradicted_if"), str(raw.get("notes", "")).strip(), str(path))
+    for name in ("title", "section"):
+        _required(getattr(raw, name), name, key)
+    if not raw.article.zh.strip() or not raw.article.en.strip():
+        raise ConfigError(key("article"), {"zh": raw.article.zh, "en": raw.article.en},
+                          "{zh: the article's words, en: an English gloss}")
+    evidence = _evidence(raw.evidence, key)
+    measured = evidence.not_measured is None
+    statistics = _statistics(raw.statistics, evidence, key) if measured else {}
+    rules = {"supported_if": raw.rule.supported_if, "contradicted_if": raw.rule.contradicted_if}
+    if measured and None in rules.values():
+        raise ConfigError(key("rule"), {k: v for k, v in rules.items() if v is not None}, "both supported_if and contradicted_if")
+    parsed = {k: parse_rule(text, key(f"rule.{k}"), tuple(statistics)) for k, text in rules.items() if text is not None}
+    if raw.version < 1:
+        raise ConfigError(key("version"), raw.version, "an integer >= 1")
+    return ClaimSpec(claim, raw.version, raw.title, raw.section, raw.article.zh.strip(), raw.article.en.strip(), evidence,
+                     statistics, parsed.get("supported_if"), parsed.get("contradicted_if"), raw.notes.strip(), str(path))
 
 
-def _required(raw: dict, name: str, key) -> Any:
-    if name not in raw or raw[name] in (None, ""):
+def _required(value: Any, name: str, key) -> Any:
+    if value in (None, ""):
         raise ConfigError(key(name), None, "a value (required)")
-    return raw[name]
+    return value
 
 
-def _evidence(evidence: Any, key) -> dict[str, Any]:
-    if not isinstance(evidence, dict):
-        raise ConfigError(key("evidence"), evidence, "a mapping")
-    kinds = [k for k in EVIDENCE_KINDS if k in evidence]
-    if len(kinds) != 1:
-        raise ConfigError(key("evidence"), sorted(evidence), f"exactly one of {', '.join(EVIDENCE_KINDS)}")
-    if "run" in evidence:
-        if evidence["run"] not in RUN_COMMANDS:
-            raise ConfigError(key("evidence.run"), evidence["run"], f"one of {', '.join(RUN_COMMANDS)}")
-        for scale in ("table", *SCALES):
-            _required(evidence, scale, lambda k: key(f"evidence.{k}"))
-        for scale in SCALES:
-            at = evidence[scale]
-            if not isinstance(at, dict) or not isinstance(at.get("run_name"), str) or not isinstance(at.get("command"), list):
-                raise ConfigError(key(f"evidence.{scale}"), at, "{run_name: <folder name>, command: [key=value, ...]}")
-    if "computed" in evidence and evidence.get("figure") is not None and evidence["figure"] not in FIGURES:
-        raise ConfigError(key("evidence.figure"), evidence["figure"], f"one of {', '.join(FIGURES)} (a computed claim's figure)")
-    if "sweep" in evidence:
+def _evidence(evidence: EvidenceConfig, key) -> EvidenceConfig:
+    if evidence.kind is None:
+        given = [k for k in EVIDENCE_KINDS if getattr(evidence, k) not in (None, False)]
+        raise ConfigError(key("evidence"), given, f"exactly one of {', '.join(EVIDENCE_KINDS)}")
+    if evidence.kind == "run":
         for name in ("table", *SCALES):
-            _required(evidence, name, lambda k: key(f"evidence.{k}"))
+            _required(getattr(evidence, name), f"evidence.{name}", key)
         for scale in SCALES:
-            at = evidence[scale]
-            if not isinstance(at, dict) or not isinstance(at.get("sweep_name"), str) or not at["sweep_name"]:
-                raise ConfigError(key(f"evidence.{scale}.sweep_name"), (at or {}).get("sweep_name") if isinstance(at, dict) else at,
-                                  "the sweep's folder name (sweep_name)")
-            overrides = at.get("overrides")
-            if not isinstance(overrides, list) or not all(isinstance(o, str) and "=" in o for o in overrides):
-                raise ConfigError(key(f"evidence.{scale}.overrides"), overrides, "a list of key=value overrides")
-            teacher = at.get("teacher")
-            if teacher is not None and not (isinstance(teacher, dict) and isinstance(teacher.get("sweep_name"), str)
-                                            and isinstance(teacher.get("where"), dict) and teacher["where"]):
-                raise ConfigError(key(f"evidence.{scale}.teacher"), teacher,
-                                  "{sweep_name: <another sweep of this scale>, where: {key: value, ...}} naming one job")
-        if evidence.get("program", "train") not in SWEEP_PROGRAMS:
-            raise ConfigError(key("evidence.program"), evidence.get("program"), f"one of {', '.join(SWEEP_PROGRAMS)}")
-        _per_job(evidence.get("per_job", []), lambda k: key(f"evidence.per_job{k}"))
+            at = getattr(evidence, scale)
+            if not at.run_name:
+                raise ConfigError(key(f"evidence.{scale}.run_name"), at.run_name, "the run's folder name (run_name)")
+            _settings(at.command, key(f"evidence.{scale}.command"), "a list of key=value settings of the command")
+    if evidence.kind == "computed" and evidence.figure is not None and evidence.figure not in FIGURES:
+        raise ConfigError(key("evidence.figure"), evidence.figure, f"one of {', '.join(FIGURES)} (a computed claim's figure)")
+    if evidence.kind == "sweep":
+        for name in ("table", *SCALES):
+            _required(getattr(evidence, name), f"evidence.{name}", key)
+        for scale in SCALES:
+            at = getattr(evidence, scale)
+            if not at.sweep_name:
+                raise ConfigError(key(f"evidence.{scale}.sweep_name"), at.sweep_name, "the sweep's folder name (sweep_name)")
+            _settings(at.overrides, key(f"evidence.{scale}.overrides"), "a list of key=value overrides")
+            if at.teacher is not None and not at.teacher.where:
+                raise ConfigError(key(f"evidence.{scale}.teacher.where"), at.teacher.where,
+                                  "{key: value, ...} naming one job of the teacher's sweep")
+        for i, step in enumerate(evidence.per_job):
+            _per_job(step, lambda k, i=i: key(f"evidence.per_job[{i}].{k}"))
     return evidence
 
 
-def _per_job(steps: Any, key) -> None:
-    if not isinstance(steps, list):
-        raise ConfigError(key(""), steps, "a list of {command, args, where}")
-    for i, step in enumerate(steps):
-        if not isinstance(step, dict) or step.get("command") not in PER_JOB_COMMANDS:
-            raise ConfigError(key(f"[{i}].command"), step.get("command") if isinstance(step, dict) else step,
-                              f"one of {', '.join(PER_JOB_COMMANDS)}")
-        unknown = sorted(set(step) - {"command", "args", "where", *(f"{s}_where" for s in SCALES)})
-        if unknown:
-            raise ConfigError(key(f"[{i}]"), unknown[0], "command, args, where, quick_where or full_where")
-        args = step.get("args", [])
-        if not isinstance(args, list) or not all(isinstance(a, str) and "=" in a for a in args):
-            raise ConfigError(key(f"[{i}].args"), args, "a list of key=value settings of the command")
-        for name in ("where", *(f"{s}_where" for s in SCALES)):
-            if name in step and not isinstance(step[name], dict):
-                raise ConfigError(key(f"[{i}].{name}"), step[name], "a mapping of config key -> value")
+def _settings(items: list[str], key: str, allowed: str) -> None:
+    if not all("=" in item for item in items):
+        raise ConfigError(key, items, allowed)
 
 
-def _statistics(statistics: Any, evidence: dict, key) -> dict[str, dict[str, Any]]:
-    if not isinstance(statistics, dict) or not statistics:
-        raise ConfigError(key("statistics"), statistics, "a mapping of name -> statistic")
+def _per_job(step: PerJobConfig, key) -> None:
+    if step.command not in PER_JOB_COMMANDS:
+        raise ConfigError(key("command"), step.command, f"one of {', '.join(PER_JOB_COMMANDS)}")
+    _settings(step.args, key("args"), "a list of key=value settings of the command")
+
+
+def _statistics(statistics: dict[str, StatisticConfig], evidence: EvidenceConfig, key) -> dict[str, StatisticConfig]:
+    if not statistics:
+        raise ConfigError(key("statistics"), statistics or None, "a mapping of name -> statistic")
+    computed = evidence.kind == "computed"
     for name, s in statistics.items():
         k = lambda part, n=name: key(f"statistics.{n}.{part}")  # noqa: E731
-        if not (isinstance(name, str) and name.isidentifier()):
+        if not name.isidentifier():
             raise ConfigError(key("statistics"), name, "names that are identifiers (letters, digits, _)")
-        if not isinstance(s, dict) or s.get("kind") not in KINDS:
-            raise ConfigError(k("kind"), (s or {}).get("kind") if isinstance(s, dict) else s, f"one of {', '.join(KINDS)}")
-        if (s["kind"] == "computed") != ("computed" in evidence):
-            raise ConfigError(k("kind"), s["kind"], "`computed` exactly when evidence is {computed: true}")
-        if s["kind"] == "computed":
-            if s.get("measurement") not in MEASUREMENTS or s.get("field") not in ("cos_std", "in_band"):
-                raise ConfigError(k("measurement"), s.get("measurement"),
-                                  f"one of {', '.join(MEASUREMENTS)} with field cos_std or in_band")
+        if (s.kind is StatisticKind.computed) != computed:
+            raise ConfigError(k("kind"), s.kind.name, "`computed` exactly when evidence is {computed: true}")
+        if computed:
+            if s.measurement is None or s.field is None:
+                raise ConfigError(k("measurement"), s.measurement and s.measurement.name,
+                                  f"one of {', '.join(m.name for m in Measurement)} with field "
+                                  f"{' or '.join(f.name for f in MeasurementField)}")
             continue
-        _required(s, "column", k)
-        bounds = s.get("bounds")
-        if bounds is not None and not (isinstance(bounds, list) and len(bounds) == 2
-                                       and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
-                                       and bounds[0] < bounds[1]):
-            raise ConfigError(k("bounds"), bounds, "[low, high]: the range the value can take (its interval is clipped to it)")
-        if s.get("reduce") is not None and s["reduce"] not in REDUCTIONS:
-            raise ConfigError(k("reduce"), s["reduce"], f"one of {', '.join(REDUCTIONS)}")
-        if s["kind"] in ("paired_difference", "group_difference") and (not isinstance(s.get("a"), dict)
-                                                                      or not isinstance(s.get("b"), dict)):
-            raise ConfigError(k("a"), s.get("a"), "two selections a: {...} and b: {...}")
-        if s["kind"] == "paired_difference":
-            if not isinstance(s.get("a"), dict) or not isinstance(s.get("b"), dict):
-                raise ConfigError(k("a"), s.get("a"), "two config selections a: {...} and b: {...}")
-            if evidence.get("table") not in _SEEDED_TABLES:
-                raise ConfigError(k("kind"), "paired_difference", f"a table with seeds ({', '.join(_SEEDED_TABLES)})")
+        _required(s.column, "column", k)
+        if s.bounds is not None and not (len(s.bounds) == 2 and s.bounds[0] < s.bounds[1]):
+            raise ConfigError(k("bounds"), s.bounds, "[low, high]: the range the value can take (its interval is clipped to it)")
+        if s.kind in _DIFFERENCES and (s.a is None or s.b is None):
+            raise ConfigError(k("a"), s.a, "two selections a: {...} and b: {...}")
+        if s.kind is StatisticKind.paired_difference and evidence.table not in _SEEDED_TABLES:
+            raise ConfigError(k("kind"), "paired_difference", f"a table with seeds ({', '.join(_SEEDED_TABLES)})")
     return statistics

@@ -29,10 +29,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from headlab.config.claim_spec import Reduction, StatisticConfig, StatisticKind
 from headlab.stats import mean_ci
-
-KINDS = ("mean", "paired_difference", "group_difference", "computed")
-REDUCTIONS = ("mean", "median", "nan_fraction", "fraction_in", "distinct_per_layer", "last_step_mean")
 
 
 class EvidenceMissing(Exception):
@@ -61,20 +59,20 @@ def from_values(values, unit: str, bounds: tuple[float, float] = (-math.inf, mat
     return Statistic(ci.mean, ci.low, ci.high, ci.n, unit)
 
 
-def table_statistic(spec: Mapping[str, Any], table: pd.DataFrame) -> Statistic:
-    """The statistic `spec` (kind mean or paired_difference) on `table` (one aggregate table)."""
-    bounds = tuple(spec.get("bounds", (-math.inf, math.inf)))
-    if spec["kind"] == "mean":
-        per_unit = unit_values(spec, select(table, spec.get("where", {})))
+def table_statistic(spec: StatisticConfig, table: pd.DataFrame) -> Statistic:
+    """The statistic `spec` (a kind other than computed) on `table` (one aggregate table)."""
+    bounds = tuple(spec.bounds) if spec.bounds is not None else (-math.inf, math.inf)
+    if spec.kind is StatisticKind.mean:
+        per_unit = unit_values(spec, select(table, spec.where))
         return from_values(per_unit.to_numpy(float), _unit(spec), bounds)
-    if spec["kind"] == "group_difference":
-        a, b = (unit_values(spec, select(table, spec[g])).to_numpy(float) for g in ("a", "b"))
-        return welch_difference(a, b, f"{_unit(spec)}: {_label(spec['a'])} minus {_label(spec['b'])}")
-    a = unit_values(spec, select(table, spec["a"])).groupby(level="seed").mean()
-    b = unit_values(spec, select(table, spec["b"])).groupby(level="seed").mean()
+    if spec.kind is StatisticKind.group_difference:
+        a, b = (unit_values(spec, select(table, g)).to_numpy(float) for g in (spec.a, spec.b))
+        return welch_difference(a, b, f"{_unit(spec)}: {_label(spec.a)} minus {_label(spec.b)}")
+    a = unit_values(spec, select(table, spec.a)).groupby(level="seed").mean()
+    b = unit_values(spec, select(table, spec.b)).groupby(level="seed").mean()
     common = a.index.intersection(b.index)
     if len(common) == 0:
-        raise EvidenceMissing(f"no seed has both {_label(spec['a'])} (seeds {list(a.index)}) and {_label(spec['b'])} "
+        raise EvidenceMissing(f"no seed has both {_label(spec.a)} (seeds {list(a.index)}) and {_label(spec.b)} "
                               f"(seeds {list(b.index)})")
     return from_values((a[common] - b[common]).to_numpy(float), f"seed pairs of {_unit(spec)}", bounds)
 
@@ -114,40 +112,40 @@ def select(table: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
     return rows
 
 
-def unit_values(spec: Mapping[str, Any], rows: pd.DataFrame) -> pd.Series:
+def unit_values(spec: StatisticConfig, rows: pd.DataFrame) -> pd.Series:
     """One value per unit, indexed by (`job`, `seed`) when the table has them (else by row)."""
-    column = spec["column"]
-    if "metric" in spec:
-        rows = rows[rows["metric"] == spec["metric"]]
-    for key, dropped in spec.get("exclude", {}).items():
+    column = spec.column
+    if spec.metric is not None:
+        rows = rows[rows["metric"] == spec.metric]
+    for key, dropped in spec.exclude.items():
         rows = rows[~rows[key].isin(list(dropped))]
     if column not in rows.columns:
         raise EvidenceMissing(f"the table has no column {column!r}")
     if rows.empty:
         raise EvidenceMissing(f"no rows left for {column!r} after the filters")
-    reduce = spec.get("reduce")
+    reduce = spec.reduce
     if reduce is None:
         keys = [k for k in ("job", "seed") if k in rows.columns]
         index = pd.MultiIndex.from_frame(rows[keys]) if keys else rows.index
         return pd.Series(pd.to_numeric(rows[column], errors="coerce").to_numpy(float), index=index)
-    return rows.groupby(["job", "seed"]).apply(lambda run: _reduce(run, column, reduce, spec.get("values", ())))
+    return rows.groupby(["job", "seed"]).apply(lambda run: _reduce(run, column, reduce, spec.values))
 
 
-def _reduce(run: pd.DataFrame, column: str, how: str, values) -> float:
+def _reduce(run: pd.DataFrame, column: str, how: Reduction, values) -> float:
     x = run[column]
-    if how == "fraction_in":
+    if how is Reduction.fraction_in:
         return float(x.isin(list(values)).mean())
-    if how == "distinct_per_layer":
+    if how is Reduction.distinct_per_layer:
         return float(run.groupby("layer")[column].nunique().mean())
-    if how == "last_step_mean":
+    if how is Reduction.last_step_mean:
         return float(pd.to_numeric(x[run["step"] == run["step"].max()], errors="coerce").mean())
     numbers = pd.to_numeric(x, errors="coerce")
-    if how == "nan_fraction":
+    if how is Reduction.nan_fraction:
         return float(numbers.isna().mean())
     finite = numbers.dropna()
     if finite.empty:
         return math.nan
-    return float(finite.median() if how == "median" else finite.mean())
+    return float(finite.median() if how is Reduction.median else finite.mean())
 
 
 def same_value(value: Any, wanted: Any) -> bool:
@@ -163,6 +161,6 @@ def _label(where: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in where.items()) or "all rows"
 
 
-def _unit(spec: Mapping[str, Any]) -> str:
-    how = spec.get("reduce")
-    return f"{spec['column']}" + (f" ({how} per run)" if how else "")
+def _unit(spec: StatisticConfig) -> str:
+    how = spec.reduce
+    return f"{spec.column}" + (f" ({how.name} per run)" if how else "")

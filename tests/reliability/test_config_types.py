@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from headlab.cli.config_checks import validate_config
+from headlab.config.validate import validate_config
 from headlab.errors import ConfigError
 
 # One config per data source, with every logger and the default callbacks.

@@ -16,7 +16,8 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from headlab.cli.config_checks import check_overrides, validate_config
+from headlab.config.overrides import check_overrides
+from headlab.config.validate import validate_config
 from headlab.cli.job import setup_job
 from headlab.cli.run_info import configure_cache_dirs, default_log_dir
 from headlab.errors import ConfigError, HeadlabError

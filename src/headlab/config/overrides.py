@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from headlab.config import register_configs
 from headlab.config.messages import first_line, schema_error
+from headlab.config.train_schema import TrainKeys
 from headlab.config.validate import validate_config
 from headlab.errors import ConfigError
 
@@ -161,10 +162,13 @@ def _compose(compose: Any, overrides: list[str], original: list[str], return_hyd
 
 
 def _schema_at(compose: Any, overrides: list[str], path: str) -> Any:
-    """The schema of the node at `path` in the config the overrides that do not set it compose."""
+    """The schema of the node at `path` in the config the overrides that do not set it compose
+    (the top level, open to headlab-distill's keys, has its own: TrainKeys)."""
+    if not path:
+        return TrainKeys
     others = [o for o in overrides if not o.split("=", 1)[0].lstrip("+~").startswith(path + ".")]
     try:
-        node = OmegaConf.select(compose("train", overrides=others), path) if path else None
+        node = OmegaConf.select(compose("train", overrides=others), path)
     except Exception:  # noqa: BLE001 - another override fails too: the caller reports Hydra's words
         return None
     return OmegaConf.get_type(node) if OmegaConf.is_dict(node) else None

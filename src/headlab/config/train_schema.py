@@ -73,15 +73,49 @@ class TextDataSchema:
     bucket_by_length: bool = MISSING
 
 
+# ---- options: keys no shipped file sets for everyone but a sweep, headlab-distill or a user adds
+# (`+data.train_fraction=0.2`). Never instantiated (no defaults): only their types are read, by
+# headlab.config.validate, which refuses any other added key.
 @dataclass
 class DataOptions:
-    """`data:` keys no data file sets but sweeps, headlab-distill or a user add (`+data.key=`)."""
+    eval_batch_size: Optional[int]
+    shuffle_seed: Optional[int]
+    train_fraction: float
+    train_labels: Optional[int]
+    train_unlabelled: bool
 
-    eval_batch_size: Optional[int] = None
-    shuffle_seed: Optional[int] = None
-    train_fraction: float = 1.0
-    train_labels: Optional[int] = None
-    train_unlabelled: bool = False
+
+@dataclass
+class SyntheticOptions:
+    """headlab.data.synthetic.generate_synthetic's other arguments."""
+
+    seed: int
+    min_len: int
+    max_len: int
+    marker: str
+    n_markers: int
+    letters: str
+    end_letters: str
+
+
+@dataclass
+class MultidomainOptions:
+    """headlab.data.multidomain.generate_multidomain's other arguments."""
+
+    seed: int
+    min_len: int
+    max_len: int
+
+
+@dataclass
+class HeadMetricsOptions:
+    min_gap_steps: int
+    importance: bool
+
+
+@dataclass
+class RunCheckpointOptions:
+    keep_every_n_train_steps: Optional[int]  # also keep checkpoints/step{step:06d}.ckpt every N steps
 
 
 @dataclass
@@ -234,8 +268,14 @@ class TrainKeys:
     resume_allow: List[str] = field(default_factory=list)
 
 
-# Open schemas and the dataclass that types the keys other files may add to them.
-ADDED_KEYS: tuple[tuple[type, type], ...] = ((TextDataSchema, DataOptions),)
+# Each schema (and its subclasses) -> the dataclass typing the keys that may be added to it.
+ADDED_KEYS: tuple[tuple[type, type], ...] = (
+    (TextDataSchema, DataOptions),
+    (SyntheticSettings, SyntheticOptions),
+    (MultidomainSettings, MultidomainOptions),
+    (HeadMetricsSchema, HeadMetricsOptions),
+    (RunCheckpointSchema, RunCheckpointOptions),
+)
 
 # (ConfigStore name under schema/, the schema, open to keys other files add)
 SCHEMAS: tuple[tuple[str, Any, bool], ...] = (

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-import typing
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -32,7 +31,7 @@ def validate_config(cfg: DictConfig) -> None:
     schemas: dict[str, type] = {}
     plain = {key: _plain(_leaf(cfg, key, key), key, sources, schemas) for key in cfg.keys() if key != "hydra"}
     try:
-        hints = declared_types(TrainKeys)
+        hints = schema_fields(TrainKeys)
         for key in hints.keys() & plain.keys():
             check_value(key, plain[key], hints[key])
         for path, schema in schemas.items():
@@ -48,18 +47,12 @@ def validate_config(cfg: DictConfig) -> None:
         raise ConfigError(source, err.value, err.allowed) from None
 
 
-def declared_types(schema: type) -> dict[str, Any]:
-    """A schema's field types, with `metadata["type"]` for a union OmegaConf cannot hold."""
-    hints = typing.get_type_hints(schema)
-    return {f.name: f.metadata.get("type", hints[f.name]) for f in dataclasses.fields(schema)}
-
-
 def _check_added_keys(path: str, node: Any, schema: type) -> None:
-    """Keys of an open node (composition let them in) must be its schema's options, well typed."""
+    """Keys a schema does not declare (an open node's, or added with `+key=`) must be its options."""
     options = next((extra for base, extra in ADDED_KEYS if issubclass(schema, base)), None)
-    if options is None or not isinstance(node, dict):
+    if not isinstance(node, dict):
         return
-    declared, allowed = schema_fields(schema), declared_types(options)
+    declared, allowed = schema_fields(schema), (schema_fields(options) if options else {})
     for key, value in node.items():
         if key in declared or key.startswith("_"):
             continue

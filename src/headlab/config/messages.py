@@ -22,7 +22,12 @@ _PLURAL = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
 
 
 def describe(hint: Any) -> str:
-    """`Optional[int]` -> 'an integer or null', `Literal['a', 'b']` -> 'one of a, b'."""
+    """What to type for a value of type `hint`.
+
+    >>> from typing import Optional
+    >>> describe(Optional[int]), describe(Union[bool, Literal["auto"]]), describe(tuple[float, float])
+    ('an integer or null', 'one of true, false or auto', 'a list of 2 numbers')
+    """
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (Union, types.UnionType):
         choices = [yaml_text(c) for a in args for c in _choices(a)]
@@ -106,15 +111,17 @@ def schema_error(err: Any, values: Mapping[str, Any], schema_at: Callable[[str],
         return None
     parent, _, leaf = key.rpartition(".")
     schema = getattr(err, "object_type", None)
-    if not (dataclasses.is_dataclass(schema) and getattr(err, "key", None) == leaf):
+    refused_by_schema = dataclasses.is_dataclass(schema) and getattr(err, "key", None) == leaf
+    if not refused_by_schema:
         schema = schema_at(parent)
     if not dataclasses.is_dataclass(schema):
         return None
     value = _value_at(values, key, getattr(err, "value", None))
     fields = schema_fields(schema)
-    if leaf not in fields:
-        return unknown_key(key, value, list(fields))
-    return ConfigError(key, value, describe(fields[leaf]))
+    if leaf in fields:
+        return ConfigError(key, value, describe(fields[leaf]))
+    # an unknown key, when the schema itself refused it (an open node's is Hydra's to word)
+    return unknown_key(key, value, list(fields)) if refused_by_schema else None
 
 
 def _value_at(values: Mapping[str, Any], key: str, fallback: Any) -> Any:

@@ -5,12 +5,18 @@ OmegaConf types every key while Hydra composes: a wrong type or an unknown key f
 headlab runs, and `headlab.config.messages` turns that into one line. The values stay in the YAML
 files (a field without a default is MISSING here); the model's come from `ModelConfig` itself.
 
-Three nodes stay open because other files add keys to them: the top level (headlab-distill adds
-`teacher`, `distill`), `data` (sweep=data_size adds `train_fraction`, distill `train_labels`) and
-`callbacks` (intervention= adds a member). Their declared fields are still typed at composition;
-`headlab.config.validate` checks the added keys against `TrainKeys` and `DataOptions` below.
-Nodes with a third-party `_target_` (Lightning's Trainer, loggers and callbacks, torch's
-optimisers) have no schema: their keys are checked against the target's signature.
+The top level and `data` stay open, because other files add keys to them (headlab-distill adds
+`teacher` and `distill`, sweep=data_size `data.train_fraction`); `data`'s declared keys are still
+typed at composition. Keys added to any schema's node (open, or with `+key=`) must be one of its
+`*Options` (ADDED_KEYS), and the top level's own keys are `TrainKeys`: `headlab.config.validate`
+checks both. Nodes whose `_target_` has no schema (Lightning's Trainer, loggers and callbacks,
+torch's optimisers, and `module`, whose target headlab-distill swaps) are checked against the
+target's signature (`headlab.config.signature`).
+
+Choices (`model.pos_encoding`, `optim.schedule`, ...) stay strings here, checked against the lists
+their owners name (POS_ENCODINGS, SCHEDULES, ...) when validation builds them: an Enum field would
+put Enum members, not strings, into the composed config, the checkpoints' hyper-parameters and
+`config_digest`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from headlab.cli.config_checks import check_overrides
+from headlab.config.overrides import check_overrides
 from headlab.errors import ConfigError
 
 

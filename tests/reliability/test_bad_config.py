@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headlab.cli.config_checks import check_overrides
+from headlab.config.overrides import check_overrides
 from headlab.cli.train import train
 from headlab.errors import ConfigError
 from tests.reliability.conftest import run_cli

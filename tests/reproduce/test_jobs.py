@@ -9,7 +9,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from headlab.cli.config_checks import validate_config
+from headlab.config.validate import validate_config
 from headlab.errors import ConfigError
 from headlab.reproduce.jobs import run_jobs, sweep_jobs
 from headlab.reproduce.spec import load_spec, load_specs

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from headlab.run.threads import auto_threads, available_cores, resolve_threads, set_torch_threads
+from headlab.config.threads import auto_threads, available_cores, resolve_threads
+from headlab.run.threads import set_torch_threads
 from headlab.errors import ConfigError
 
 

@@ -48,7 +48,7 @@ def _plan(overrides: list[str]):
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from headlab.cli.config_checks import validate_config
+    from headlab.config.validate import validate_config
     from headlab.doctor.plan import CONFIG_KEYS, config_tables, plan_checks
     from headlab.doctor.report import Diagnosis
     from headlab.errors import ConfigError

@@ -16,9 +16,10 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from headlab.cli.config_checks import check_overrides, validate_config
-from headlab.run.job import setup_job
+from headlab.config.overrides import check_overrides
+from headlab.config.validate import validate_config
 from headlab.run.info import configure_cache_dirs, default_log_dir
+from headlab.run.job import setup_job
 from headlab.errors import ConfigError, HeadlabError
 from headlab.run.rank import is_rank_zero
 from headlab.run.record import RunRecord, existing_last_checkpoint

@@ -33,9 +33,9 @@ def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv
     """
     import hydra
 
-    from headlab.config.schemas import register_tool_schemas
+    from headlab.config import register_configs
 
-    register_tool_schemas()
+    register_configs()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if not {a.split("=", 1)[0] for a in args} & INFO_FLAGS:
@@ -83,9 +83,9 @@ def compose_command(config_name: str, overrides: Sequence[str], config_module: s
     checked and typed as `run_app` checks it; a bad override is one ConfigError."""
     from hydra import compose, initialize_config_module
 
-    from headlab.config.schemas import register_tool_schemas
+    from headlab.config import register_configs
 
-    register_tool_schemas()
+    register_configs()
     with initialize_config_module(config_module, version_base="1.3"):
         cfg = compose_checked(compose, config_name, list(overrides))
     typed(cfg)

@@ -1,24 +1,17 @@
-"""The commands' schemas in Hydra's ConfigStore, so that each `conf/<command>.yaml` names its
-schema in its defaults list and the values are written once, in the dataclass."""
+"""The analysis commands' schemas, stored in Hydra's ConfigStore (by `headlab.config.register_configs`)
+so that each `conf/<command>.yaml` names its schema in its defaults list and the values are written
+once, in the dataclass."""
 
 from __future__ import annotations
 
-_REGISTERED = False
+from typing import Any
 
 
-def register_tool_schemas() -> None:
-    """Store every command's schema (idempotent: entry points and tests call it before composing)."""
-    global _REGISTERED
-    if _REGISTERED:
-        return
-    from hydra.core.config_store import ConfigStore
-
+def store_command_schemas(store: Any) -> None:
     from headlab.config.analyze_hf import AnalyzeHFConfig
     from headlab.config.importance import ImportanceCommand
     from headlab.config.prune import PruneCommand
 
-    store = ConfigStore.instance()
     store.store(name="importance_schema", node=ImportanceCommand)
     store.store(name="prune_schema", node=PruneCommand)
     store.store(name="analyze_hf_schema", node=AnalyzeHFConfig)
-    _REGISTERED = True

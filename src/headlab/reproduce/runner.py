@@ -73,7 +73,7 @@ class Runner:
         return self.sweeps_root / job.sweep_name / FOLDER
 
     def threads(self) -> int:
-        from headlab.run.threads import available_cores
+        from headlab.config.threads import available_cores
 
         return max(1, available_cores() // max(1, self.lanes))
 

@@ -1,0 +1,210 @@
+"""`validate_config`: the composed config's remaining checks, before any data is loaded or file written.
+
+Composition already typed the keys that have a schema (headlab.config.train_schema). Left here:
+missing mandatory values, the keys of the open nodes (the top level, keys added to `data`), the
+nodes whose `_target_` has no schema (checked against its signature), and the value ranges, by
+building the objects whose constructors own them (ModelConfig, the datamodule, the callbacks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from headlab.config.messages import first_line, schema_fields, unknown_key
+from headlab.config.signature import UNRESOLVED, check_target, check_value, locate
+from headlab.config.train_schema import ADDED_KEYS, TrainKeys
+from headlab.errors import ConfigError
+
+# Groups whose targets are cheap, pure constructors that check their own values: built here.
+_BUILT_TO_CHECK = ("data", "callbacks", "optim")
+_MISSING_EXAMPLES = {"data.files.train": "data=files data.files.train=/path/to/train.csv (CSV or JSONL with text, label)"}
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Raise `ConfigError` for the first mistake in the composed config; return if none."""
+    sources: dict[str, str] = {}
+    schemas: dict[str, type] = {}
+    plain = {key: _plain(_leaf(cfg, key, key), key, sources, schemas) for key in cfg.keys() if key != "hydra"}
+    try:
+        hints = schema_fields(TrainKeys)
+        for key in hints.keys() & plain.keys():
+            check_value(key, plain[key], hints[key])
+        for path, schema in schemas.items():
+            _check_added_keys(path, _select(plain, path), schema)
+        for key, node in plain.items():
+            if key != "paths":
+                _check_targets(key, node, schemas)
+        _check_ranges(plain)
+    except ConfigError as err:
+        source = _source(err.key, sources)
+        if source == err.key:
+            raise
+        raise ConfigError(source, err.value, err.allowed) from None
+
+
+def _check_added_keys(path: str, node: Any, schema: type) -> None:
+    """Keys a schema does not declare (an open node's, or added with `+key=`) must be its options."""
+    options = next((extra for base, extra in ADDED_KEYS if issubclass(schema, base)), None)
+    if not isinstance(node, dict):
+        return
+    declared, allowed = schema_fields(schema), (schema_fields(options) if options else {})
+    for key, value in node.items():
+        if key in declared or key.startswith("_"):
+            continue
+        if key not in allowed:
+            raise unknown_key(f"{path}.{key}", value, [*declared, *allowed])
+        check_value(f"{path}.{key}", value, allowed[key])
+
+
+def _check_targets(path: str, node: Any, schemas: dict[str, type]) -> None:
+    """Every `_target_` node without a schema, checked against its target's signature."""
+    if isinstance(node, dict):
+        if "_target_" in node and path not in schemas:
+            check_target(path, node)
+            return
+        for key, value in node.items():
+            _check_targets(f"{path}.{key}", value, schemas)
+
+
+# ---- the config as plain data --------------------------------------------------------------------------
+def _plain(node: Any, path: str, sources: dict[str, str], schemas: dict[str, type]) -> Any:
+    """The config as plain dicts and lists, each leaf resolved alone, so that a missing value or a
+    broken interpolation is reported with its own key (and `${hydra:...}` outside a run is skipped).
+    Collects `sources` (`key -> referenced key` for plain `${key}` values) and the nodes a schema types."""
+    if isinstance(node, DictConfig):
+        schema = OmegaConf.get_type(node)
+        if dataclasses.is_dataclass(schema):
+            schemas[path] = schema
+        plain = {}
+        for key in node.keys():
+            child = f"{path}.{key}" if path else str(key)
+            reference = re.fullmatch(r"\$\{([\w.]+)\}", str(_raw(node, key)))
+            if reference:
+                sources[child] = reference.group(1)
+            plain[str(key)] = _plain(_leaf(node, key, child), child, sources, schemas)
+        return plain
+    if isinstance(node, ListConfig):
+        return [_plain(_leaf(node, i, f"{path}[{i}]"), f"{path}[{i}]", sources, schemas) for i in range(len(node))]
+    return node
+
+
+def _leaf(node: DictConfig | ListConfig, key: Any, path: str) -> Any:
+    from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
+
+    if OmegaConf.is_missing(node, key):
+        example = _MISSING_EXAMPLES.get(path, f"{path}=<value>")
+        raise ConfigError(path, "???", f"a value: the key is mandatory (??? marks it unset), e.g. {example}")
+    try:
+        return node[key]
+    except (MissingMandatoryValue, InterpolationResolutionError) as err:
+        text = str(err)
+        if "HydraConfig was not set" in text or "Missing mandatory value: hydra." in text:
+            return UNRESOLVED  # Hydra sets these in a run; outside one (a pre-check) they stay unset
+        raw = _raw(node, key)
+        if isinstance(err, MissingMandatoryValue):
+            missing = getattr(err, "full_key", None) or path
+            raise ConfigError(path, raw, f"an interpolation to a set value ({missing} is unset)") from None
+        raise ConfigError(path, raw, f"an interpolation that resolves ({first_line(err)})") from None
+
+
+def _raw(node: DictConfig | ListConfig, key: Any) -> Any:
+    return node._get_node(key)._value()  # noqa: SLF001 - the unresolved `${...}` text
+
+
+def _source(path: str, sources: dict[str, str]) -> str:
+    """`optim.optimizer.lr` (`${optim.lr}`) -> `optim.lr`: the key the user sets."""
+    seen = {path}
+    while path in sources and sources[path] not in seen:
+        path = sources[path]
+        seen.add(path)
+    return path
+
+
+def _select(plain: dict[str, Any], path: str) -> Any:
+    node: Any = plain
+    for key in path.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+# ---- ranges and cross-key rules (each checked once, by the code that owns it) -------------------------
+def _check_ranges(plain: dict[str, Any]) -> None:
+    seed = plain.get("seed")
+    if isinstance(seed, int) and seed < 0:
+        raise ConfigError("seed", seed, "an integer >= 0")
+    from headlab.config.threads import resolve_threads
+
+    resolve_threads(plain.get("threads"), None, 1)
+    _check_model(plain)
+    lr = (plain.get("optim") or {}).get("lr")
+    if isinstance(lr, (int, float)) and not lr > 0:
+        raise ConfigError("optim.lr", lr, "a learning rate > 0")
+    _check_trainer(plain.get("trainer") or {}, plain.get("callbacks") or {})
+    if (plain.get("data") or {}).get("train_unlabelled") is True:  # rows labelled -1: only a module that says it takes them
+        module = locate("module._target_", str((plain.get("module") or {}).get("_target_")))
+        if not getattr(module, "trains_on_unlabelled", False):
+            raise ConfigError("data.train_unlabelled", True, "false: only headlab-distill trains on unlabelled rows")
+    for group in _BUILT_TO_CHECK:
+        _build_to_check(group, plain.get(group))
+
+
+def _check_model(plain: dict[str, Any]) -> None:
+    """ModelConfig checks the model's values; the data supplies vocab, classes and max_len."""
+    from headlab.model import ModelConfig
+
+    max_len = (plain.get("data") or {}).get("max_len")
+    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 2:
+        raise ConfigError("data.max_len", max_len, "an integer >= 2")
+    fields = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size", "n_classes", "max_len"}
+    model = plain.get("model") or {}
+    ModelConfig(vocab_size=4, n_classes=2, max_len=max_len, **{k: v for k, v in model.items() if k in fields})
+
+
+def _check_trainer(trainer: dict[str, Any], callbacks: dict[str, Any]) -> None:
+    max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps", -1)
+    if max_steps in (-1, None) and isinstance(max_epochs, int) and max_epochs < 1:
+        raise ConfigError("trainer.max_epochs", max_epochs, "an integer >= 1 (or set trainer.max_steps)")
+    if trainer.get("enable_progress_bar") is False:
+        from lightning.pytorch.callbacks import ProgressBar
+
+        for name, node in callbacks.items():
+            target = locate(name, node["_target_"]) if isinstance(node, dict) and "_target_" in node else None
+            if inspect.isclass(target) and issubclass(target, ProgressBar):
+                raise ConfigError("trainer.enable_progress_bar", False,
+                                  f"true while callbacks.{name} is set: for no progress bar, also pass callbacks.{name}=null")
+
+
+def _build_to_check(group: str, node: Any) -> None:
+    """Build the group's objects once and drop them: their constructors check the value ranges."""
+    if not isinstance(node, dict):
+        return
+    members = {group: node} if "_target_" in node else {f"{group}.{k}": v for k, v in node.items()}
+    for path, member in members.items():
+        if not isinstance(member, dict) or "_target_" not in member or member.get("_partial_"):
+            continue
+        kwargs = {k: (None if v is UNRESOLVED else v) for k, v in member.items() if not k.startswith("_")}
+        target = locate(f"{path}._target_", member["_target_"])
+        if not _all_required_given(target, kwargs):
+            continue  # completed by train() (an optimiser's params, the data's vocab_size): not built here
+        try:
+            target(**kwargs)
+        except ConfigError:
+            raise
+        except Exception as err:  # noqa: BLE001 - e.g. Lightning's MisconfigurationException: a bad value
+            key = next((k for k in kwargs if k in str(err)), None)
+            raise ConfigError(f"{path}.{key}" if key else path, kwargs.get(key, member["_target_"]),
+                              f"a value {target.__module__}.{target.__qualname__} accepts ({first_line(err)})") from None
+
+
+def _all_required_given(target: Any, kwargs: dict[str, Any]) -> bool:
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return all(p.name in kwargs for p in parameters
+               if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))

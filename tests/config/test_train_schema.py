@@ -1,0 +1,113 @@
+"""The train schemas: registered once, named by conf/'s group files, typing what they declare, and
+composing every shipped command line exactly as before they existed."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from headlab.config import register_configs
+from headlab.config.overrides import compose_train
+from headlab.config.train_schema import (
+    SCHEMAS,
+    FilesDataSchema,
+    ModelSchema,
+    MultidomainDataSchema,
+    SyntheticDataSchema,
+    TextDataSchema,
+    TrainKeys,
+)
+from headlab.config.validate import validate_config
+from headlab.errors import ConfigError
+from headlab.model import ModelConfig
+
+# sha1 of each command line's composed config (its YAML without hydra:, then hydra.runtime.choices),
+# composed by the code before the schemas (commit 96b4cca, /work/base); regenerate only for a
+# change that means to alter what a command line composes (it changes config_digest and resume).
+BEFORE = json.loads((Path(__file__).parent / "composed_before_schemas.json").read_text())
+
+
+def test_register_configs_stores_every_schema_once_and_can_be_called_again():
+    register_configs()
+    register_configs()
+    repo = ConfigStore.instance().repo["schema"]
+    assert {"model.yaml", "paths.yaml", "intervention.yaml"} <= set(repo)
+    assert set(repo["data"]) == {"zh_reviews.yaml", "synthetic.yaml", "multidomain.yaml", "files.yaml"}
+    assert len(SCHEMAS) == 13
+
+
+def test_the_model_schema_is_model_config_less_what_the_data_supplies():
+    names = [f.name for f in dataclasses.fields(ModelSchema)]
+    expected = [f.name for f in dataclasses.fields(ModelConfig)
+                if f.name not in ("vocab_size", "n_classes", "pad_id", "n_domains")]
+    assert names == ["_target_", *expected]
+    built = ModelConfig(vocab_size=4, n_classes=2, max_len=8)  # the reference: ModelConfig's own defaults
+    composed = compose_train([]).model
+    for name in expected[1:]:  # max_len comes from data.max_len
+        assert composed[name] == getattr(built, name), name
+
+
+@pytest.mark.parametrize("source, schema", [("zh_reviews", TextDataSchema), ("synthetic", SyntheticDataSchema),
+                                            ("multidomain", MultidomainDataSchema), ("files", FilesDataSchema)])
+def test_each_data_file_names_its_schema(source, schema):
+    cfg = compose_train([f"data={source}"])
+    assert OmegaConf.get_type(cfg.data) is schema
+    assert cfg.data.source == source
+
+
+def test_train_keys_are_train_yamls_own_keys():
+    train = OmegaConf.load(str(files("headlab.conf") / "train.yaml"))
+    own = [key for key in train if key not in ("defaults", "module", "hydra")]
+    assert own == [f.name for f in dataclasses.fields(TrainKeys)]
+    assert {f.name: f.default for f in dataclasses.fields(TrainKeys) if f.default is not dataclasses.MISSING} == {
+        key: train[key] for key in own if key not in ("tags", "resume_allow")}
+
+
+def test_a_closed_schema_refuses_an_unknown_key_and_a_wrong_type_at_composition():
+    with pytest.raises(ConfigError, match=r"^invalid config model\.n_head=3: expected a key of model \(did you mean n_heads\?\)$"):
+        compose_train(["model.n_head=3"])
+    with pytest.raises(ConfigError, match=r"^invalid config optim\.warmup_steps='ten': expected an integer or null$"):
+        compose_train(["optim.warmup_steps=ten"])
+    with pytest.raises(ConfigError, match=r"^invalid config optim\.betas=\['a', 0\.9\]: expected a list of numbers$"):
+        compose_train(["optim.betas=[a,0.9]"])
+
+
+def test_the_data_node_takes_its_options_and_nothing_else():
+    cfg = compose_train(["data=synthetic", "+data.train_fraction=0.2"])
+    assert cfg.data.train_fraction == 0.2
+    validate_config(cfg)
+    with pytest.raises(ConfigError, match=r"^invalid config data\.train_fractoin=0\.2: expected a key of data "
+                                          r"\(did you mean train_fraction\?\)$"):
+        validate_config(compose_train(["data=synthetic", "+data.train_fractoin=0.2"]))
+    with pytest.raises(ConfigError, match=r"^invalid config data\.train_labels='many': expected an integer or null$"):
+        validate_config(compose_train(["data=synthetic", "+data.train_labels=many"]))
+    with pytest.raises(ConfigError, match=r"^invalid config data\.synthetic\.count=1: expected a key of data\.synthetic"):
+        validate_config(compose_train(["data=synthetic", "+data.synthetic.count=1"]))
+    validate_config(compose_train(["data=synthetic", "+data.synthetic.marker=z", "+callbacks.checkpoint.keep_every_n_train_steps=5"]))
+    with pytest.raises(ConfigError, match=r"^invalid config model\.extra=1: expected a key of model"):
+        validate_config(compose_train(["+model.extra=1"]))
+
+
+def _digest(overrides: list[str]) -> str:
+    with initialize_config_module("headlab.conf", version_base="1.3"):
+        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+    choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    plain.pop("hydra")
+    text = OmegaConf.to_yaml(OmegaConf.create(plain)) + json.dumps(choices, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("line", sorted(BEFORE))
+def test_every_shipped_command_line_composes_as_before_the_schemas(line, monkeypatch):
+    monkeypatch.delenv("HEADLAB_CONFIG_DIR", raising=False)
+    overrides = [] if line == "(none)" else line.split(" ")
+    assert _digest(overrides) == BEFORE[line]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from headlab.run.inputs import build_datamodule, run_config
-from headlab.cli.train import train
+from headlab.run.train import train
 from headlab.interventions import gradient_importance
 from headlab.lit.checkpointing import load_network
 from headlab.plots.trajectories import build_metric_trajectories_figure

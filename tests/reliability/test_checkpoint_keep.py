@@ -9,7 +9,7 @@ import torch
 
 from headlab.cli.importance import main as importance_main
 from headlab.run.inputs import build_datamodule, run_config
-from headlab.cli.train import train
+from headlab.run.train import train
 from headlab.errors import ConfigError
 from headlab.lit.checkpointing import RunCheckpoint, load_checkpoint, load_network
 from tests.cli.conftest import gated_val_loss

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from headlab.cli.train import train
+from headlab.run.train import train
 from headlab.errors import ConfigError, HeadlabError
 from headlab.lit.checkpointing import AtomicCheckpointIO, CheckpointError, load_checkpoint, load_network
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from headlab.cli.train import train
+from headlab.run.train import train
 
 QUIET = ("callbacks.head_metrics.figures=false", "test=false", "optim=adamw_constant")
 

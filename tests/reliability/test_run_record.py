@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from headlab.cli.train import train
+from headlab.run.train import train
 from headlab.errors import ConfigError
 from tests.reliability.conftest import run_cli, summary
 

@@ -1,9 +1,8 @@
 """`headlab-train [overrides]`: train one experiment and write the run-output contract.
 
-`train(cfg)` only wires (so tests and sweeps call it with a composed config): the pieces live in
-`headlab.run` (resume, config history, the run record, CSV rows, evaluation), `headlab.lit`
-(module, checkpoints, signals) and `headlab.lit.loggers`. `main` is the thin wrapper behind the
-console script and `python -m headlab.cli.train`; its exit codes are in docs/troubleshooting.md.
+The command line is checked before Hydra starts (`headlab.config.overrides`), then Hydra composes
+`conf/train.yaml` and `headlab.run.train.train` runs it; this module only maps what can go wrong to
+one line and an exit code (docs/troubleshooting.md). `python -m headlab.cli.train` is the same.
 """
 
 from __future__ import annotations
@@ -11,71 +10,19 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
 from headlab.config.overrides import check_overrides
-from headlab.config.validate import validate_config
-from headlab.run.info import configure_cache_dirs, default_log_dir
-from headlab.run.job import setup_job
 from headlab.errors import ConfigError, HeadlabError
+from headlab.run.info import configure_cache_dirs, default_log_dir
 from headlab.run.rank import is_rank_zero
-from headlab.run.record import RunRecord, existing_last_checkpoint
+from headlab.run.train import train
 
 log = logging.getLogger("headlab.train")
 
 EXIT_CONFIG, EXIT_DIVERGED = 2, 3
-
-
-def train(cfg: DictConfig) -> dict[str, Any]:
-    """Fit, validate and test one configuration; returns the summary written to `summary.json`."""
-    run_dir = Path(cfg.paths.output_dir)
-    configure_cache_dirs(Path(cfg.paths.log_dir))
-    from headlab.run.history import restore_first_hydra
-    from headlab.run.resume import finished_run
-
-    done = finished_run(cfg, run_dir)
-    if done is not None:  # resume=auto on a run completed with these settings: nothing to do
-        restore_first_hydra(run_dir)  # Hydra rewrote .hydra/ for this launch
-        log.info("%s: completed already with these settings (resume=auto): not trained again", run_dir)
-        return done
-    with RunRecord(cfg, run_dir) as record:
-        validate_config(cfg)  # before data, imports or files: a typo costs milliseconds
-        setup_job(cfg)
-        import lightning as L  # heavy imports after the config checks
-
-        from headlab.lit.loggers import build_loggers, closing_wandb, log_config
-        from headlab.lit.checkpointing import AtomicCheckpointIO, RunInterrupted
-        from headlab.lit.signals import RunSignals
-        from headlab.run.build import build_callbacks, build_module, instantiate
-        from headlab.run.csv_metrics import keep_csv_rows
-        from headlab.run.resume import find_resume
-        from headlab.run.summary import evaluate_best, last_state
-
-        resume = find_resume(cfg, run_dir)  # refuses a changed model or settings before anything is rewritten
-        record.start(resume)
-        with RunSignals() as signals, closing_wandb(), keep_csv_rows(run_dir, resume.step if resume and is_rank_zero() else None):
-            L.seed_everything(cfg.seed, workers=True)
-            datamodule = instantiate(cfg.data)
-            datamodule.setup("fit")
-            module = build_module(cfg, datamodule)
-            if resume:
-                resume.check_data_shape(module.net.config)
-            if is_rank_zero():
-                datamodule.tokenizer.save(run_dir / "vocab.json")
-            loggers = build_loggers(cfg, run_dir.name)
-            record.trainer = trainer = instantiate(cfg.trainer, callbacks=build_callbacks(cfg, run_dir, signals),
-                                                   logger=loggers or False, plugins=[AtomicCheckpointIO()])
-            log_config(loggers, cfg)
-            trainer.fit(module, datamodule=datamodule, ckpt_path=resume.path if resume else None, weights_only=True)
-            last = existing_last_checkpoint(run_dir)
-            if signals.requested:  # the signal came after the last training step
-                raise RunInterrupted(signals.requested, int(trainer.global_step), last)
-            record.summary["last"] = last_state(trainer, last)
-            record.complete(evaluate_best(cfg, trainer, module, datamodule))
-    return record.summary
 
 
 @hydra.main(version_base="1.3", config_path="pkg://headlab.conf", config_name="train")

@@ -1,0 +1,71 @@
+"""One training run from a composed config: fit, validate, test, and write the run-output contract.
+
+`train(cfg)` only wires (so `headlab-train`, sweeps and tests call it with a composed config): the
+pieces live in `headlab.run` (resume, config history, the run record, CSV rows, evaluation),
+`headlab.lit` (module, checkpoints, signals, loggers) and `headlab.config` (the checks).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from headlab.config.validate import validate_config
+from headlab.run.info import configure_cache_dirs
+from headlab.run.job import setup_job
+from headlab.run.rank import is_rank_zero
+from headlab.run.record import RunRecord, existing_last_checkpoint
+
+log = logging.getLogger("headlab.train")
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Fit, validate and test one configuration; returns the summary written to `summary.json`."""
+    run_dir = Path(cfg.paths.output_dir)
+    configure_cache_dirs(Path(cfg.paths.log_dir))
+    from headlab.run.history import restore_first_hydra
+    from headlab.run.resume import finished_run
+
+    done = finished_run(cfg, run_dir)
+    if done is not None:  # resume=auto on a run completed with these settings: nothing to do
+        restore_first_hydra(run_dir)  # Hydra rewrote .hydra/ for this launch
+        log.info("%s: completed already with these settings (resume=auto): not trained again", run_dir)
+        return done
+    with RunRecord(cfg, run_dir) as record:
+        validate_config(cfg)  # before data, imports or files: a typo costs milliseconds
+        setup_job(cfg)
+        import lightning as L  # heavy imports after the config checks
+
+        from headlab.lit.loggers import build_loggers, closing_wandb, log_config
+        from headlab.lit.checkpointing import AtomicCheckpointIO, RunInterrupted
+        from headlab.lit.signals import RunSignals
+        from headlab.run.build import build_callbacks, build_module, instantiate
+        from headlab.run.csv_metrics import keep_csv_rows
+        from headlab.run.resume import find_resume
+        from headlab.run.summary import evaluate_best, last_state
+
+        resume = find_resume(cfg, run_dir)  # refuses a changed model or settings before anything is rewritten
+        record.start(resume)
+        with RunSignals() as signals, closing_wandb(), keep_csv_rows(run_dir, resume.step if resume and is_rank_zero() else None):
+            L.seed_everything(cfg.seed, workers=True)
+            datamodule = instantiate(cfg.data)
+            datamodule.setup("fit")
+            module = build_module(cfg, datamodule)
+            if resume:
+                resume.check_data_shape(module.net.config)
+            if is_rank_zero():
+                datamodule.tokenizer.save(run_dir / "vocab.json")
+            loggers = build_loggers(cfg, run_dir.name)
+            record.trainer = trainer = instantiate(cfg.trainer, callbacks=build_callbacks(cfg, run_dir, signals),
+                                                   logger=loggers or False, plugins=[AtomicCheckpointIO()])
+            log_config(loggers, cfg)
+            trainer.fit(module, datamodule=datamodule, ckpt_path=resume.path if resume else None, weights_only=True)
+            last = existing_last_checkpoint(run_dir)
+            if signals.requested:  # the signal came after the last training step
+                raise RunInterrupted(signals.requested, int(trainer.global_step), last)
+            record.summary["last"] = last_state(trainer, last)
+            record.complete(evaluate_best(cfg, trainer, module, datamodule))
+    return record.summary

@@ -28,14 +28,14 @@ from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 
 from headlab.errors import ConfigError, HeadlabError
 from headlab.lit.signals import RunInterrupted, RunSignals
-from headlab.store import RunDir, atomic_path
+from headlab.store import atomic_path
 from headlab.store.run_dir import CHECKPOINTS_DIR, step_checkpoint_name
 from headlab.store.run_dir import LAST_CHECKPOINT as LAST
 
 log = logging.getLogger("headlab.checkpoint")
 
 __all__ = ["AtomicCheckpointIO", "CheckpointError", "RunCheckpoint", "RunInterrupted", "load_checkpoint",
-           "load_network", "run_last_checkpoint", "saved_model_config"]
+           "load_network", "saved_model_config"]
 
 
 class CheckpointError(HeadlabError):
@@ -61,11 +61,6 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict[str, An
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(path, "not a Lightning checkpoint (no 'state_dict')")
     return checkpoint
-
-
-def run_last_checkpoint(run_dir: str | os.PathLike) -> Path:
-    """Where a run keeps the checkpoint `resume=true` continues from."""
-    return RunDir(run_dir).last_checkpoint_path
 
 
 def saved_model_config(checkpoint: dict[str, Any], path: Any) -> dict[str, Any]:

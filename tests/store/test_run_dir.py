@@ -196,19 +196,24 @@ def test_tables_dataset_folders_sorted_single_files_as_written(run_root):
 
 
 # The contract's file names, as a module would spell them; only store/run_dir.py may (cli/ is being moved).
-CONTRACT_NAMES = ("summary.json", "vocab.json", "metrics.csv", "train.log", "head_metrics.parquet",
+CONTRACT_FILES = ("summary.json", "vocab.json", "metrics.csv", "train.log", "head_metrics.parquet",
                   "head_pairs.parquet", "attention_maps.npz", "interventions.json", "head_importance.parquet",
                   "importance_curves.parquet", "importance.json", "prune_curve.parquet", "prune.json", "doctor.json",
                   "reproduce_steps.json", "last.ckpt", "resolved.json", "segment.json", "config.yaml", "hydra.yaml",
-                  "overrides.yaml", ".hydra", "checkpoints", "segments")
-# a quoted name ("summary.json", 'last.ckpt') or a quoted path starting with one (".hydra/config.yaml")
-SPELLED = re.compile(r"""(["'])(?:%s)(?:\1|/)""" % "|".join(re.escape(name) for name in CONTRACT_NAMES))
+                  "overrides.yaml")
+CONTRACT_FOLDERS = (".hydra", "checkpoints", "segments")  # words that are also JSON keys: caught as path parts only
+# a quoted file name ("summary.json", 'last.ckpt'), a quoted path starting with one (".hydra/config.yaml"),
+# or a folder joined onto a path (run_dir / "checkpoints")
+SPELLED = re.compile(r"""(["'])(?:%s)(?:\1|/)|(["'])(?:%s)/|/\s*(["'])(?:%s)\3"""
+                     % ("|".join(map(re.escape, CONTRACT_FILES)), "|".join(map(re.escape, CONTRACT_FOLDERS)),
+                        "|".join(map(re.escape, CONTRACT_FOLDERS))))
 OWNER_EXEMPT = (SRC / "store" / "run_dir.py", SRC / "cli")
 
 
 def test_the_ownership_check_sees_a_spelled_name():
     assert SPELLED.search('summary = run_dir / "summary.json"') and SPELLED.search("x / 'last.ckpt'")
-    assert SPELLED.search('Path(".hydra/config.yaml")')
+    assert SPELLED.search('Path(".hydra/config.yaml")') and SPELLED.search("folder = run_dir / 'checkpoints'")
+    assert not SPELLED.search('{"checkpoints": entries}')  # a JSON key, not the folder
     assert not SPELLED.search('"no summary.json (the job never reached training)"')  # prose naming a file
     assert not SPELLED.search('"last.ckpt\'') and not SPELLED.search('"my_summary.json"')
 

@@ -93,12 +93,6 @@ class RunDir:
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RunDir) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash(self.path)
-
     # --- paths -----------------------------------------------------------------------------------
     @property
     def summary_path(self) -> Path:

@@ -225,3 +225,13 @@ def test_only_run_dir_spells_the_contracts_file_names():
                  for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if SPELLED.search(line)]
     assert len(files) > 50  # the walk found the package
     assert offenders == [], "file names of the run contract belong to headlab.store.run_dir:\n" + "\n".join(offenders)
+
+
+def test_importing_the_store_loads_neither_torch_nor_lightning():
+    import subprocess
+    import sys
+
+    probe = ("import sys, headlab.store; "
+             "sys.exit(','.join(m for m in ('torch', 'lightning', 'headlab.lit') if m in sys.modules) or None)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, f"importing headlab.store loaded {done.stderr.strip()}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from typing import Any
 
 from benchmarks.fresh import REPO
 from benchmarks.report import table
+from headlab.store import RunDir
+from headlab.store.run_dir import SUMMARY
 
 LAUNCHERS = (("basic", []), ("joblib n_jobs=2", ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]))
 
@@ -35,7 +36,7 @@ def run_sweep(launcher_overrides: list[str], threads: int) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, "-m", "headlab.cli.train", "-m", "sweep=smoke", *launcher_overrides],
                           capture_output=True, text=True, env=env, cwd=REPO)
     wall = time.perf_counter() - t0
-    summaries = [json.loads(p.read_text()) for p in Path(log_dir).rglob("summary.json")]
+    summaries = [RunDir(p.parent).summary for p in Path(log_dir).rglob(SUMMARY)]
     if proc.returncode != 0:
         print(f"sweep {' '.join(launcher_overrides) or 'basic'} failed (rc {proc.returncode}): {proc.stderr[-1500:]}")
     return {"wall_s": wall, "jobs": len(summaries), "completed": sum(s.get("status") == "completed" for s in summaries),

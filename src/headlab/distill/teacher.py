@@ -8,12 +8,12 @@ or min_freq gives another vocabulary), since the teacher's attention on other id
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
 from headlab.errors import ConfigError, HeadlabError
+from headlab.store import RunDir
 
 CHECKPOINTS = ("best", "last")
 
@@ -24,36 +24,17 @@ def teacher_checkpoint(run_dir: str | Path, which: str = "best", key: str = "tea
     if which not in CHECKPOINTS:
         raise ConfigError("distill.teacher_checkpoint", which, f"one of {list(CHECKPOINTS)}")
     root = Path(str(run_dir)).expanduser()
+    run = RunDir(root)
     allowed = "a headlab run dir (with vocab.json and checkpoints/), e.g. one written by headlab-train"
     if not root.is_dir():
         hint = " (a MiniLM teacher is not built: docs/distill.md)" if str(run_dir).lower() == "minilm" else ""
         raise ConfigError(key, str(run_dir), f"{allowed}; no such directory{hint}")
-    if not (root / "vocab.json").is_file():
+    if not run.vocab_path.is_file():
         raise ConfigError(key, str(run_dir), f"{allowed}; it has no vocab.json")
-    from headlab.lit.checkpointing import run_last_checkpoint
-
-    last = run_last_checkpoint(root)
-    if which == "best":
-        best = _best_from_summary(root)
-        if best is not None:
-            return best
-    if not last.is_file():
+    checkpoint = run.teacher_checkpoint(which)
+    if checkpoint is None:
         raise ConfigError(key, str(run_dir), f"{allowed}; it has no checkpoints/last.ckpt (did its training finish?)")
-    return last
-
-
-def _best_from_summary(root: Path) -> Path | None:
-    try:
-        summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    best = summary.get("best_checkpoint") if isinstance(summary, dict) else None
-    if not best:
-        return None
-    for candidate in (Path(best), root / "checkpoints" / Path(best).name):  # the run dir may have moved
-        if candidate.is_file():
-            return candidate
-    return None
+    return checkpoint
 
 
 def load_teacher(run_dir: str | Path, which: str = "best") -> torch.nn.Module:
@@ -79,7 +60,7 @@ def check_vocabulary(run_dir: str | Path, student_tokens: tuple[str, ...] | list
     """The student's data tokenizer must be the teacher's (same tokens, same ids)."""
     from headlab.data.tokenizer import CharTokenizer
 
-    vocab_path = Path(str(run_dir)).expanduser() / "vocab.json"
+    vocab_path = RunDir(Path(str(run_dir)).expanduser()).vocab_path
     teacher_tokens = CharTokenizer.load(vocab_path).tokens
     if tuple(teacher_tokens) != tuple(student_tokens):
         differ = "sizes differ" if len(teacher_tokens) != len(student_tokens) else "same size, other tokens or order"

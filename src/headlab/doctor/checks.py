@@ -18,6 +18,7 @@ import pandas as pd
 from headlab.analysis.bifurcation import role_bifurcation_steps
 from headlab.analysis.redundancy import pair_table_redundancy
 from headlab.analysis.roles import ROLES
+from headlab.store.run_dir import IMPORTANCE_REPORT, SUMMARY
 
 OK, WARN, FAIL, NOT_MEASURED = "ok", "warn", "fail", "not measured"
 STATUSES = (OK, WARN, FAIL, NOT_MEASURED)
@@ -205,7 +206,7 @@ def check_redundancy(tables: RunTables, t: Thresholds) -> Finding:
     the importance report when the run has one, else complete-linkage clusters of the `js` pair table."""
     name = "redundant_heads"
     n_heads_total = _head_count(tables)
-    sources = (("summary.json", tables.summary.get("redundant_heads")), ("importance.json", (tables.importance or {}).get("redundant_heads")))
+    sources = ((SUMMARY, tables.summary.get("redundant_heads")), (IMPORTANCE_REPORT, (tables.importance or {}).get("redundant_heads")))
     source, reported = next(((name, v) for name, v in sources if isinstance(v, int)), (None, None))
     if reported is not None and n_heads_total:
         evidence = {"source": source, "redundant_heads": int(reported), "n_heads": n_heads_total}

@@ -14,15 +14,11 @@ from typing import Any
 import yaml
 
 from headlab.doctor.checks import RunTables
-from headlab.errors import DataError
-from headlab.store import HEAD_METRICS, HEAD_PAIRS, read_table
-
-SUMMARY = "summary.json"
-IMPORTANCE = "importance.json"
+from headlab.store import RunDir, read_table
 
 
 def is_run_dir(path: Path) -> bool:
-    return (path / SUMMARY).is_file()
+    return RunDir(path).has_summary
 
 
 def sweep_jobs(sweep_dir: str | os.PathLike) -> list[Path]:
@@ -33,19 +29,15 @@ def sweep_jobs(sweep_dir: str | os.PathLike) -> list[Path]:
 
 def load_run_tables(run_dir: str | os.PathLike) -> RunTables:
     """summary.json (required), `.hydra/config.yaml`, the two head tables and importance.json."""
-    run_dir = Path(run_dir)
-    try:
-        summary = json.loads((run_dir / SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise DataError(run_dir / SUMMARY, f"cannot be read ({err})") from err
-    return RunTables(summary=summary, config=_config(run_dir), head_metrics=_table(run_dir / HEAD_METRICS),
-                     head_pairs=_table(run_dir / HEAD_PAIRS), importance=_json(run_dir / IMPORTANCE))
+    run = RunDir(run_dir)
+    return RunTables(summary=run.require_summary(), config=_config(run), head_metrics=_table(run.head_metrics_path),
+                     head_pairs=_table(run.head_pairs_path), importance=_json(run.importance_report_path))
 
 
-def _config(run_dir: Path) -> dict[str, Any]:
+def _config(run: RunDir) -> dict[str, Any]:
     """The config as saved by Hydra (interpolations left as text: the checks read literal keys)."""
     try:
-        loaded = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text(encoding="utf-8"))
+        loaded = yaml.safe_load(run.hydra_config_path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return {}
     return loaded if isinstance(loaded, dict) else {}

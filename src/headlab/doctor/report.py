@@ -9,9 +9,8 @@ from pathlib import Path
 from headlab.doctor.checks import FAIL, NOT_MEASURED, WARN, Finding, Thresholds, run_checks
 from headlab.doctor.inputs import is_run_dir, load_run_tables, sweep_jobs
 from headlab.errors import DataError, HeadlabError
-from headlab.store import atomic_write_json
-
-DOCTOR_JSON = "doctor.json"
+from headlab.store import RunDir, atomic_write_json
+from headlab.store.run_dir import DOCTOR_REPORT as DOCTOR_JSON
 _MARK = {"ok": "ok  ", WARN: "WARN", FAIL: "FAIL", NOT_MEASURED: "n/m "}
 
 
@@ -36,12 +35,13 @@ class Diagnosis:
 def diagnose_run(run_dir: str | os.PathLike, thresholds: Thresholds | None = None, write: bool = True) -> Diagnosis:
     """Run every check on one run; writes `<run_dir>/doctor.json` unless `write` is False."""
     run_dir = Path(run_dir)
+    run = RunDir(run_dir)
     try:
         diagnosis = Diagnosis(run_dir, run_checks(load_run_tables(run_dir), thresholds))
     except HeadlabError as err:
         diagnosis = Diagnosis(run_dir, [], str(err))
-    if write and (run_dir / "summary.json").is_file():
-        atomic_write_json(run_dir / DOCTOR_JSON, diagnosis.as_dict())
+    if write and run.has_summary:
+        atomic_write_json(run.doctor_report_path, diagnosis.as_dict())
     return diagnosis
 
 

@@ -21,8 +21,7 @@ from headlab.hf.probe import HFProbe, encode_probe
 from headlab.hf.texts import load_texts
 from headlab.measure import Measurement, measure_probe
 from headlab.store import (
-    HEAD_METRICS,
-    HEAD_PAIRS,
+    RunDir,
     append_part,
     atomic_write_json,
     head_metric_rows,
@@ -75,9 +74,9 @@ def analyze(net: HFEncoder, tokenizer: Any, settings: AnalyzeSettings, run_dir: 
     probe, n_texts = build_probe(tokenizer, settings)
     m = measure_probe(net, probe.chunks(settings.chunk_size), map_len=settings.map_len,
                       weight_metrics=settings.weight_metrics)
-    run_id = run_dir.name
-    append_part(run_dir / HEAD_METRICS, 0, head_metric_rows(run_id, 0, 0, m.head_metrics))
-    append_part(run_dir / HEAD_PAIRS, 0, head_pair_rows(run_id, 0, 0, m.head_pairs))
+    run_id, run = run_dir.name, RunDir(run_dir)
+    append_part(run.head_metrics_path, 0, head_metric_rows(run_id, 0, 0, m.head_metrics))
+    append_part(run.head_pairs_path, 0, head_pair_rows(run_id, 0, 0, m.head_pairs))
     write_attention_maps(run_dir, m)
     from headlab.plots.run_figures import write_run_figures  # matplotlib only once there is something to draw
 
@@ -102,21 +101,21 @@ def analyze(net: HFEncoder, tokenizer: Any, settings: AnalyzeSettings, run_dir: 
     }
     if importance is not None:
         summary["importance"] = importance_facts or {}
-    atomic_write_json(run_dir / "summary.json", summary)
+    atomic_write_json(run.summary_path, summary)
     return summary
 
 
 def write_importance(run_dir: Path, run_id: str, importance: HFImportance, roles: list[list[str]]) -> Path:
     """`head_importance.parquet` (headlab-importance's rows and writer, step 0) and its heat-map figure
     beside the role map; returns the figure's path."""
-    from headlab.store import replace_steps
-    from headlab.interventions import HEAD_IMPORTANCE, importance_rows
+    from headlab.interventions import importance_rows
     from headlab.plots.importance import plot_importance
+    from headlab.store import replace_steps
+    from headlab.store.run_dir import IMPORTANCE_FIGURE
 
-    table = replace_steps(run_dir / HEAD_IMPORTANCE, importance_rows(run_id, 0, 0, importance.result), {0})
-    import pandas as pd
-
-    return plot_importance(pd.read_parquet(table), run_dir / "figures" / "importance.png", 0, roles)
+    run = RunDir(run_dir)
+    replace_steps(run.head_importance_path, importance_rows(run_id, 0, 0, importance.result), {0})
+    return plot_importance(run.head_importance(), run.figure(IMPORTANCE_FIGURE), 0, roles)
 
 
 def layer_means(m: Measurement) -> list[dict[str, float]]:

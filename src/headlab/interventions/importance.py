@@ -19,11 +19,9 @@ from headlab.interventions.batches import Batch, live_mask
 from headlab.interventions.gradient import gradient_importance, normalize_layers
 from headlab.interventions.ranking import heads_for_share, random_scores
 from headlab.interventions.scores import Scores
-from headlab.store import head_metric_rows
+from headlab.store import HEAD_IMPORTANCE, IMPORTANCE_CURVES, head_metric_rows  # names: re-exported for the tools
 
 RANKINGS = ("ablation", "gradient", "random")
-HEAD_IMPORTANCE = "head_importance.parquet"
-IMPORTANCE_CURVES = "importance_curves.parquet"
 CURVE_COLUMNS = ("run_id", "step", "epoch", "curve", "ranking", "k", "metric", "value")
 
 

@@ -29,12 +29,13 @@ from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 from headlab.errors import ConfigError, HeadlabError
 from headlab.lit.signals import RunInterrupted, RunSignals
 from headlab.store import atomic_path
+from headlab.store.run_dir import CHECKPOINTS_DIR, step_checkpoint_name
+from headlab.store.run_dir import LAST_CHECKPOINT as LAST
 
 log = logging.getLogger("headlab.checkpoint")
 
-LAST = "last.ckpt"
 __all__ = ["AtomicCheckpointIO", "CheckpointError", "RunCheckpoint", "RunInterrupted", "load_checkpoint",
-           "load_network", "run_last_checkpoint", "saved_model_config"]
+           "load_network", "saved_model_config"]
 
 
 class CheckpointError(HeadlabError):
@@ -60,11 +61,6 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict[str, An
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(path, "not a Lightning checkpoint (no 'state_dict')")
     return checkpoint
-
-
-def run_last_checkpoint(run_dir: str | os.PathLike) -> Path:
-    """Where a run keeps the checkpoint `resume=true` continues from."""
-    return Path(run_dir) / "checkpoints" / LAST
 
 
 def saved_model_config(checkpoint: dict[str, Any], path: Any) -> dict[str, Any]:
@@ -168,7 +164,7 @@ class RunCheckpoint(Checkpoint):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.dirpath is None:
-            self.dirpath = Path(trainer.default_root_dir) / "checkpoints"
+            self.dirpath = Path(trainer.default_root_dir) / CHECKPOINTS_DIR
         callbacks = list(trainer.callbacks)
         if any(isinstance(c, ModelCheckpoint) for c in callbacks[callbacks.index(self) + 1:]):
             raise HeadlabError("RunCheckpoint must come after every ModelCheckpoint in the callbacks, so last.ckpt "
@@ -216,7 +212,7 @@ class RunCheckpoint(Checkpoint):
     def kept_path(self, step: int) -> Path:
         """Where the kept checkpoint of optimiser step `step` goes."""
         assert self.dirpath is not None
-        return self.dirpath / f"step{step:06d}.ckpt"
+        return self.dirpath / step_checkpoint_name(step)
 
     def _keep(self, trainer: L.Trainer) -> None:
         # through the trainer's checkpoint IO: AtomicCheckpointIO in headlab-train, so atomic too

@@ -16,9 +16,14 @@ from headlab.plots.similarity import DEFAULT_METRICS as PAIR_METRICS
 from headlab.plots.similarity import plot_head_similarity
 from headlab.plots.trajectories import DEFAULT_METRICS as HEAD_METRICS_PLOTTED
 from headlab.plots.trajectories import ROLE_METRIC, plot_metric_trajectories, plot_role_timeline
-from headlab.store import ATTENTION_MAPS, HEAD_METRICS, HEAD_PAIRS, read_table
-
-FIGURES_DIR = "figures"
+from headlab.store import ATTENTION_MAPS, RunDir, read_table
+from headlab.store.run_dir import (  # FIGURES_DIR: re-exported by headlab.plots
+    ATTENTION_GRID_FIGURE,
+    FIGURES_DIR,
+    HEAD_SIMILARITY_FIGURE,
+    METRIC_TRAJECTORIES_FIGURE,
+    ROLE_TIMELINE_FIGURE,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,21 +43,20 @@ def write_run_figures(run_dir: str | os.PathLike) -> list[Path]:
     A run that stopped early, or measured only some things, still gets the figures its files
     allow: a missing input skips its figure, never raises. Malformed inputs do raise DataError.
     """
-    run_dir = Path(run_dir)
-    out = run_dir / FIGURES_DIR
+    run = RunDir(run_dir)
     written: list[Path] = []
-    maps = load_attention_maps(run_dir / ATTENTION_MAPS)
+    maps = load_attention_maps(run.attention_maps_path)
     if maps is not None:
         title = "mean attention" + (f" at step {maps.step}" if maps.step is not None else "")
-        written.append(plot_attention_grid(maps.mean_pattern, out / "attention_grid.png", roles=maps.roles, title=title))
-    metrics = _read_optional(run_dir / HEAD_METRICS)
-    if metrics is not None and _has_any(metrics, HEAD_METRICS_PLOTTED, run_dir / HEAD_METRICS):
-        written.append(plot_metric_trajectories(metrics, out / "metric_trajectories.png", events=_events(run_dir)))
-    if metrics is not None and _has_any(metrics, (ROLE_METRIC,), run_dir / HEAD_METRICS):
-        written.append(plot_role_timeline(metrics, out / "role_timeline.png"))
-    pairs = _read_optional(run_dir / HEAD_PAIRS)
-    if pairs is not None and _has_any(pairs, PAIR_METRICS, run_dir / HEAD_PAIRS):
-        written.append(plot_head_similarity(pairs, out / "head_similarity.png"))
+        written.append(plot_attention_grid(maps.mean_pattern, run.figure(ATTENTION_GRID_FIGURE), roles=maps.roles, title=title))
+    metrics = _read_optional(run.head_metrics_path)
+    if metrics is not None and _has_any(metrics, HEAD_METRICS_PLOTTED, run.head_metrics_path):
+        written.append(plot_metric_trajectories(metrics, run.figure(METRIC_TRAJECTORIES_FIGURE), events=_events(run)))
+    if metrics is not None and _has_any(metrics, (ROLE_METRIC,), run.head_metrics_path):
+        written.append(plot_role_timeline(metrics, run.figure(ROLE_TIMELINE_FIGURE)))
+    pairs = _read_optional(run.head_pairs_path)
+    if pairs is not None and _has_any(pairs, PAIR_METRICS, run.head_pairs_path):
+        written.append(plot_head_similarity(pairs, run.figure(HEAD_SIMILARITY_FIGURE)))
     return written
 
 
@@ -73,11 +77,11 @@ def load_attention_maps(path: str | os.PathLike) -> AttentionMaps | None:
         return AttentionMaps(mean_pattern=np.asarray(npz["mean_pattern"], dtype=np.float64), step=step, roles=roles)
 
 
-def _events(run_dir: Path) -> list[tuple[int, str]]:
+def _events(run: RunDir) -> list[tuple[int, str]]:
     """(step, label) of each intervention the run applied (`interventions.json`; none: [])."""
     import json
 
-    path = run_dir / "interventions.json"
+    path = run.interventions_path
     if not path.is_file():
         return []
     return [(int(e["applied_step"]), f"{e['kind']} {e['heads']}") for e in json.loads(path.read_text(encoding="utf-8"))

@@ -32,12 +32,14 @@ from typing import Any, Callable, Sequence
 from headlab.reproduce.jobs import RunJob, SweepJob
 from headlab.reproduce.spec import PER_JOB_COMMANDS, PerJob
 from headlab.reproduce.statistics import same_value
+from headlab.store import RunDir
+from headlab.store.run_dir import REPRODUCE_STEPS as STEPS_FILE  # its name here before RunDir owned it
+from headlab.store.run_dir import SUMMARY
 
 # What every sweep of a scale gets unless its overrides (or --override) set the key: the per-run
 # head-metric figures cost seconds per job and the report reads the aggregate's figures only.
 SCALE_DEFAULTS = {"quick": ("callbacks.head_metrics.figures=false",), "full": ()}
 FOLDER = "reproduce"            # <sweeps root>/<sweep_name>/reproduce: the runner's own, fixed sweep folder
-STEPS_FILE = "reproduce_steps.json"
 LOGS = "reproduce-logs"
 
 
@@ -170,7 +172,7 @@ class Runner:
             self._record(label, job.claims, "planned", started)
             return
         run_dir = self.run_root / job.run_name
-        if (run_dir / "summary.json").is_file():
+        if RunDir(run_dir).has_summary:
             self._record(label, job.claims, "skipped", started, "summary.json exists")
             return
         ok = self._call(argv, self.run_root / f"{job.run_name}.log")
@@ -247,9 +249,7 @@ def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob]) -> None:
 
 def _completed_jobs(folder: Path) -> list[Path]:
     """The job dirs of a multirun folder whose summary.json says completed."""
-    from headlab.run.record import read_summary
-
-    return [p.parent for p in sorted(folder.glob("*/summary.json")) if (read_summary(p.parent) or {}).get("status") == "completed"]
+    return [p.parent for p in sorted(folder.glob(f"*/{SUMMARY}")) if RunDir(p.parent).summary.get("status") == "completed"]
 
 
 def _matches(job_dir: Path, where: tuple[tuple[str, Any], ...]) -> bool:
@@ -258,9 +258,10 @@ def _matches(job_dir: Path, where: tuple[tuple[str, Any], ...]) -> bool:
         return True
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.load(job_dir / ".hydra" / "config.yaml")
+    job = RunDir(job_dir)
+    cfg = OmegaConf.load(job.hydra_config_path)
     choices: dict[str, Any] = {}
-    hydra_file = job_dir / ".hydra" / "hydra.yaml"
+    hydra_file = job.hydra_file_path
     if hydra_file.is_file():
         choices = dict(OmegaConf.load(hydra_file).hydra.runtime.choices)
     for key, wanted in where:
@@ -276,7 +277,7 @@ def _key(step: PerJob) -> str:
 
 def _done_steps(job_dir: Path) -> dict[str, Any]:
     try:
-        return json.loads((job_dir / STEPS_FILE).read_text(encoding="utf-8"))
+        return json.loads(RunDir(job_dir).reproduce_steps_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
@@ -286,7 +287,7 @@ def _mark_done(job_dir: Path, key: str) -> None:
 
     done = _done_steps(job_dir)
     done[key] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    atomic_write_json(job_dir / STEPS_FILE, done)
+    atomic_write_json(RunDir(job_dir).reproduce_steps_path, done)
 
 
 def _where_text(where: tuple[tuple[str, Any], ...]) -> str:

@@ -46,12 +46,13 @@ def build_module(cfg: DictConfig, datamodule: Any) -> Any:
 
 def build_callbacks(cfg: DictConfig, run_dir: Path, signals: Any) -> list[Any]:
     """The `callbacks/` group, with the run's `RunCheckpoint` last (signals always end in a checkpoint)."""
-    from headlab.lit.checkpointing import RunCheckpoint, run_last_checkpoint
+    from headlab.lit.checkpointing import RunCheckpoint
+    from headlab.store import RunDir
 
     group = cfg.get("callbacks") or {}
     callbacks = [instantiate(node) for node in group.values() if node is not None and "_target_" in node]
     run_checkpoints = [c for c in callbacks if isinstance(c, RunCheckpoint)]
-    run_checkpoint = run_checkpoints[0] if run_checkpoints else RunCheckpoint(dirpath=str(run_last_checkpoint(run_dir).parent))
+    run_checkpoint = run_checkpoints[0] if run_checkpoints else RunCheckpoint(dirpath=str(RunDir(run_dir).checkpoints_dir))
     run_checkpoint.use_signals(signals)
     from headlab.lit.resumed_optimizer import ResumedOptimizerSettings
 

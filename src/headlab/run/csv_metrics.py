@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from headlab.store import atomic_write_with
+from headlab.store.run_dir import METRICS_CSV
 
 log = logging.getLogger("headlab.train")
 
@@ -27,7 +28,7 @@ def keep_csv_rows(output_dir: Path, resume_step: int | None) -> Iterator[None]:
 
 def _stash(output_dir: Path, step: int) -> Path | None:
     """A file cut short by a kill keeps the rows that parse."""
-    metrics = output_dir / "metrics.csv"
+    metrics = output_dir / METRICS_CSV
     if not metrics.is_file():
         return None
     import pandas as pd
@@ -47,8 +48,8 @@ def _restore(output_dir: Path, stash: Path) -> None:
     import pandas as pd
 
     parts = [pd.read_csv(stash)]
-    if (output_dir / "metrics.csv").is_file():
-        parts.append(pd.read_csv(output_dir / "metrics.csv"))
+    if (output_dir / METRICS_CSV).is_file():
+        parts.append(pd.read_csv(output_dir / METRICS_CSV))
     merged = pd.concat(parts, ignore_index=True)
-    atomic_write_with(output_dir / "metrics.csv", lambda tmp: merged.to_csv(tmp, index=False))
+    atomic_write_with(output_dir / METRICS_CSV, lambda tmp: merged.to_csv(tmp, index=False))
     stash.unlink()

@@ -16,11 +16,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from headlab.store import atomic_write_json, atomic_write_with
-
-SEGMENTS = "segments"
-HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
-RESOLVED = "resolved.json"
+from headlab.store import RunDir, atomic_write_json, atomic_write_with
+from headlab.store.run_dir import CONFIG_FILE, HYDRA_FILES, SEGMENT_INFO
+from headlab.store.run_dir import SEGMENT_SETTINGS as RESOLVED
 
 
 def experiment_settings(cfg: DictConfig) -> dict[str, Any]:
@@ -46,9 +44,7 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def segment_dirs(run_dir: Path) -> list[Path]:
-    root = run_dir / SEGMENTS
-    found = [p for p in root.iterdir() if p.is_dir() and p.name.isdigit()] if root.is_dir() else []
-    return sorted(found, key=lambda p: int(p.name))
+    return RunDir(run_dir).segment_dirs()
 
 
 def latest_settings(run_dir: Path) -> dict[str, Any] | None:
@@ -62,32 +58,34 @@ def latest_settings(run_dir: Path) -> dict[str, Any] | None:
 
 def record_segment(run_dir: Path, cfg: DictConfig, start_step: int, overrides: list[str]) -> Path:
     """Keep this start's config as `segments/<n>/`, then put `.hydra/` back to the first start's."""
-    segment = run_dir / SEGMENTS / str(len(segment_dirs(run_dir)))
+    run = RunDir(run_dir)
+    segment = run.segments_dir / str(len(run.segment_dirs()))
     segment.mkdir(parents=True)
-    hydra_dir = run_dir / ".hydra"
-    if (hydra_dir / "config.yaml").is_file():
+    hydra_dir = run.hydra_dir
+    if run.hydra_config_path.is_file():
         for name in HYDRA_FILES:
             if (hydra_dir / name).is_file():
                 shutil.copy2(hydra_dir / name, segment / name)
     else:  # train(cfg) called outside a Hydra run
-        atomic_write_with(segment / "config.yaml", lambda tmp: Path(tmp).write_text(OmegaConf.to_yaml(cfg), encoding="utf-8"))
+        atomic_write_with(segment / CONFIG_FILE, lambda tmp: Path(tmp).write_text(OmegaConf.to_yaml(cfg), encoding="utf-8"))
     atomic_write_json(segment / RESOLVED, experiment_settings(cfg))
-    atomic_write_json(segment / "segment.json", {"segment": int(segment.name), "start_step": start_step, "overrides": overrides})
+    atomic_write_json(segment / SEGMENT_INFO, {"segment": int(segment.name), "start_step": start_step, "overrides": overrides})
     restore_first_hydra(run_dir)
     return segment
 
 
 def restore_first_hydra(run_dir: Path) -> None:
     """`.hydra/` = the first start's files again (after Hydra rewrote them for a resume)."""
-    segments = segment_dirs(run_dir)
-    if not segments or not (run_dir / ".hydra").is_dir():
+    run = RunDir(run_dir)
+    segments = run.segment_dirs()
+    if not segments or not run.hydra_dir.is_dir():
         return
     for name in HYDRA_FILES:
         if (segments[0] / name).is_file():
-            shutil.copy2(segments[0] / name, run_dir / ".hydra" / name)
+            shutil.copy2(segments[0] / name, run.hydra_dir / name)
 
 
 def history(run_dir: Path) -> list[dict[str, Any]]:
     """`segment.json` of every segment, oldest first (for summary.json's `config_history`)."""
-    return [json.loads((s / "segment.json").read_text(encoding="utf-8")) for s in segment_dirs(run_dir)
-            if (s / "segment.json").is_file()]
+    return [json.loads((s / SEGMENT_INFO).read_text(encoding="utf-8")) for s in segment_dirs(run_dir)
+            if (s / SEGMENT_INFO).is_file()]

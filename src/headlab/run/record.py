@@ -21,12 +21,13 @@ from omegaconf import DictConfig
 from headlab.errors import HeadlabError
 from headlab.run import history
 from headlab.run.rank import is_rank_zero
-from headlab.store import atomic_write_json
+from headlab.store import RunDir, atomic_write_json
+from headlab.store.run_dir import HYDRA_DIR, TRAIN_LOG
 
 log = logging.getLogger("headlab.train")
 
 # What Hydra writes into a run dir before train() starts.
-_HYDRA_STARTUP = {".hydra", "train.log"}
+_HYDRA_STARTUP = {HYDRA_DIR, TRAIN_LOG}
 
 
 class RunRecord:
@@ -79,10 +80,10 @@ class RunRecord:
 
     def _write(self) -> None:
         if is_rank_zero():
-            atomic_write_json(self.run_dir / "summary.json", self.summary)
+            atomic_write_json(RunDir(self.run_dir).summary_path, self.summary)
 
     def _before_training(self) -> bool:
-        return (self.trainer is None or self.trainer.global_step == 0) and not (self.run_dir / "checkpoints").exists()
+        return (self.trainer is None or self.trainer.global_step == 0) and not RunDir(self.run_dir).checkpoints_dir.exists()
 
     def _remove_run_dir(self) -> None:
         # Hydra's train.log handler may still hold its file open: unlinking it is fine on POSIX
@@ -102,23 +103,11 @@ def _outcome(err: BaseException) -> dict[str, Any]:
 
 
 def _previous_status(run_dir: Path) -> str | None:
-    summary = read_summary(run_dir)
-    return summary.get("status") if summary else None
-
-
-def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    """The run's summary.json, or None when it is missing, unreadable or not an object (a run that
-    never started, or one killed while nothing had been written yet)."""
-    import json
-
-    try:
-        summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return summary if isinstance(summary, dict) else None
+    return RunDir(run_dir).summary.get("status")
 
 
 def existing_last_checkpoint(run_dir: Path) -> str | None:
-    """The run's `checkpoints/last.ckpt` (where `resume=true` continues), or None before the first one."""
-    last = run_dir / "checkpoints" / "last.ckpt"
-    return str(last) if last.is_file() else None
+    """The run's `checkpoints/last.ckpt` (where `resume=true` continues) as summary.json records it,
+    or None before the first one."""
+    last = RunDir(run_dir).existing_last_checkpoint()
+    return str(last) if last is not None else None

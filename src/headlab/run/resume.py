@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from headlab.errors import ConfigError
 from headlab.run.history import experiment_settings, latest_settings, restore_first_hydra
-from headlab.run.record import read_summary
+from headlab.store import RunDir
 
 # Settings that change how a run is shown or how fast it goes, never what it computes.
 NOT_A_CONDITION = ("threads", "test", "tags", "sweep_name", "logger", "trainer.enable_progress_bar",
@@ -51,9 +51,9 @@ def find_resume(cfg: DictConfig, run_dir: Path) -> ResumePoint | None:
         return None
     if value not in (True, "auto"):
         raise ConfigError("resume", value, "true, false or auto")
-    from headlab.lit.checkpointing import load_checkpoint, run_last_checkpoint, saved_model_config
+    from headlab.lit.checkpointing import load_checkpoint, saved_model_config
 
-    last = run_last_checkpoint(run_dir)
+    last = RunDir(run_dir).last_checkpoint_path
     if not last.is_file():
         if value == "auto":
             return None
@@ -81,8 +81,8 @@ def finished_run(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     epochs / steps asked for (that is a resume)."""
     if cfg.get("resume") != "auto":
         return None
-    summary = read_summary(run_dir)
-    if summary is None or summary.get("status") != "completed" or latest_settings(run_dir) is None:
+    summary = RunDir(run_dir).summary
+    if summary.get("status") != "completed" or latest_settings(run_dir) is None:
         return None
     return None if _changed_settings(cfg, run_dir, extendable=False) else summary
 

@@ -1,4 +1,5 @@
-"""Per-run tables and atomic writes (no torch, no Lightning)."""
+"""The run directory (`RunDir`: its file names, summary, checkpoints), per-run tables and atomic writes
+(no torch, no Lightning)."""
 
 from headlab.store.atomic import (
     atomic_path,
@@ -8,10 +9,18 @@ from headlab.store.atomic import (
     atomic_write_text,
     atomic_write_with,
 )
-from headlab.store.tables import (
+from headlab.store.run_dir import (
+    ATTENTION_MAPS,
+    CHECKPOINT_CHOICES,
+    HEAD_IMPORTANCE,
     HEAD_METRICS,
     HEAD_PAIRS,
-    ATTENTION_MAPS,
+    IMPORTANCE_CURVES,
+    PRUNE_CURVE,
+    RunCheckpointFile,
+    RunDir,
+)
+from headlab.store.tables import (
     append_part,
     drop_parts_after,
     head_metric_rows,
@@ -23,8 +32,14 @@ from headlab.store.tables import (
 
 __all__ = [
     "ATTENTION_MAPS",
+    "CHECKPOINT_CHOICES",
+    "HEAD_IMPORTANCE",
     "HEAD_METRICS",
     "HEAD_PAIRS",
+    "IMPORTANCE_CURVES",
+    "PRUNE_CURVE",
+    "RunCheckpointFile",
+    "RunDir",
     "append_part",
     "atomic_path",
     "atomic_write_csv",

@@ -17,9 +17,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.store.atomic import atomic_write_with
-
-HEAD_METRICS = "head_metrics.parquet"
-HEAD_PAIRS = "head_pairs.parquet"
+from headlab.store.run_dir import ATTENTION_MAPS, HEAD_METRICS, HEAD_PAIRS  # the names live with the run contract
 
 HEAD_METRIC_COLUMNS = ("run_id", "step", "epoch", "layer", "head", "metric", "value")
 HEAD_PAIR_COLUMNS = ("run_id", "step", "epoch", "layer", "head_a", "head_b", "metric", "value")
@@ -103,9 +101,6 @@ def read_table(table_dir: str | os.PathLike) -> pd.DataFrame:
     df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
     keys = [c for c in ("step", "layer", "head", "head_a", "head_b", "metric") if c in df.columns]
     return df.sort_values(keys, kind="stable").reset_index(drop=True)
-
-
-ATTENTION_MAPS = "attention_maps.npz"
 
 
 def replace_steps(path: str | os.PathLike, rows: pd.DataFrame, steps: set[int]) -> Path:

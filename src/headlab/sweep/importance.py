@@ -28,20 +28,20 @@ import pandas as pd
 from scipy.stats import kendalltau
 
 from headlab.errors import HeadlabError
+from headlab.store import RunDir
 from headlab.sweep.matching import config_finals, match_layer
 from headlab.sweep.runs import Run
 
-HEAD_IMPORTANCE = "head_importance.parquet"
 METRIC = "ablation_dloss"
 N_SHUFFLES = 200
 
 
 def final_importance(run_dir: Path) -> pd.Series | None:
     """`ablation_dloss` per (layer, head) at the newest checkpoint measured; None without the file."""
-    path = Path(run_dir) / HEAD_IMPORTANCE
-    if not path.is_file():
+    run = RunDir(run_dir)
+    if not run.head_importance_path.is_file():
         return None
-    table = pd.read_parquet(path)
+    table = run.head_importance()
     rows = table[(table["metric"] == METRIC) & (table["step"] == table["step"].max())]
     return rows.set_index(["layer", "head"])["value"] if not rows.empty else None
 

@@ -9,7 +9,6 @@ accuracy too, so every statistic of a config is computed over the same seeds.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from headlab.errors import DataError
-from headlab.store import HEAD_METRICS, HEAD_PAIRS, read_table
+from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir
 
 log = logging.getLogger(__name__)
 
@@ -113,11 +112,11 @@ def load_run(job_dir: str | os.PathLike) -> Run:
 def _read_files(run: Run) -> None:
     """Fill `run` from its files; leaves `reason` set when the run cannot be used."""
     run.overrides = _read_overrides(run.run_dir)
-    summary_path = run.run_dir / "summary.json"
-    if not summary_path.is_file():
+    files = RunDir(run.run_dir)
+    if not files.has_summary:
         run.reason = "no summary.json (the job never reached training)"
         return
-    run.summary = _read_summary(summary_path)
+    run.summary = _read_summary(files)
     if not run.overrides and run.summary.get("overrides"):
         run.overrides = [o for o in str(run.summary["overrides"]).split(",") if "=" in o]
     run.status = str(run.summary.get("status", "unknown"))
@@ -132,7 +131,7 @@ def _read_files(run: Run) -> None:
 
 
 def _read_overrides(job_dir: Path) -> list[str]:
-    path = job_dir / ".hydra" / "overrides.yaml"
+    path = RunDir(job_dir).hydra_overrides_path
     if not path.is_file():
         return []
     import yaml
@@ -143,8 +142,9 @@ def _read_overrides(job_dir: Path) -> list[str]:
     return overrides
 
 
-def _read_summary(path: Path) -> dict[str, Any]:
-    summary = _parse(path, lambda: json.loads(path.read_text(encoding="utf-8")))
+def _read_summary(files: RunDir) -> dict[str, Any]:
+    path = files.summary_path
+    summary = _parse(path, files.load_summary)
     if not isinstance(summary, dict):
         raise DataError(path, f"expected a JSON object, got {type(summary).__name__}")
     if not isinstance(summary.get("swept", {}), dict):
@@ -158,7 +158,7 @@ def _read_optional_table(run: Run, name: str, columns: tuple[str, ...]) -> pd.Da
     if not path.exists() or (path.is_dir() and not any(path.glob("part-*.parquet"))):
         run.notes.append(f"no {name}")
         return None
-    df = _parse(path, lambda: pd.read_parquet(path) if path.is_file() else read_table(path))
+    df = _parse(path, lambda: RunDir(run.run_dir).table(name))
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise DataError(path, f"missing columns {missing}; has {list(df.columns)}")
@@ -166,7 +166,7 @@ def _read_optional_table(run: Run, name: str, columns: tuple[str, ...]) -> pd.Da
 
 
 def _read_val_curve(run: Run) -> pd.DataFrame | None:
-    path = run.run_dir / "metrics.csv"
+    path = RunDir(run.run_dir).metrics_csv_path
     if not path.is_file():
         run.notes.append("no metrics.csv")
         return None

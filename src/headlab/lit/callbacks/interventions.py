@@ -31,9 +31,9 @@ import torch
 
 from headlab.errors import ConfigError
 from headlab.store import atomic_write_json
+from headlab.store.run_dir import INTERVENTIONS as INTERVENTIONS_FILE
 
 KINDS = ("knockout", "freeze_pattern")
-INTERVENTIONS_FILE = "interventions.json"
 AUTO = "auto"
 
 

@@ -1,0 +1,351 @@
+"""The run directory's contract: the ONE place that knows what a run dir holds and how to find it.
+
+Training, the later tools (importance, prune, doctor, HF analysis), the sweeps, the reproduce
+runner and distillation all read and write the same files (docs/outputs.md). Every file name of
+that contract is spelled here once, as a module constant (importable from `headlab.store`) and as
+a path on `RunDir`; `summary.json` has one reader, checkpoints one finder, the saved config one
+lookup. Nothing here unpickles a checkpoint or instantiates a config: a checkpoint's step is read
+through `headlab.lit.checkpointing.load_checkpoint(path, mmap=True)` (tensors only, imported when
+asked, so `store/` stays free of torch and Lightning at import time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from headlab.errors import ConfigError, DataError
+
+# --- the files of a run dir (docs/outputs.md) ------------------------------------------------------
+SUMMARY = "summary.json"
+VOCAB = "vocab.json"
+METRICS_CSV = "metrics.csv"
+TRAIN_LOG = "train.log"
+HEAD_METRICS = "head_metrics.parquet"
+HEAD_PAIRS = "head_pairs.parquet"
+ATTENTION_MAPS = "attention_maps.npz"
+INTERVENTIONS = "interventions.json"
+HEAD_IMPORTANCE = "head_importance.parquet"
+IMPORTANCE_CURVES = "importance_curves.parquet"
+IMPORTANCE_REPORT = "importance.json"
+PRUNE_CURVE = "prune_curve.parquet"
+PRUNE_REPORT = "prune.json"
+PRUNED_DIR = "pruned"
+DOCTOR_REPORT = "doctor.json"
+REPRODUCE_STEPS = "reproduce_steps.json"
+FIGURES_DIR = "figures"
+CHECKPOINTS_DIR = "checkpoints"
+LAST_CHECKPOINT = "last.ckpt"
+BEST_CHECKPOINT_PREFIX = "best"  # ModelCheckpoint's filename in conf/callbacks/checkpoints.yaml
+CHECKPOINT_SUFFIX = ".ckpt"
+# Hydra's folder and the per-start copies of it (headlab.run.history)
+HYDRA_DIR = ".hydra"
+CONFIG_FILE = "config.yaml"
+HYDRA_FILE = "hydra.yaml"
+OVERRIDES_FILE = "overrides.yaml"
+HYDRA_FILES = (CONFIG_FILE, HYDRA_FILE, OVERRIDES_FILE)
+SEGMENTS_DIR = "segments"
+SEGMENT_SETTINGS = "resolved.json"
+SEGMENT_INFO = "segment.json"
+# figures/ of a run
+ATTENTION_GRID_FIGURE = "attention_grid.png"
+METRIC_TRAJECTORIES_FIGURE = "metric_trajectories.png"
+ROLE_TIMELINE_FIGURE = "role_timeline.png"
+HEAD_SIMILARITY_FIGURE = "head_similarity.png"
+IMPORTANCE_FIGURE = "importance.png"
+IMPORTANCE_TIMELINE_FIGURE = "importance_timeline.png"
+REDUNDANCY_FIGURE = "redundancy.png"
+PRUNE_CURVE_FIGURE = "prune_curve.png"
+
+CHECKPOINT_CHOICES = ("last", "best", "all")
+
+
+def step_checkpoint_name(step: int) -> str:
+    """The name of the checkpoint `RunCheckpoint(keep_every_n_train_steps=...)` keeps at `step`."""
+    return f"step{step:06d}{CHECKPOINT_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class RunCheckpointFile:
+    """A checkpoint of a run and the optimiser step / epoch it holds."""
+
+    path: Path
+    step: int
+    epoch: int
+
+
+class RunDir:
+    """A view of one run directory: its file paths, summary, checkpoints, config and tables.
+
+    `summary` is read once per `RunDir` (a writer that changes the file makes a new `RunDir` to
+    see the change); paths are computed, never checked, so a `RunDir` can name files not yet written.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    # --- paths -----------------------------------------------------------------------------------
+    @property
+    def summary_path(self) -> Path:
+        return self.path / SUMMARY
+
+    @property
+    def vocab_path(self) -> Path:
+        return self.path / VOCAB
+
+    @property
+    def metrics_csv_path(self) -> Path:
+        return self.path / METRICS_CSV
+
+    @property
+    def train_log_path(self) -> Path:
+        return self.path / TRAIN_LOG
+
+    @property
+    def head_metrics_path(self) -> Path:
+        return self.path / HEAD_METRICS
+
+    @property
+    def head_pairs_path(self) -> Path:
+        return self.path / HEAD_PAIRS
+
+    @property
+    def attention_maps_path(self) -> Path:
+        return self.path / ATTENTION_MAPS
+
+    @property
+    def interventions_path(self) -> Path:
+        return self.path / INTERVENTIONS
+
+    @property
+    def head_importance_path(self) -> Path:
+        return self.path / HEAD_IMPORTANCE
+
+    @property
+    def importance_curves_path(self) -> Path:
+        return self.path / IMPORTANCE_CURVES
+
+    @property
+    def importance_report_path(self) -> Path:
+        return self.path / IMPORTANCE_REPORT
+
+    @property
+    def prune_curve_path(self) -> Path:
+        return self.path / PRUNE_CURVE
+
+    @property
+    def prune_report_path(self) -> Path:
+        return self.path / PRUNE_REPORT
+
+    @property
+    def pruned_dir(self) -> Path:
+        return self.path / PRUNED_DIR
+
+    def pruned_checkpoint(self, label: str) -> Path:
+        """Where headlab-prune saves the network pruned under `label`."""
+        return self.pruned_dir / f"{label}{CHECKPOINT_SUFFIX}"
+
+    @property
+    def doctor_report_path(self) -> Path:
+        return self.path / DOCTOR_REPORT
+
+    @property
+    def reproduce_steps_path(self) -> Path:
+        return self.path / REPRODUCE_STEPS
+
+    @property
+    def figures_dir(self) -> Path:
+        return self.path / FIGURES_DIR
+
+    def figure(self, name: str) -> Path:
+        return self.figures_dir / name
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / CHECKPOINTS_DIR
+
+    @property
+    def last_checkpoint_path(self) -> Path:
+        """`checkpoints/last.ckpt`: always the newest completed state (where `resume=true` continues)."""
+        return self.checkpoints_dir / LAST_CHECKPOINT
+
+    def step_checkpoint(self, step: int) -> Path:
+        return self.checkpoints_dir / step_checkpoint_name(step)
+
+    @property
+    def hydra_dir(self) -> Path:
+        return self.path / HYDRA_DIR
+
+    @property
+    def hydra_config_path(self) -> Path:
+        return self.hydra_dir / CONFIG_FILE
+
+    @property
+    def hydra_file_path(self) -> Path:
+        return self.hydra_dir / HYDRA_FILE
+
+    @property
+    def hydra_overrides_path(self) -> Path:
+        return self.hydra_dir / OVERRIDES_FILE
+
+    @property
+    def segments_dir(self) -> Path:
+        return self.path / SEGMENTS_DIR
+
+    def segment_dirs(self) -> list[Path]:
+        """`segments/<n>/`, oldest (the first start) first."""
+        root = self.segments_dir
+        found = [p for p in root.iterdir() if p.is_dir() and p.name.isdigit()] if root.is_dir() else []
+        return sorted(found, key=lambda p: int(p.name))
+
+    # --- summary.json ----------------------------------------------------------------------------
+    @property
+    def has_summary(self) -> bool:
+        """A summary.json exists: the run started (the mark of a run dir for the doctor and the runners)."""
+        return self.summary_path.is_file()
+
+    def load_summary(self) -> Any:
+        """summary.json parsed, whatever JSON it holds; `OSError` / `ValueError` pass through, for a
+        caller that reports a broken file in its own words (the sweep's reasons)."""
+        return json.loads(self.summary_path.read_text(encoding="utf-8"))
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        """summary.json, or `{}` when it is missing, unreadable or not an object (a run that never
+        started, or one killed before anything was written)."""
+        try:
+            loaded = self.load_summary()
+        except (OSError, ValueError):
+            return {}
+        return loaded if isinstance(loaded, dict) else {}
+
+    def require_summary(self) -> dict[str, Any]:
+        """summary.json for a caller that cannot go on without it: a missing, broken or non-object
+        file is a `DataError` naming it."""
+        try:
+            loaded = self.load_summary()
+        except (OSError, ValueError) as err:
+            raise DataError(self.summary_path, f"cannot be read ({err})") from err
+        if not isinstance(loaded, dict):
+            raise DataError(self.summary_path, f"expected a JSON object, got {type(loaded).__name__}")
+        return loaded
+
+    @property
+    def run_id(self) -> str:
+        """The summary's `run_id`, else the folder's name (the id every table row of the run carries)."""
+        return str(self.summary.get("run_id") or self.path.name)
+
+    # --- checkpoints -----------------------------------------------------------------------------
+    def existing_last_checkpoint(self) -> Path | None:
+        """`checkpoints/last.ckpt`, or None before the first one was written."""
+        last = self.last_checkpoint_path
+        return last if last.is_file() else None
+
+    def best_checkpoint(self) -> Path | None:
+        """The summary's `best_checkpoint` when that file exists, else the file of that name in this
+        run's `checkpoints/` (the run dir may have moved); None when the run recorded none."""
+        best = self.summary.get("best_checkpoint")
+        if not best:
+            return None
+        for candidate in (Path(best), self.checkpoints_dir / Path(best).name):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def teacher_checkpoint(self, which: str) -> Path | None:
+        """The checkpoint a distillation teacher loads: `best` (the summary's best, else last) or
+        `last`; None when the run has no last.ckpt to fall back on."""
+        if which == "best":
+            best = self.best_checkpoint()
+            if best is not None:
+                return best
+        return self.existing_last_checkpoint()
+
+    def find_checkpoints(self, which: str) -> list[RunCheckpointFile]:
+        """`last` (checkpoints/last.ckpt), `best` (the best-*.ckpt) or `all` (every checkpoint, one per
+        step), sorted by step; where two files hold the same step (last == best), last.ckpt is kept."""
+        if which not in CHECKPOINT_CHOICES:
+            raise ConfigError("--checkpoint", which, f"one of {', '.join(CHECKPOINT_CHOICES)}")
+        folder = self.checkpoints_dir
+        found = self._checkpoint_files()
+        if not found:
+            raise DataError(self.path, "has no checkpoints (checkpoints/*.ckpt): train it first, or point at a run dir")
+        if which == "last":
+            files = [f for f in found if f.name == LAST_CHECKPOINT]
+        elif which == "best":
+            files = [f for f in found if f.name.startswith(BEST_CHECKPOINT_PREFIX)]
+        else:
+            files = found
+        if not files:
+            raise DataError(folder, f"has no {which} checkpoint (found {', '.join(f.name for f in found)})")
+        return _one_per_step([_describe(f) for f in files])
+
+    def _checkpoint_files(self) -> list[Path]:
+        folder = self.checkpoints_dir
+        return sorted(folder.glob(f"*{CHECKPOINT_SUFFIX}")) if folder.is_dir() else []
+
+    # --- the saved config ------------------------------------------------------------------------
+    @property
+    def config_path(self) -> Path | None:
+        """The training config of the newest segment (`segments/<n>/config.yaml`, written by every
+        start, Hydra or not), else Hydra's `.hydra/config.yaml`; None when neither exists."""
+        candidates = [d / CONFIG_FILE for d in reversed(self.segment_dirs())] + [self.hydra_config_path]
+        return next((p for p in candidates if p.is_file()), None)
+
+    def config(self) -> Any:
+        """The `config_path` file loaded as a plain DictConfig (interpolations kept, nothing instantiated)."""
+        from omegaconf import OmegaConf
+
+        if not self.path.is_dir():
+            raise DataError(self.path, "no such run directory")
+        path = self.config_path
+        if path is None:
+            raise DataError(self.path, "not a headlab run directory (no segments/<n>/config.yaml or .hydra/config.yaml)")
+        return OmegaConf.load(path)
+
+    # --- the tables ------------------------------------------------------------------------------
+    def table(self, name: str) -> pd.DataFrame:
+        """A per-run table: a dataset folder through `store.read_table` (sorted), a single parquet file
+        (the tools' `replace_steps` tables) as written; `FileNotFoundError` when the run has neither."""
+        from headlab.store.tables import read_table
+
+        path = self.path / name
+        return pd.read_parquet(path) if path.is_file() else read_table(path)
+
+    def head_metrics(self) -> pd.DataFrame:
+        return self.table(HEAD_METRICS)
+
+    def head_pairs(self) -> pd.DataFrame:
+        return self.table(HEAD_PAIRS)
+
+    def head_importance(self) -> pd.DataFrame:
+        return self.table(HEAD_IMPORTANCE)
+
+    def importance_curves(self) -> pd.DataFrame:
+        return self.table(IMPORTANCE_CURVES)
+
+    def prune_curve(self) -> pd.DataFrame:
+        return self.table(PRUNE_CURVE)
+
+
+def _describe(path: Path) -> RunCheckpointFile:
+    from headlab.lit.checkpointing import load_checkpoint  # torch only when a checkpoint is read
+
+    meta = load_checkpoint(path, mmap=True)
+    return RunCheckpointFile(path, int(meta.get("global_step", 0)), int(meta.get("epoch", 0)))
+
+
+def _one_per_step(files: list[RunCheckpointFile]) -> list[RunCheckpointFile]:
+    by_step: dict[int, RunCheckpointFile] = {}
+    for f in sorted(files, key=lambda f: (f.step, f.path.name != LAST_CHECKPOINT)):
+        by_step.setdefault(f.step, f)
+    return [by_step[s] for s in sorted(by_step)]

@@ -9,8 +9,7 @@ from omegaconf import MISSING
 
 from headlab.config.values import check_bools, check_choice, check_device, check_int
 from headlab.errors import ConfigError
-
-CHECKPOINT_CHOICES = ("last", "best", "all")
+from headlab.store.run_dir import CHECKPOINT_CHOICES
 
 
 @dataclass

@@ -77,7 +77,7 @@ def analyze(net: HFEncoder, tokenizer: Any, settings: AnalyzeSettings, run_dir: 
     run_id, run = run_dir.name, RunDir(run_dir)
     append_part(run.head_metrics_path, 0, head_metric_rows(run_id, 0, 0, m.head_metrics))
     append_part(run.head_pairs_path, 0, head_pair_rows(run_id, 0, 0, m.head_pairs))
-    write_attention_maps(run_dir, m)
+    write_attention_maps(run.attention_maps_path, m)
     from headlab.plots.run_figures import write_run_figures  # matplotlib only once there is something to draw
 
     figures = write_run_figures(run_dir)

@@ -29,6 +29,7 @@ from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 from headlab.errors import ConfigError, HeadlabError
 from headlab.lit.signals import RunInterrupted, RunSignals
 from headlab.store import atomic_path
+from headlab.store.checkpoint_file import CheckpointError, load_checkpoint, saved_model_config  # noqa: F401  (lit's names for them)
 from headlab.store.run_dir import CHECKPOINTS_DIR, step_checkpoint_name
 from headlab.store.run_dir import LAST_CHECKPOINT as LAST
 
@@ -36,39 +37,6 @@ log = logging.getLogger("headlab.checkpoint")
 
 __all__ = ["AtomicCheckpointIO", "CheckpointError", "RunCheckpoint", "RunInterrupted", "load_checkpoint",
            "load_network", "saved_model_config"]
-
-
-class CheckpointError(HeadlabError):
-    """A checkpoint cannot be used (unreadable, truncated, or from a different model)."""
-
-    def __init__(self, path: Any, problem: str) -> None:
-        self.path, self.problem = str(path), problem
-        super().__init__(f"checkpoint {path}: {problem}")
-
-
-def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
-    """`torch.load(path, weights_only=True)` on CPU; a damaged file raises `CheckpointError`.
-
-    `mmap=True` maps the tensors instead of reading them: for a caller that only looks at the
-    metadata (hyper-parameters, step) of a checkpoint that is loaded in full later anyway."""
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except FileNotFoundError:
-        raise CheckpointError(path, "file not found") from None
-    except Exception as err:  # truncated zip, foreign pickle needing code, ...
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointError(path, f"cannot be read safely (truncated, or not a headlab checkpoint): {first}") from None
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
-        raise CheckpointError(path, "not a Lightning checkpoint (no 'state_dict')")
-    return checkpoint
-
-
-def saved_model_config(checkpoint: dict[str, Any], path: Any) -> dict[str, Any]:
-    """The `ModelConfig` fields headlab stores in every checkpoint's hyper-parameters."""
-    fields = (checkpoint.get("hyper_parameters") or {}).get("model_config")
-    if not isinstance(fields, dict):
-        raise CheckpointError(path, "has no headlab model_config: not written by headlab-train")
-    return fields
 
 
 def save_pruned(path: Path, net: torch.nn.Module, removed: list[Any], *, step: int, epoch: int,

@@ -16,11 +16,13 @@ from typing import Any
 
 from headlab.config.importance import ImportanceSettings
 from headlab.errors import HeadlabError
+from headlab.store import RunDir
+from headlab.store.run_dir import IMPORTANCE_FIGURE, IMPORTANCE_TIMELINE_FIGURE, REDUNDANCY_FIGURE
 
 
 def is_sweep_dir(path: Path) -> bool:
     """A Hydra multirun folder (what `headlab-train -m` writes), not a run directory."""
-    return (path / "multirun.yaml").is_file() and not (path / ".hydra" / "config.yaml").is_file()
+    return (path / "multirun.yaml").is_file() and not RunDir(path).hydra_config_path.is_file()
 
 
 @dataclass
@@ -83,29 +85,25 @@ def probe_roles(net: Any, datamodule: Any, device: str) -> list[list[str]]:
 
 
 def run_id_of(run_dir: Path) -> str:
-    summary = run_dir / "summary.json"
-    if summary.is_file():
-        try:
-            return str(json.loads(summary.read_text(encoding="utf-8")).get("run_id") or run_dir.name)
-        except json.JSONDecodeError:
-            pass
-    return run_dir.name
+    """The id the run's rows carry: summary.json's `run_id`, else the folder's name (`RunDir.run_id`)."""
+    return RunDir(run_dir).run_id
 
 
 def write_outputs(run_dir: Path, outcome: ImportanceOutcome) -> list[Path]:
     import pandas as pd
 
     from headlab.run.info import configure_cache_dirs
-    from headlab.interventions import HEAD_IMPORTANCE, IMPORTANCE_CURVES, curve_rows, importance_rows
+    from headlab.interventions import curve_rows, importance_rows
     from headlab.store import replace_steps
 
+    run = RunDir(run_dir)
     steps = {c.step for c in outcome.checkpoints}
     heads = pd.concat([importance_rows(outcome.run_id, c.step, c.epoch, c.result) for c in outcome.checkpoints])
-    written = [replace_steps(run_dir / HEAD_IMPORTANCE, heads, steps)]
+    written = [replace_steps(run.head_importance_path, heads, steps)]
     if outcome.settings.curves:
         curves = pd.concat([curve_rows(outcome.run_id, c.step, c.epoch, c.result) for c in outcome.checkpoints])
-        written.append(replace_steps(run_dir / IMPORTANCE_CURVES, curves, steps))
-    written.append(write_report(run_dir / "importance.json", outcome))
+        written.append(replace_steps(run.importance_curves_path, curves, steps))
+    written.append(write_report(run.importance_report_path, outcome))
     if outcome.settings.figures:
         configure_cache_dirs(run_dir)  # matplotlib's cache inside the run dir, never $HOME
         from headlab.plots.importance import plot_importance
@@ -113,11 +111,11 @@ def write_outputs(run_dir: Path, outcome: ImportanceOutcome) -> list[Path]:
         newest = max(outcome.checkpoints, key=lambda c: c.step)
         all_heads = pd.read_parquet(written[0])
         all_curves = pd.read_parquet(written[1]) if outcome.settings.curves else None
-        written.append(plot_importance(all_heads, run_dir / "figures" / "importance.png", newest.step, newest.roles, all_curves))
+        written.append(plot_importance(all_heads, run.figure(IMPORTANCE_FIGURE), newest.step, newest.roles, all_curves))
         if outcome.redundancy is not None:
             from headlab.plots.importance import plot_redundancy
 
-            written.append(plot_redundancy(outcome.redundancy, run_dir / "figures" / "redundancy.png"))
+            written.append(plot_redundancy(outcome.redundancy, run.figure(REDUNDANCY_FIGURE)))
         written += write_timeline(run_dir, all_heads)
     return written
 
@@ -126,17 +124,16 @@ def write_timeline(run_dir: Path, head_importance: Any) -> list[Path]:
     """`figures/importance_timeline.png` when the run has importance at two or more steps (kept
     checkpoints measured here, or the callback's `grad_importance`), with the roles of head_metrics."""
     from headlab.plots.importance import importance_trajectory, plot_importance_timeline
-    from headlab.store import HEAD_METRICS, read_table
-
+    run = RunDir(run_dir)
     try:
-        head_metrics = read_table(run_dir / HEAD_METRICS)
+        head_metrics = run.head_metrics()
     except FileNotFoundError:
         head_metrics = None
     found = importance_trajectory(head_importance, head_metrics)
     if found is None:
         return []
     trajectory, metric = found
-    return [plot_importance_timeline(trajectory, metric, run_dir / "figures" / "importance_timeline.png", head_metrics)]
+    return [plot_importance_timeline(trajectory, metric, run.figure(IMPORTANCE_TIMELINE_FIGURE), head_metrics)]
 
 
 def write_report(path: Path, outcome: ImportanceOutcome) -> Path:

@@ -7,70 +7,23 @@ setting. Each problem is one `HeadlabError` line (exit 2 in the command lines).
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from headlab.errors import ConfigError, DataError
-
-CHECKPOINT_CHOICES = ("last", "best", "all")
-_STEP = re.compile(r"step(\d+)")
-
-
-@dataclass(frozen=True)
-class RunCheckpointFile:
-    path: Path
-    step: int
-    epoch: int
+from headlab.errors import DataError
+from headlab.store import RunCheckpointFile, RunDir
 
 
 def run_config(run_dir: Path) -> DictConfig:
-    """The training config of the run's newest segment (`segments/<n>/config.yaml`, written by every
-    start, Hydra or not), else Hydra's `.hydra/config.yaml`."""
-    from headlab.run.history import segment_dirs
-
-    if not run_dir.is_dir():
-        raise DataError(run_dir, "no such run directory")
-    candidates = [d / "config.yaml" for d in reversed(segment_dirs(run_dir))] + [run_dir / ".hydra" / "config.yaml"]
-    for path in candidates:
-        if path.is_file():
-            return OmegaConf.load(path)
-    raise DataError(run_dir, "not a headlab run directory (no segments/<n>/config.yaml or .hydra/config.yaml)")
+    """The training config of the run's newest segment, else Hydra's `.hydra/config.yaml` (`RunDir.config`)."""
+    return RunDir(run_dir).config()
 
 
 def find_checkpoints(run_dir: Path, which: str) -> list[RunCheckpointFile]:
-    """`last` (checkpoints/last.ckpt), `best` (the best-*.ckpt) or `all` (every checkpoint, one per step)."""
-    if which not in CHECKPOINT_CHOICES:
-        raise ConfigError("--checkpoint", which, f"one of {', '.join(CHECKPOINT_CHOICES)}")
-    folder = run_dir / "checkpoints"
-    files = sorted(folder.glob("*.ckpt")) if folder.is_dir() else []
-    if not files:
-        raise DataError(run_dir, "has no checkpoints (checkpoints/*.ckpt): train it first, or point at a run dir")
-    if which == "last":
-        files = [f for f in files if f.name == "last.ckpt"]
-    elif which == "best":
-        files = [f for f in files if f.name.startswith("best")]
-    if not files:
-        raise DataError(folder, f"has no {which} checkpoint (found {', '.join(f.name for f in sorted(folder.glob('*.ckpt')))})")
-    return _one_per_step([_describe(f) for f in files])
-
-
-def _describe(path: Path) -> RunCheckpointFile:
-    from headlab.lit.checkpointing import load_checkpoint
-
-    meta = load_checkpoint(path, mmap=True)
-    return RunCheckpointFile(path, int(meta.get("global_step", 0)), int(meta.get("epoch", 0)))
-
-
-def _one_per_step(files: list[RunCheckpointFile]) -> list[RunCheckpointFile]:
-    """Sorted by step; where two files hold the same step (last == best), last.ckpt is kept."""
-    by_step: dict[int, RunCheckpointFile] = {}
-    for f in sorted(files, key=lambda f: (f.step, f.path.name != "last.ckpt")):
-        by_step.setdefault(f.step, f)
-    return [by_step[s] for s in sorted(by_step)]
+    """`last`, `best` or `all` checkpoints of the run, one per step (`RunDir.find_checkpoints`)."""
+    return RunDir(run_dir).find_checkpoints(which)
 
 
 def build_datamodule(cfg: DictConfig) -> Any:

@@ -20,7 +20,7 @@ def analyze_pretrained(cfg: Any) -> dict[str, Any]:
     from headlab.run.info import config_digest, configure_cache_dirs
     from headlab.run.threads import set_torch_threads
     from headlab.hf import AnalyzeSettings, HFEncoder, analyze, load_encoder, resolve_model_path
-    from headlab.store import atomic_write_text
+    from headlab.store import RunDir, atomic_write_text
 
     from headlab.hf.texts import SOURCES
 
@@ -52,7 +52,7 @@ def analyze_pretrained(cfg: Any) -> dict[str, Any]:
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
     configure_cache_dirs(run_dir.parent)  # matplotlib caches beside the runs, never in the home directory
-    atomic_write_text(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+    atomic_write_text(RunDir(run_dir).hydra_config_path, OmegaConf.to_yaml(cfg, resolve=True))
     facts = {"run_dir": str(run_dir), "config_digest": config_digest(cfg),
              "model": {"name": cfg.model.name if not cfg.model.path else None, "path": str(folder),
                        "n_layers": len(net.blocks), "n_heads": net.n_heads, "d_head": net.blocks[0].attn.d_head,

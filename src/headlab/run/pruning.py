@@ -18,8 +18,9 @@ from headlab.config.prune import PruneSettings
 from headlab.errors import ConfigError
 from headlab.lit.checkpointing import save_pruned
 from headlab.run.importance import run_id_of
+from headlab.store import RunDir
+from headlab.store.run_dir import PRUNE_CURVE_FIGURE
 
-PRUNE_CURVE = "prune_curve.parquet"
 SPLITS = ("val", "test")
 
 
@@ -115,7 +116,7 @@ def seed_avg_scores(run_dir: Path, heads_per_layer: list[int]) -> Any:
             scores[row.layer, row.head] = getattr(row, f"{METRIC}_mean")
     if any(torch.isnan(scores[layer, :n]).any() for layer, n in enumerate(heads_per_layer)):
         raise ConfigError("prune.ranking", "seed_avg", "seed-averaged importance for every head of the network; "
-                          f"{run_dir / 'head_importance.parquet'} does not cover them all")
+                          f"{RunDir(run_dir).head_importance_path} does not cover them all")
     return scores
 
 
@@ -141,19 +142,19 @@ def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
 
     from headlab.store import atomic_write_json, atomic_write_with
 
-    s = outcome.settings
-    path = run_dir / PRUNE_CURVE
+    s, run = outcome.settings, RunDir(run_dir)
+    path = run.prune_curve_path
     rows = curve_frame(outcome)
     if path.is_file():
         old = pd.read_parquet(path)
         same = (old["ranking"] == s.ranking) & (old["finetune_steps"] == s.finetune_steps) & (old["step"] == outcome.checkpoint.step)
         rows = pd.concat([old[~same], rows], ignore_index=True)
     atomic_write_with(path, lambda tmp: rows.to_parquet(tmp, index=False))
-    pruned = save_pruned(run_dir / "pruned" / f"{s.label}.ckpt", outcome.result.net, outcome.result.removed,
+    pruned = save_pruned(run.pruned_checkpoint(s.label), outcome.result.net, outcome.result.removed,
                           step=outcome.checkpoint.step, epoch=outcome.checkpoint.epoch,
                           pruned_from=outcome.checkpoint.path, settings=asdict(s))
     written = [path, pruned]
-    report_path = run_dir / "prune.json"
+    report_path = run.prune_report_path
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
     kept = [st for st in outcome.result.steps if st.accepted][-1]
     base = outcome.result.steps[0]
@@ -175,7 +176,7 @@ def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
         configure_cache_dirs(run_dir)
         from headlab.plots.importance import plot_prune_curve
 
-        written.append(plot_prune_curve(rows, run_dir / "figures" / "prune_curve.png"))
+        written.append(plot_prune_curve(rows, run.figure(PRUNE_CURVE_FIGURE)))
     return written
 
 

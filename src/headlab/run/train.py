@@ -18,6 +18,7 @@ from headlab.run.info import configure_cache_dirs
 from headlab.run.job import setup_job
 from headlab.run.rank import is_rank_zero
 from headlab.run.record import RunRecord, existing_last_checkpoint
+from headlab.store import RunDir
 
 log = logging.getLogger("headlab.train")
 
@@ -57,7 +58,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             if resume:
                 resume.check_data_shape(module.net.config)
             if is_rank_zero():
-                datamodule.tokenizer.save(run_dir / "vocab.json")
+                datamodule.tokenizer.save(RunDir(run_dir).vocab_path)
             loggers = build_loggers(cfg, run_dir.name)
             record.trainer = trainer = instantiate(cfg.trainer, callbacks=build_callbacks(cfg, run_dir, signals),
                                                    logger=loggers or False, plugins=[AtomicCheckpointIO()])

@@ -5,7 +5,7 @@ runner and distillation all read and write the same files (docs/outputs.md). Eve
 that contract is spelled here once, as a module constant (importable from `headlab.store`) and as
 a path on `RunDir`; `summary.json` has one reader, checkpoints one finder, the saved config one
 lookup. Nothing here unpickles a checkpoint or instantiates a config: a checkpoint's step is read
-through `headlab.lit.checkpointing.load_checkpoint(path, mmap=True)` (tensors only, imported when
+through `headlab.store.checkpoint_file.load_checkpoint(path, mmap=True)` (tensors only, imported when
 asked, so `store/` stays free of torch and Lightning at import time).
 """
 
@@ -338,7 +338,7 @@ class RunDir:
 
 
 def _describe(path: Path) -> RunCheckpointFile:
-    from headlab.lit.checkpointing import load_checkpoint  # torch only when a checkpoint is read
+    from headlab.store.checkpoint_file import load_checkpoint  # torch only when a checkpoint is read
 
     meta = load_checkpoint(path, mmap=True)
     return RunCheckpointFile(path, int(meta.get("global_step", 0)), int(meta.get("epoch", 0)))

@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from headlab.store.atomic import atomic_write_with
-from headlab.store.run_dir import ATTENTION_MAPS, HEAD_METRICS, HEAD_PAIRS  # the names live with the run contract
 
 HEAD_METRIC_COLUMNS = ("run_id", "step", "epoch", "layer", "head", "metric", "value")
 HEAD_PAIR_COLUMNS = ("run_id", "step", "epoch", "layer", "head_a", "head_b", "metric", "value")
@@ -116,13 +115,13 @@ def replace_steps(path: str | os.PathLike, rows: pd.DataFrame, steps: set[int]) 
     return path
 
 
-def write_attention_maps(run_dir: str | os.PathLike, last, first=None) -> Path:
-    """`attention_maps.npz` of a run: the mean maps `[layer, head, P, P]`, step and roles of the
+def write_attention_maps(path: str | os.PathLike, last, first=None) -> Path:
+    """A run's `attention_maps.npz` (`RunDir.attention_maps_path`): the mean maps `[layer, head, P, P]`, step and roles of the
     `last` measurement (and the maps and step of the `first`), plain arrays only (loadable without
     pickle by `headlab.plots.run_figures.load_attention_maps`)."""
     arrays = {"mean_pattern": last.mean_patterns, "step": np.int64(last.step), "roles": np.array(last.roles, dtype=str)}
     if first is not None:
         arrays.update(mean_pattern_first=first.mean_patterns, step_first=np.int64(first.step))
-    path = Path(run_dir) / ATTENTION_MAPS
+    path = Path(path)
     atomic_write_with(path, lambda tmp: np.savez_compressed(tmp, **arrays))
     return path

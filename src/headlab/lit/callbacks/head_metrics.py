@@ -51,7 +51,7 @@ import torch
 from headlab.errors import ConfigError
 from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, probe_chunks, query_token_ids
 from headlab.measure import snapshot_weights
-from headlab.store import HEAD_METRICS, HEAD_PAIRS, append_part, drop_parts_after, write_attention_maps
+from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir, append_part, drop_parts_after, write_attention_maps
 from headlab.lit.wandb_panels import define_head_panels, head_scalars, log_head_panels, wandb_loggers
 from headlab.store.tables import head_metric_rows, head_pair_rows
 
@@ -328,4 +328,4 @@ class HeadMetricsCallback(L.Callback):
             log_head_panels(logger, result)
 
     def _write_attention_maps(self) -> None:
-        write_attention_maps(self.output_dir, self._last, self._first)
+        write_attention_maps(RunDir(self.output_dir).attention_maps_path, self._last, self._first)

@@ -14,7 +14,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from headlab.config.app import positional_args, quote, run_app
+from headlab.config.app import override_args, positional_args, quote, run_app
 from headlab.config.doctor import DoctorCommand
 from headlab.errors import DataError
 
@@ -27,12 +27,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def short_forms(args: list[str]) -> list[str]:
-    """A command line of headlab-train overrides only (no flag, none of doctor's own keys, not a
-    directory first) is `plan=[...]`; a leading path is `target=PATH`."""
-    keys = {a.partition("=")[0].lstrip("+~").split(".")[0] for a in args}
-    if args and all("=" in a and not a.startswith("-") for a in args) and not keys & OWN_KEYS \
-            and not Path(args[0]).is_dir():
-        return [f"plan=[{','.join(quote(a) for a in args)}]"]
+    """Overrides that are all headlab-train's (key=value, none of doctor's own keys, not a directory
+    first) are `plan=[...]`, Hydra's flags (`--cfg job`) kept; a leading path is `target=PATH`."""
+    overrides = override_args(args)
+    keys = {o.partition("=")[0].lstrip("+~").split(".")[0] for o in overrides}
+    if overrides and all("=" in o for o in overrides) and not keys & OWN_KEYS and not Path(overrides[0]).is_dir():
+        flags = list(args)
+        for override in overrides:
+            flags.remove(override)
+        return [f"plan=[{','.join(quote(o) for o in overrides)}]", *flags]
     return positional_args(args, "target")
 
 

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 from headlab.errors import ConfigError
 
-WHAT = "a run or sweep directory (target=PATH), or headlab-train overrides (plan=[key=value,...])"
+WHAT = "either a run or sweep directory (target=PATH) or headlab-train overrides (plan=['key=value',...])"
 
 
 @dataclass
@@ -20,7 +20,7 @@ class DoctorCommand:
 
     def __post_init__(self) -> None:
         if (self.target is None) == (not self.plan):  # neither, or both
-            raise ConfigError("target", self.target, f"one of {WHAT}")
+            raise ConfigError("target", self.target, WHAT)
         bad = [o for o in self.plan if "=" not in o]
         if bad:
             raise ConfigError("plan", bad[0], "key=value overrides of headlab-train")

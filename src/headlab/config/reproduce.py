@@ -38,3 +38,13 @@ class ReproduceCommand:
         bad = [o for o in self.override if "=" not in o]
         if bad:
             raise ConfigError("override", bad[0], "KEY=VALUE")
+
+
+def reproduce_schema():
+    """The schema as ConfigStore keeps it: `evidence` open to new sweep names, so that
+    `evidence={NAME:DIR}` and `evidence.NAME=DIR` work (Hydra locks every other key: a typo is refused)."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.structured(ReproduceCommand)
+    OmegaConf.set_struct(node.evidence, False)
+    return node

@@ -17,12 +17,12 @@ def register_tool_schemas() -> None:
     from headlab.config.doctor import DoctorCommand
     from headlab.config.importance import ImportanceCommand
     from headlab.config.prune import PruneCommand
-    from headlab.config.reproduce import ReproduceCommand
+    from headlab.config.reproduce import reproduce_schema
 
     store = ConfigStore.instance()
     store.store(name="importance_schema", node=ImportanceCommand)
     store.store(name="prune_schema", node=PruneCommand)
     store.store(name="aggregate_schema", node=AggregateCommand)
-    store.store(name="reproduce_schema", node=ReproduceCommand)
+    store.store(name="reproduce_schema", node=reproduce_schema())
     store.store(name="doctor_schema", node=DoctorCommand)
     _REGISTERED = True

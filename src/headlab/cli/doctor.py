@@ -43,10 +43,11 @@ def doctor(cmd) -> int:
     if cmd.target is not None and not Path(cmd.target).is_dir():  # before the heavy imports
         raise DataError(cmd.target, "no such directory (expected a run directory, a sweep directory or key=value "
                                     "overrides)")
+    from headlab.cli.config_checks import validate_config
     from headlab.doctor import FAIL, diagnose, format_diagnosis
     from headlab.doctor.plan import diagnose_plan
 
-    diagnoses = [diagnose_plan(cmd.plan)] if cmd.plan else diagnose(cmd.target)
+    diagnoses = [diagnose_plan(cmd.plan, validate_config)] if cmd.plan else diagnose(cmd.target)
     for d in diagnoses:
         print(format_diagnosis(d))
     if len(diagnoses) > 1:

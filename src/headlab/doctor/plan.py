@@ -3,7 +3,7 @@ width), on a composed config; the others say they need a run."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from headlab.doctor.checks import NOT_MEASURED, Finding, RunTables, Thresholds, check_head_width, check_warmup, run_checks
 
@@ -32,9 +32,10 @@ def plan_checks(tables: RunTables, thresholds: Thresholds | None = None) -> list
     return [by_name.get(n) or Finding(n, NOT_MEASURED, "no run yet: train, then headlab-doctor RUN_DIR") for n in names]
 
 
-def diagnose_plan(overrides: list[str]):
-    """The Diagnosis of the config `headlab-train overrides...` would run, composed and validated the way
-    headlab-train does it (a ConfigError when it would refuse them); nothing is written."""
+def diagnose_plan(overrides: list[str], validate: Callable[[Any], None]):
+    """The Diagnosis of the config `headlab-train overrides...` would run, composed and checked by
+    `validate` (headlab-train's own check of a composed config: a ConfigError when it would refuse
+    them; passed in, as it belongs to the command); nothing is written."""
     from pathlib import Path
 
     from hydra import compose, initialize_config_module
@@ -43,7 +44,6 @@ def diagnose_plan(overrides: list[str]):
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from headlab.cli.config_checks import validate_config  # moves to headlab.config.validate (issue 21)
     from headlab.doctor.report import Diagnosis
     from headlab.errors import ConfigError
 
@@ -55,6 +55,6 @@ def diagnose_plan(overrides: list[str]):
                 cfg = compose("train", overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError("overrides", " ".join(overrides), f"overrides that compose: {str(err).splitlines()[0]}") from err
-    validate_config(cfg)
+    validate(cfg)
     values = {key: OmegaConf.select(cfg, key, throw_on_resolution_failure=False) for key in CONFIG_KEYS}
     return Diagnosis(Path("(config: " + " ".join(overrides) + ")"), plan_checks(config_tables(values)))

@@ -71,3 +71,50 @@ def test_a_bad_override_is_one_line_and_exit_2(capsys):
     assert main(["model.n_head=8"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "model.n_head" in err
+
+
+# ---------------------------------------------------------------- a Hydra app: config, help, short forms
+
+def test_short_forms_are_target_or_plan():
+    from headlab.cli.doctor import short_forms
+
+    assert short_forms(["logs/runs/a"]) == ["target=logs/runs/a"]
+    assert short_forms(["optim.lr=6e-3", "model.n_heads=8", "--cfg", "job"]) == \
+        ["plan=['optim.lr=6e-3','model.n_heads=8']", "--cfg", "job"]  # each item quoted: `=` inside a list
+    assert short_forms(["target=a"]) == ["target=a"]  # doctor's own keys stay as they are
+    assert short_forms(["plan=['data=synthetic']"]) == ["plan=['data=synthetic']"]
+
+
+def test_cfg_job_and_help_print_the_keys(capsys):
+    import pytest
+    import yaml
+
+    assert main(["optim.lr=6e-3", "model.n_heads=8", "--cfg", "job"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == {"target": None, "plan": ["optim.lr=6e-3", "model.n_heads=8"]}
+    with pytest.raises(SystemExit) as exited:  # Hydra's --help exits itself
+        main(["--help"])
+    assert exited.value.code == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("headlab-doctor RUN_DIR | SWEEP_DIR | key=value ...: ")
+    assert "\ntarget: null\n" in printed and "\nplan: []\n" in printed
+
+
+def test_each_short_form_does_what_its_key_value_form_does(tmp_path, capsys):
+    run = _write_run(tmp_path / "run")
+    assert main([str(run)]) == 0
+    short = capsys.readouterr().out
+    assert main([f"target={run}"]) == 0
+    assert capsys.readouterr().out == short and short.splitlines()[0] == f"{run}: ok"
+    assert main(["data=synthetic", "optim=adamw_constant", "optim.lr=6e-3"]) == 0
+    short = capsys.readouterr().out
+    assert main(["plan=['data=synthetic','optim=adamw_constant','optim.lr=6e-3']"]) == 0
+    assert capsys.readouterr().out == short and "WARN  warmup" in short
+
+
+def test_neither_both_nor_a_misspelt_key_runs(tmp_path, capsys):
+    for args, expected in (([], "expected either a run or sweep directory"),
+                           ([f"target={tmp_path}", "plan=['data=synthetic']"], "expected either a run"),
+                           (["plan=['data=synthetic']", "targte=x"], "did you mean target?")):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("headlab-doctor: error: ") and expected in err, (args, err)

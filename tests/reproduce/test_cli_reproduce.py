@@ -51,3 +51,71 @@ def test_wrong_arguments_exit_2_with_one_line(tmp_path, capsys):
     assert main(["--specs", str(SPECS), "--evidence", "heads-synthetic"]) == 2
     assert "SWEEP_NAME=DIR" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------- a Hydra app: config, help, short forms
+
+def _printed_config(capsys, *args: str) -> dict:
+    import yaml
+
+    assert main([*args, "--cfg", "job"]) == 0
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+DEFAULTS = {"run": False, "jobs": False, "dry_run": False, "scale": "quick", "specs": None, "sweeps_root": None,
+            "evidence": {}, "out": None, "only": [], "launcher": None, "lanes": 2, "override": []}
+
+
+def test_cfg_job_prints_every_key_and_help_names_each_flag(capsys):
+    import pytest
+
+    assert _printed_config(capsys) == DEFAULTS
+    with pytest.raises(SystemExit) as exited:  # Hydra's --help exits itself
+        main(["--help"])
+    assert exited.value.code == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("headlab-reproduce: every claim of the founding article as a verdict")
+    assert "--dry-run = dry_run=true" in printed and "--evidence NAME=DIR (repeatable) = evidence.NAME=DIR" in printed
+    assert all(f"\n{key}: " in printed for key in DEFAULTS)
+
+
+def test_every_flag_composes_what_its_key_value_form_does(capsys):
+    short = _printed_config(capsys, "--run", "--dry-run", "--jobs", "--scale", "full", "--specs", "my specs",
+                            "--sweeps-root=r", "--out", "o", "--launcher", "basic", "--lanes", "3",
+                            "--override", "trainer.accelerator=gpu", "--only", "c8,C10", "--override", "seed=0,1",
+                            "--evidence", "heads-zh=/d1", "--evidence", "heads-synthetic=/d2", "--evidence", "heads-zh=/d3")
+    assert short == {"run": True, "jobs": True, "dry_run": True, "scale": "full", "specs": "my specs",
+                     "sweeps_root": "r", "out": "o", "launcher": "basic", "lanes": 3,
+                     "override": ["trainer.accelerator=gpu", "seed=0,1"], "only": ["c8", "C10"],
+                     "evidence": {"heads-zh": "/d3", "heads-synthetic": "/d2"}}  # the last one wins, as with argparse
+    assert short == _printed_config(capsys, "run=true", "dry_run=true", "jobs=true", "scale=full", "specs='my specs'",
+                                    "sweeps_root=r", "out=o", "launcher=basic", "lanes=3",
+                                    "override=['trainer.accelerator=gpu','seed=0,1']", "only=[c8,C10]",
+                                    "evidence={heads-zh:/d3,heads-synthetic:/d2}")
+    assert _printed_config(capsys, "evidence.heads-zh=/d1", "evidence.heads-zh=/d3")["evidence"] == {"heads-zh": "/d3"}
+
+
+def test_jobs_flag_prints_the_same_plan_as_jobs_true(capsys):
+    assert main(["--jobs", "--scale", "full", "--specs", str(SPECS)]) == 0
+    short = capsys.readouterr().out
+    assert main(["jobs=true", "scale=full", f"specs={SPECS}"]) == 0
+    assert capsys.readouterr().out == short and short.splitlines()[-1].startswith("# 10 sweeps, 1 runs")
+
+
+def test_a_wrong_key_choice_or_value_is_one_line_exit_2(tmp_path, capsys):
+    for args, expected in ((["lanse=3"], "did you mean lanes?"), (["--scale", "medium"], "scale='medium': expected quick or full"),
+                           (["--lanes", "0"], "lanes=0: expected an integer >= 1"),
+                           (["--override", "gpu"], "override='gpu': expected KEY=VALUE"),
+                           (["--specs", str(SPECS), "--only", "C8,C99"], "claim ids among C1, C2")):
+        assert main([*args, "--out", str(tmp_path / "report")]) == 2, args
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and expected in err, (args, err)
+    assert not any(tmp_path.iterdir())
+
+
+def test_only_selects_claims_in_any_case_and_order_of_the_specs():
+    from headlab.reproduce.command import claim_specs
+
+    assert [s.claim for s in claim_specs(str(SPECS), ["c10,C8"])] == ["C8", "C10"]
+    assert [s.claim for s in claim_specs(str(SPECS), ["C8", " c10 "])] == ["C8", "C10"]
+    assert len(claim_specs(str(SPECS), [])) == len(claim_specs(None, [])) == 18

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from headlab.cli.aggregate import main
 
 
@@ -42,3 +44,53 @@ def test_console_entry_point_has_no_traceback(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and proc.stderr.startswith("headlab-aggregate: error:")
+
+
+# ---------------------------------------------------------------- a Hydra app: config, help, short forms
+
+def _printed_config(capsys, *args: str) -> dict:
+    import yaml
+
+    assert main([*args, "--cfg", "job"]) == 0
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+def test_cfg_job_prints_the_schema_defaults_and_help_names_the_short_forms(capsys):
+    assert _printed_config(capsys, "sweep_dir=s") == {"sweep_dir": "s", "out": None, "figures": True}
+    with pytest.raises(SystemExit) as exited:  # Hydra's --help exits itself
+        main(["--help"])
+    assert exited.value.code == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("headlab-aggregate SWEEP_DIR [--out DIR] [--no-figures]: ")
+    assert "--no-figures = figures=false" in printed
+    assert all(f"\n{key}: " in printed for key in ("sweep_dir", "out", "figures"))
+
+
+def test_short_forms_compose_what_their_key_value_forms_do(capsys):
+    short = _printed_config(capsys, "my sweeps/a", "--out", "o,1", "--no-figures")
+    assert short == {"sweep_dir": "my sweeps/a", "out": "o,1", "figures": False}  # quoted for Hydra's grammar
+    assert short == _printed_config(capsys, "sweep_dir='my sweeps/a'", "out='o,1'", "figures=false")
+    assert _printed_config(capsys, "s", "--out=o") == _printed_config(capsys, "sweep_dir=s", "out=o")
+
+
+def test_a_wrong_key_or_type_is_one_line_exit_2_naming_a_close_key(tmp_path, capsys):
+    assert main([str(tmp_path), "figuers=false"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "figuers" in err and "did you mean figures?" in err
+    assert main([str(tmp_path), "figures=maybe"]) == 2
+    assert "expected true or false" in capsys.readouterr().err
+    assert main([]) == 2
+    assert "sweep_dir has no default" in capsys.readouterr().err
+
+
+def test_multirun_aggregates_each_sweep_given(sweep_dir, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    monkeypatch.setenv("HEADLAB_LOG_DIR", str(tmp_path / "logs"))
+    other = shutil.copytree(sweep_dir, tmp_path / "other")
+    assert main(["-m", f"sweep_dir={sweep_dir},{other}", "figures=false"]) == 0
+    out = capsys.readouterr().out
+    for folder in (sweep_dir, other):
+        assert (folder / "aggregate" / "sweep_summary.csv").is_file()
+        assert f"wrote {folder / 'aggregate' / 'sweep_summary.csv'}" in out
+    assert out.count("5 of 10 runs aggregated") == 2

@@ -4,63 +4,56 @@ On a run (or every job of a sweep): one line per check (ok / WARN / FAIL / n/m =
 with the numbers behind it and the override to try; `doctor.json` goes into each run directory
 (and the sweep directory). On overrides (`headlab-doctor optim.lr=6e-3 optim.warmup_ratio=0`):
 the checks that need only the config, before anything is trained; nothing is written.
+Settings: `headlab.config.doctor` (`target=PATH` or `plan=[key=value,...]`; `--cfg job` prints them).
 Exit codes: 0 no check failed, 1 at least one failed, 2 the path or an override is wrong.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import fields
 from pathlib import Path
 
+from headlab.config.app import override_args, positional_args, quote, run_app
+from headlab.config.doctor import DoctorCommand
+from headlab.errors import DataError
+
 PROG = "headlab-doctor"
+OWN_KEYS = {f.name for f in fields(DoctorCommand)} | {"hydra"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("target", nargs="+", help="a run directory, a multirun folder, or config overrides key=value")
-    args = parser.parse_args(argv)
-    is_plan = all("=" in t for t in args.target) and not Path(args.target[0]).is_dir()
-    if not is_plan and (len(args.target) > 1 or not Path(args.target[0]).is_dir()):  # before the heavy imports
-        print(f"{PROG}: error: {' '.join(args.target)}: no such directory (expected a run directory, a sweep directory "
-              "or key=value overrides)", file=sys.stderr)
-        return 2
-    from headlab.doctor import FAIL, diagnose, format_diagnosis
-    from headlab.errors import HeadlabError
+    return run_app(PROG, "doctor", doctor, short_forms(list(sys.argv[1:] if argv is None else argv)))
 
-    try:
-        diagnoses = [_plan(args.target)] if is_plan else diagnose(args.target[0])
-    except HeadlabError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
+
+def short_forms(args: list[str]) -> list[str]:
+    """Overrides that are all headlab-train's (key=value, none of doctor's own keys, not a directory
+    first) are `plan=[...]`, Hydra's flags (`--cfg job`) kept; a leading path is `target=PATH`."""
+    overrides = override_args(args)
+    keys = {o.partition("=")[0].lstrip("+~").split(".")[0] for o in overrides}
+    if overrides and all("=" in o for o in overrides) and not keys & OWN_KEYS and not Path(overrides[0]).is_dir():
+        flags = list(args)
+        for override in overrides:
+            flags.remove(override)
+        return [f"plan=[{','.join(quote(o) for o in overrides)}]", *flags]
+    return positional_args(args, "target")
+
+
+def doctor(cmd) -> int:
+    if cmd.target is not None and not Path(cmd.target).is_dir():  # before the heavy imports
+        raise DataError(cmd.target, "no such directory (expected a run directory, a sweep directory or key=value "
+                                    "overrides)")
+    from headlab.config.validate import validate_config
+    from headlab.doctor import FAIL, diagnose, format_diagnosis
+    from headlab.doctor.plan import diagnose_plan
+
+    diagnoses = [diagnose_plan(cmd.plan, validate_config)] if cmd.plan else diagnose(cmd.target)
     for d in diagnoses:
         print(format_diagnosis(d))
     if len(diagnoses) > 1:
         counts = {w: sum(d.worst == w for d in diagnoses) for w in ("ok", "warn", FAIL)}
         print(f"{len(diagnoses)} jobs: {counts['ok']} ok, {counts['warn']} warn, {counts[FAIL]} fail")
     return 1 if any(d.worst == FAIL for d in diagnoses) else 0
-
-
-def _plan(overrides: list[str]):
-    """The diagnosis of the config `headlab-train overrides...` would run (validated first)."""
-    from hydra import compose, initialize_config_module
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    from headlab.config.validate import validate_config
-    from headlab.doctor.plan import CONFIG_KEYS, config_tables, plan_checks
-    from headlab.doctor.report import Diagnosis
-    from headlab.errors import ConfigError
-
-    try:
-        with initialize_config_module("headlab.conf", version_base="1.3"):
-            cfg = compose("train", overrides=list(overrides))
-    except (HydraException, OmegaConfBaseException) as err:
-        raise ConfigError("overrides", " ".join(overrides), f"overrides that compose: {str(err).splitlines()[0]}") from err
-    validate_config(cfg)
-    values = {key: OmegaConf.select(cfg, key, throw_on_resolution_failure=False) for key in CONFIG_KEYS}
-    return Diagnosis(Path("(config: " + " ".join(overrides) + ")"), plan_checks(config_tables(values)))
 
 
 if __name__ == "__main__":

@@ -205,22 +205,61 @@ def _flatten(err: BaseException) -> str:
     return " ".join(line.strip() for line in str(err).strip().splitlines() if line.strip())
 
 
-def positional_args(args: Sequence[str], positional: str, flags: dict[str, str] | None = None) -> list[str]:
+def positional_args(args: Sequence[str], positional: str | None, flags: dict[str, str] | None = None, *,
+                    switches: dict[str, str] | None = None, lists: dict[str, str] | None = None,
+                    repeated: dict[str, str] | None = None, mappings: dict[str, str] | None = None) -> list[str]:
     """The documented short forms as overrides: a leading `PATH` is `positional=PATH`, and each
     `--flag VALUE` (or `--flag=VALUE`) in `flags` is `key=VALUE`, so `headlab-importance RUN --checkpoint all`
-    is `headlab-importance run_dir=RUN checkpoint=all`. Values are quoted where Hydra's grammar needs it."""
-    flags = flags or {}
+    is `headlab-importance run_dir=RUN checkpoint=all`. Values are quoted where Hydra's grammar needs it.
+
+    The argparse forms older commands documented: `switches` are flags without a value, each one
+    override; `lists` take `A,B` for a list key; `repeated` flags may come several times and gather
+    their values into one list; `mappings` take `NAME=VALUE` (repeatable), one entry of a mapping each
+    (`++` adds the entry, or replaces an earlier one, as argparse's last value won):
+
+    >>> positional_args(["sweeps/a", "--out", "my out", "--no-figures"], "sweep_dir", {"--out": "out"},
+    ...                 switches={"--no-figures": "figures=false"})
+    ['sweep_dir=sweeps/a', "out='my out'", 'figures=false']
+    >>> positional_args(["--only", "c8,C10", "--override", "seed=0,1", "--override=a=b", "--evidence", "heads=d"],
+    ...                 None, lists={"--only": "only"}, repeated={"--override": "override"},
+    ...                 mappings={"--evidence": "evidence"})
+    ['only=[c8,C10]', "override=['seed=0,1','a=b']", '++evidence.heads=d']
+    """
+    flags, switches, lists = flags or {}, switches or {}, lists or {}
+    repeated, mappings = repeated or {}, mappings or {}
     out: list[str] = []
+    gathered: dict[str, tuple[int, list[str]]] = {}  # a repeated flag's key -> (its place in out, its values)
     it = iter(args)
     for arg in it:
         name, eq, value = arg.partition("=")
+        if name in flags or name in lists or name in repeated or name in mappings:
+            value = value if eq else next(it, "")
         if name in flags:
-            out.append(f"{flags[name]}={quote(value if eq else next(it, ''))}")
-        elif not out and not arg.startswith("-") and "=" not in arg:
+            out.append(f"{flags[name]}={quote(value)}")
+        elif arg in switches:
+            out.append(switches[arg])
+        elif name in lists:
+            out.append(f"{lists[name]}=[{value}]")
+        elif name in repeated:
+            if repeated[name] not in gathered:
+                gathered[repeated[name]] = (len(out), [])
+                out.append("")  # the list's place, filled below
+            gathered[repeated[name]][1].append(value)
+        elif name in mappings:
+            entry, _, item = value.partition("=")
+            out.append(f"++{mappings[name]}.{entry}={quote(item) if item else ''}")
+        elif positional and not out and not arg.startswith("-") and "=" not in arg:
             out.append(f"{positional}={quote(arg)}")
         else:
             out.append(arg)
+    for key, (place, values) in gathered.items():
+        out[place] = f"{key}=[{','.join(_quote_item(v) for v in values)}]"
     return out
+
+
+def _quote_item(value: str) -> str:
+    """A list item always quoted: `a=b` or `0,1` inside `[...]` would read as grammar."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 _PLAIN = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:~+@%")

@@ -8,10 +8,16 @@ from typing import Any
 
 
 def store_command_schemas(store: Any) -> None:
+    from headlab.config.aggregate import AggregateCommand
     from headlab.config.analyze_hf import AnalyzeHFConfig
+    from headlab.config.doctor import DoctorCommand
     from headlab.config.importance import ImportanceCommand
     from headlab.config.prune import PruneCommand
+    from headlab.config.reproduce import reproduce_schema
 
     store.store(name="importance_schema", node=ImportanceCommand)
     store.store(name="prune_schema", node=PruneCommand)
     store.store(name="analyze_hf_schema", node=AnalyzeHFConfig)
+    store.store(name="aggregate_schema", node=AggregateCommand)
+    store.store(name="reproduce_schema", node=reproduce_schema())
+    store.store(name="doctor_schema", node=DoctorCommand)

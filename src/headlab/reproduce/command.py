@@ -1,0 +1,86 @@
+"""What `headlab-reproduce` does with its settings before and after the report: the claim specs it
+reads, the evidence folders it was given, the runner of `run=true` / `jobs=true`, the summary line of a
+job list, and the time table of a run. Every setting mistake is a ConfigError raised here, before
+anything runs or is written."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from headlab.errors import ConfigError
+
+
+@dataclass
+class Plan:
+    """A `ReproduceCommand` checked and resolved: the specs, the evidence given, and (with run=true or
+    jobs=true) the runner with the sweeps and runs it would start."""
+
+    specs: list
+    sweeps_root: Path
+    explicit: dict[str, Path]
+    runner: Any = None
+    sweeps: list = field(default_factory=list)
+    runs: list = field(default_factory=list)
+
+
+def plan_for(cmd) -> Plan:
+    """Specs, evidence folders and runner of `cmd` (a headlab.config.reproduce.ReproduceCommand)."""
+    from headlab.run.info import default_log_dir
+
+    root = Path(cmd.sweeps_root) if cmd.sweeps_root else default_log_dir() / "sweeps"
+    plan = Plan(claim_specs(cmd.specs, cmd.only), root, explicit_evidence(cmd.evidence))
+    if cmd.jobs or cmd.run:
+        from headlab.reproduce.evidence import run_root
+        from headlab.reproduce.jobs import LAUNCHERS, run_jobs, sweep_jobs
+        from headlab.reproduce.runner import Runner
+
+        plan.runner = Runner(root, run_root(root), cmd.scale, cmd.launcher or LAUNCHERS[cmd.scale], cmd.lanes,
+                             tuple(cmd.override), dry_run=cmd.jobs or cmd.dry_run)
+        plan.sweeps, plan.runs = sweep_jobs(plan.specs, cmd.scale), run_jobs(plan.specs, cmd.scale)
+    return plan
+
+
+def claim_specs(folder: str | None, only: list[str]) -> list:
+    """The specs of `folder` (None: the shipped conf/reproduce), those of the claim ids `only` (any
+    case; each item may be `C1,C2`) when it is not empty."""
+    from importlib.resources import files
+
+    from headlab.reproduce.spec import load_specs
+
+    specs = load_specs(Path(folder) if folder else Path(str(files("headlab.conf").joinpath("reproduce"))))
+    wanted = [c.strip().upper() for item in only for c in item.split(",") if c.strip()]
+    if not wanted:
+        return specs
+    if set(wanted) - {s.claim for s in specs}:
+        raise ConfigError("only", ",".join(only), f"claim ids among {', '.join(s.claim for s in specs)}")
+    return [s for s in specs if s.claim in wanted]
+
+
+def explicit_evidence(pairs: dict[str, str]) -> dict[str, Path]:
+    """The sweep folder given for each sweep name (each must exist)."""
+    for name, folder in pairs.items():
+        if not folder or not Path(folder).is_dir():
+            raise ConfigError(f"evidence.{name}", folder,
+                              "an existing sweep (or aggregate) folder (--evidence SWEEP_NAME=DIR)")
+    return {name: Path(folder) for name, folder in pairs.items()}
+
+
+def plan_summary(plan: Plan) -> str:
+    """The last line of a job list: how much it runs, and which claims need no training or have no evidence yet."""
+    computed = [s.claim for s in plan.specs if s.evidence.kind == "computed"]
+    pending = [s.claim for s in plan.specs if s.not_measured]
+    return (f"# {len(plan.sweeps)} sweeps, {len(plan.runs)} runs; computed without training: {', '.join(computed) or '-'}; "
+            f"no evidence yet (not measured): {', '.join(pending) or '-'}")
+
+
+def write_times(runner, out: Path) -> Path:
+    """jobs_time.csv: what each step of run=true did and how long it took (the per-claim cost of a scale)."""
+    import pandas as pd
+
+    from headlab.store import atomic_write_csv
+
+    path = out / "jobs_time.csv"
+    atomic_write_csv(path, pd.DataFrame([asdict(r) for r in runner.results]))
+    return path

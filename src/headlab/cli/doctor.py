@@ -14,7 +14,8 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from headlab.config.app import override_args, positional_args, quote, run_app
+from headlab.config.app import positional_args, quote, run_app
+from headlab.config.overrides import override_args
 from headlab.config.doctor import DoctorCommand
 from headlab.errors import DataError
 

@@ -14,15 +14,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from headlab.config.messages import first_line
 from headlab.errors import ConfigError, HeadlabError
 
 EXIT_CONFIG = 2
 CONFIG_MODULE = "headlab.conf"
-GRAMMAR_DOC = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 # Flags after which Hydra prints information instead of running: nothing to check first.
 INFO_FLAGS = {"-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--version", "-sc", "--shell-completion"}
-FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", "-i", "--info", "-cp", "--config-path", "-cn", "--config-name",
-                    "-cd", "--config-dir"}
 
 
 def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv: Sequence[str] | None = None,
@@ -75,7 +73,7 @@ def typed(cfg: Any) -> Any:
     except MissingMandatoryValue as err:
         raise ConfigError(str(err.full_key), None, f"a value ({err.full_key} has no default): {err.full_key}=...") from None
     except OmegaConfBaseException as err:
-        raise ConfigError(str(getattr(err, "full_key", "") or "config"), None, _first_line(err)) from None
+        raise ConfigError(str(getattr(err, "full_key", "") or "config"), None, first_line(err)) from None
 
 
 def compose_command(config_name: str, overrides: Sequence[str], config_module: str = CONFIG_MODULE) -> Any:
@@ -96,13 +94,12 @@ def check_command_line(config_name: str, args: list[str], config_module: str = C
     """The overrides composed (and typed) before Hydra starts: each value of a `-m` sweep too."""
     from hydra import compose, initialize_config_module
 
+    from headlab.config.overrides import override_args, parse_override, refuse_sweeps_without_multirun
+
     overrides = override_args(args)
     parsed = [parse_override(o) for o in overrides]
-    multirun = bool({"-m", "--multirun"} & set(args))
+    refuse_sweeps_without_multirun(parsed, bool({"-m", "--multirun"} & set(args)))
     sweeps = [(o, p) for o, p in zip(overrides, parsed) if p.is_sweep_override()]
-    if sweeps and not multirun:
-        key, value = sweeps[0][0].split("=", 1)
-        raise ConfigError(key.lstrip("+~"), value, "one value (a list: key=[a,b]; one job per value: add -m)")
     first = [o if not p.is_sweep_override() else f"{o.split('=', 1)[0]}={next(iter(p.sweep_string_iterator()))}"
              for o, p in zip(overrides, parsed)]
     jobs = [first] + [[f"{o.split('=', 1)[0]}={v}" if x == o else y for x, y in zip(overrides, first)]
@@ -110,31 +107,6 @@ def check_command_line(config_name: str, args: list[str], config_module: str = C
     with initialize_config_module(config_module, version_base="1.3"):
         for job in jobs:
             typed(compose_checked(compose, config_name, job))
-
-
-def override_args(args: list[str]) -> list[str]:
-    """The positional arguments Hydra reads as overrides (not flags, not a flag's value)."""
-    overrides, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg.startswith("-"):
-            skip = "=" not in arg and arg in FLAGS_WITH_VALUE
-        else:
-            overrides.append(arg)
-    return overrides
-
-
-def parse_override(override: str) -> Any:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    try:
-        return OverridesParser.create().parse_override(override)
-    except HydraException as err:
-        key, _, value = override.partition("=")
-        raise ConfigError(key.lstrip("+~") or override, value or None,
-                          f"key=value in Hydra's override grammar ({_first_line(err)}; see {GRAMMAR_DOC})") from None
 
 
 def compose_checked(compose: Callable[..., Any], config_name: str, overrides: list[str]) -> Any:
@@ -180,7 +152,7 @@ _TYPE_WORDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or
 
 def expected_type(err: BaseException) -> str:
     """OmegaConf's "Value 'x' of type 'str' could not be converted to Integer" as "an integer"."""
-    text = _first_line(err)
+    text = first_line(err)
     if "is not a valid bool" in text:
         return "true or false"
     for word, phrase in _TYPE_WORDS.items():
@@ -194,11 +166,6 @@ def _multirun() -> bool:
     from hydra.types import RunMode
 
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-def _first_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
-    return lines[0] if lines else type(err).__name__
 
 
 def _flatten(err: BaseException) -> str:

@@ -37,20 +37,25 @@ def check_overrides(args: list[str]) -> None:
     if flags & _NO_CHECK_FLAGS:
         return
     _check_group_choices(args)
-    overrides = _override_args(args)
-    parsed = [_parse(o) for o in overrides]
+    overrides = override_args(args)
+    parsed = [parse_override(o) for o in overrides]
     if flags & _OTHER_CONFIG_FLAGS:
         return
     multirun = bool(flags & {"-m", "--multirun"})
+    refuse_sweeps_without_multirun(parsed, multirun)
+    _check_composed(overrides, parsed, multirun)
+
+
+def refuse_sweeps_without_multirun(parsed: list[Any], multirun: bool) -> None:
+    """`key=a,b` without -m would be one job with the text "a,b": say so instead."""
     sweeps = [p for p in parsed if p.is_sweep_override()]
     if sweeps and not multirun:
         key, value = sweeps[0].get_key_element(), sweeps[0].input_line.partition("=")[2]
         raise ConfigError(key, value, "one value (a list: key=[a,b]; text with commas: key='a,b'; "
                           "one job per value: add -m)")
-    _check_composed(overrides, parsed, multirun)
 
 
-def _override_args(args: list[str]) -> list[str]:
+def override_args(args: list[str]) -> list[str]:
     """The positional arguments Hydra reads as overrides (not flags, not a flag's value)."""
     overrides, skip = [], False
     for i, arg in enumerate(args):
@@ -65,7 +70,8 @@ def _override_args(args: list[str]) -> list[str]:
     return overrides
 
 
-def _parse(override: str) -> Any:
+def parse_override(override: str) -> Any:
+    """One override parsed by Hydra's grammar; a value it cannot read is one ConfigError with the fix."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -120,7 +126,7 @@ def _sweeps(parsed: list[Any], cfg: DictConfig) -> dict[str, list[str]]:
     params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
     for key, values in params.items():
         if key not in sweeps and not any(p.get_key_element() == key for p in parsed):
-            parsed_param = _parse(f"{key}={values}")
+            parsed_param = parse_override(f"{key}={values}")
             sweeps[key] = (list(parsed_param.sweep_string_iterator()) if parsed_param.is_sweep_override()
                            else [parsed_param.get_value_element_as_str()])
     return sweeps
@@ -178,7 +184,7 @@ def _values(overrides: list[str]) -> dict[str, Any]:
     """key -> the value each override sets, as Hydra reads it (`{a:1}` -> {'a': 1})."""
     values = {}
     for override in overrides:
-        parsed = _parse(override)
+        parsed = parse_override(override)
         if not parsed.is_sweep_override() and parsed.value_type is not None:
             values[parsed.get_key_element().lstrip("+~")] = parsed.value()
     return values

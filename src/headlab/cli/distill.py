@@ -20,7 +20,7 @@ def main() -> None:
         sys.argv[1:] = with_selection(args)
     from headlab.cli.train import main as train_main
 
-    train_main()
+    train_main(prog="headlab-distill")
 
 
 def with_selection(args: list[str]) -> list[str]:

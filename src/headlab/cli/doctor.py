@@ -14,17 +14,25 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from headlab.config.app import positional_args, quote, run_app
-from headlab.config.overrides import override_args
+from headlab.config.app import EXIT_CONFIG, INFO_FLAGS, compose_command, positional_args, quote, run_app
+from headlab.config.overrides import check_overrides, override_args
 from headlab.config.doctor import DoctorCommand
-from headlab.errors import DataError
+from headlab.errors import DataError, HeadlabError
 
 PROG = "headlab-doctor"
 OWN_KEYS = {f.name for f in fields(DoctorCommand)} | {"hydra"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_app(PROG, "doctor", doctor, short_forms(list(sys.argv[1:] if argv is None else argv)))
+    args = short_forms(list(sys.argv[1:] if argv is None else argv))
+    plan = next((a for a in args if a.startswith("plan=")), None)
+    if plan is not None and not {a.split("=", 1)[0] for a in args} & INFO_FLAGS:
+        try:  # the plan gets headlab-train's own command-line checks (close keys, group options, grammar)
+            check_overrides(list(compose_command("doctor", [plan]).plan))
+        except HeadlabError as err:
+            print(f"{PROG}: error: {err}", file=sys.stderr)
+            return EXIT_CONFIG
+    return run_app(PROG, "doctor", doctor, args)
 
 
 def short_forms(args: list[str]) -> list[str]:

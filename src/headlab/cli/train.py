@@ -23,6 +23,8 @@ from headlab.run.train import train
 log = logging.getLogger("headlab.train")
 
 EXIT_CONFIG, EXIT_DIVERGED = 2, 3
+# The name in its messages: headlab-distill runs this command under its own.
+PROG = {"name": "headlab-train"}
 
 
 @hydra.main(version_base="1.3", config_path="pkg://headlab.conf", config_name="train")
@@ -41,7 +43,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         from headlab.lit.signals import RunInterrupted
 
         if isinstance(err, RunInterrupted):  # SIGTERM / Ctrl-C: stop this job and any sweep around it
-            print(f"headlab-train: {err}; continue with: headlab-train resume=true "
+            print(f"{PROG['name']}: {err}; continue with: {PROG['name']} resume=true "
                   f"hydra.run.dir={cfg.paths.output_dir} (and the same overrides)", file=sys.stderr)
             sys.exit(err.exit_code)
         if not isinstance(err, NonFiniteLossError):
@@ -58,18 +60,19 @@ def _fail(err: Exception, multirun: bool, kind: str, code: int) -> None:
     if multirun:
         log.error("%s", err)
         raise err
-    print(f"headlab-train: {kind}: {err}", file=sys.stderr)
+    print(f"{PROG['name']}: {kind}: {err}", file=sys.stderr)
     sys.exit(code)
 
 
-def main() -> None:
+def main(prog: str = "headlab-train") -> None:
+    PROG["name"] = prog
     # The checks import Lightning, and torchmetrics imports matplotlib: point its cache (and
     # W&B's) under the log folder first, so nothing is written to the home directory.
     configure_cache_dirs(_log_dir_from(sys.argv[1:]))
     try:
         check_overrides(sys.argv[1:])  # group options, unknown keys, grammar: before Hydra starts
     except ConfigError as err:
-        print(f"headlab-train: error: {err}", file=sys.stderr)
+        print(f"{PROG['name']}: error: {err}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
     _hydra_main()
 

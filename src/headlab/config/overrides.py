@@ -164,7 +164,25 @@ def _compose(compose: Any, overrides: list[str], original: list[str], return_hyd
             cause = cause.__cause__ or cause.__context__
         message = " ".join(line.strip() for line in str(err).strip().splitlines() if line.strip())
         key, value = _culprit(message, overrides or original)
+        close = _close_root_key(compose, key, message)
+        if close:
+            raise ConfigError(key, value, f"a key of the config (did you mean {close}? +{key}=... adds a new key)") from None
         raise ConfigError(key, value, f"an override Hydra accepts ({message})") from None
+
+
+def _close_root_key(compose: Any, key: str, message: str) -> str | None:
+    """For a top-level key Hydra cannot override (a typo of `seed`, `threads`, a group name...), the
+    closest key or group of train.yaml: more use than Hydra's advice to add it with `+`."""
+    import difflib
+
+    if "." in key or "Could not override" not in message:
+        return None
+    try:
+        known = [str(k) for k in compose("train", overrides=[]).keys()]
+    except Exception:  # noqa: BLE001 - the base config itself fails: Hydra's words are all we have
+        return None
+    close = difflib.get_close_matches(key, known, n=1)
+    return close[0] if close else None
 
 
 def _schema_at(compose: Any, overrides: list[str], path: str) -> Any:

@@ -25,7 +25,6 @@ def test_captured_patterns_equal_output_attentions(minilm, batch):
         torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)
 
 
-
 def test_transformerlens_hooks_run_on_the_hf_encoder_with_its_names_and_layouts(minilm, batch):
     """The same hook a TransformerLens user writes for headlab's model: zero head 5 of layer 2 in place."""
     model, _ = minilm
@@ -46,10 +45,14 @@ def test_transformerlens_hooks_run_on_the_hf_encoder_with_its_names_and_layouts(
         hooked = net.run_with_hooks(ids, mask, fwd_hooks=[("blocks.2.attn.hook_z", zero_head_5),
                                                           ("blocks.2.attn.hook_pattern", read_pattern)]).hidden
         net.set_head_gate(2, 5, 0.0)
-        gated = net(ids, mask).hidden
+        try:
+            gated = net(ids, mask).hidden
+        finally:  # the encoder's hook stays on the session's shared MiniLM: leave its gates open
+            net.reset_head_gates()
     assert shapes == {"blocks.2.attn.hook_z": (3, seq, 12, 32), "blocks.2.attn.hook_pattern": (3, 12, seq, seq)}
     torch.testing.assert_close(hooked, gated, atol=0, rtol=0)
     assert not any(point._forward_hooks for point in net.hook_dict.values())
+
 
 def test_head_metrics_equal_the_pure_functions_on_raw_attentions(minilm, batch):
     model, tokenizer = minilm

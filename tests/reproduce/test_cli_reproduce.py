@@ -23,19 +23,23 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert lines[at + 3].endswith("headlab-aggregate logs/sweeps/heads-zh_reviews/reproduce")
     assert sum("-m sweep=heads " in line for line in lines) == 2  # synthetic and zh_reviews
     assert lines[-2].endswith("headlab-analyze-hf data=en_news threads=1 run_dir=logs/runs/reproduce/c17-minilm-en_news")
-    assert lines[-1].startswith("# 10 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
+    assert lines[-1].startswith("# 9 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
     assert main(["--jobs", "--scale", "full", "--specs", str(SPECS)]) == 0
     full = capsys.readouterr().out.splitlines()
     commands = [line for line in full if " -m sweep=" in line]
-    assert len(commands) == 10 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
-    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C2, C8, C10, C14, C15, C18",
+    assert len(commands) == 9 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
+    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C2, C4, C8, C10, C14, C15, C18",
                                                                    "# heads_width-zh_reviews-full: C16"]
 
 
 def test_a_report_from_an_explicit_sweep_folder(tmp_path, capsys):
     sweep = tmp_path / "my_heads_sweep"
     (sweep / "aggregate").mkdir(parents=True)
-    heads_runs([0.85, 0.86, 0.88], [0.83, 0.845, 0.85]).to_csv(sweep / "aggregate" / "sweep_runs.csv", index=False)
+    from headlab.reproduce.spec import load_spec
+    from tests.reproduce.recorded import record_jobs
+
+    record_jobs(sweep, load_spec(SPECS / "c08_heads.yaml"))
+    heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841]).to_csv(sweep / "aggregate" / "sweep_runs.csv", index=False)
     out = tmp_path / "report"
     args = ["--specs", str(SPECS), "--only", "c8,C10", "--evidence", f"heads-zh_reviews={sweep}", "--out", str(out),
             "--sweeps-root", str(tmp_path / "none")]
@@ -99,11 +103,11 @@ def test_jobs_flag_prints_the_same_plan_as_jobs_true(capsys):
     assert main(["--jobs", "--scale", "full", "--specs", str(SPECS)]) == 0
     short = capsys.readouterr().out
     assert main(["jobs=true", "scale=full", f"specs={SPECS}"]) == 0
-    assert capsys.readouterr().out == short and short.splitlines()[-1].startswith("# 10 sweeps, 1 runs")
+    assert capsys.readouterr().out == short and short.splitlines()[-1].startswith("# 9 sweeps, 1 runs")
 
 
 def test_a_wrong_key_choice_or_value_is_one_line_exit_2(tmp_path, capsys):
-    for args, expected in ((["lanse=3"], "did you mean lanes?"), (["--scale", "medium"], "scale='medium': expected quick or full"),
+    for args, expected in ((["lanse=3"], "did you mean lanes?"), (["--scale", "medium"], "scale='medium': expected one of quick, cpu, full"),
                            (["--lanes", "0"], "lanes=0: expected an integer >= 1"),
                            (["--override", "gpu"], "override='gpu': expected KEY=VALUE"),
                            (["--specs", str(SPECS), "--only", "C8,C99"], "claim ids among C1, C2")):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from headlab.cli.reproduce import main
 from tests.reproduce.test_verdicts import SPECS, heads_runs
@@ -123,3 +124,21 @@ def test_only_selects_claims_in_any_case_and_order_of_the_specs():
     assert [s.claim for s in claim_specs(str(SPECS), ["c10,C8"])] == ["C8", "C10"]
     assert [s.claim for s in claim_specs(str(SPECS), ["C8", " c10 "])] == ["C8", "C10"]
     assert len(claim_specs(str(SPECS), [])) == len(claim_specs(None, [])) == 18
+
+
+def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_time(capsys):
+    """make reproduce-cpu: seeds 10-19 everywhere, zh reviews at max_len 128 with cls pooling, and a
+    wall time from the 2026-11-30 quick run's step times that stays under 2 hours on 2 cores."""
+    import re
+
+    assert main(["--jobs", "--scale", "cpu", "--specs", str(SPECS)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    sweeps = [line for line in lines if " -m sweep=" in line]
+    assert len(sweeps) == 9 and all("seed=10,11,12,13,14,15,16,17,18,19" in line for line in sweeps)
+    zh = next(line for line in sweeps if "sweep_name=heads-zh_reviews-cpu" in line)
+    assert "data.max_len=128" in zh and "model.pooling=cls" in zh
+    assert "model.template=positional" in next(line for line in sweeps if "sweep=templates" in line)
+    estimate = lines[-1]
+    minutes = float(re.search(r"2 lanes: (\d+) min", estimate).group(1))
+    # heads-zh_reviews: 878 s x 10/3 seeds x 2 (max_len), then the distill students 174 s x 10/3
+    assert minutes == pytest.approx((878 * 10 / 3 * 2 + 174 * 10 / 3) / 60, abs=1) and minutes <= 120

@@ -52,7 +52,8 @@ def test_every_job_composes_names_its_folder_and_holds_the_selected_configs(scal
                 for where in (stat.where, stat.a or {}, stat.b or {}):
                     for key, value in where.items():
                         if "." in key or key in ("optim", "data"):  # a config key: some job must run that value
-                            assert any(_same(j.get(key), value) for j in grid), (spec.claim, scale, key, value)
+                            wanted = value if isinstance(value, list) else [value]  # a list: any of its values
+                            assert all(any(_same(j.get(key), v) for j in grid) for v in wanted), (spec.claim, scale, key, value)
 
 
 def test_two_specs_giving_one_folder_different_overrides_are_refused(tmp_path):

@@ -17,6 +17,7 @@ from typing import Any
 
 from headlab.reproduce.statistics import same_value
 from headlab.store import RunDir
+from headlab.store.run_dir import CONFIG_FILE, HYDRA_DIR
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,9 @@ def recorded_value(job_dir: Path, key: str) -> Any:
 
 def check_sweep(folder: Path, grid: dict[str, list[str]]) -> Check:
     """Compare every job of the sweep `folder` (a dir with `.hydra/config.yaml`) with `grid`."""
-    jobs = sorted(p.parent.parent for p in folder.glob("*/.hydra/config.yaml"))
+    jobs = sorted(p.parent.parent for p in folder.glob(f"*/{HYDRA_DIR}/{CONFIG_FILE}"))
     if not jobs:
-        return Check(folder, 0, ("no job with a saved config (.hydra/config.yaml) to check the grid against",), "")
+        return Check(folder, 0, (f"no job with a saved config ({HYDRA_DIR}/{CONFIG_FILE}) to check the grid against",), "")
     problems: list[str] = []
     for key, allowed in grid.items():
         seen = [recorded_value(job, key) for job in jobs]
@@ -90,7 +91,7 @@ def code_commit() -> str:
 
 def unmet_settings(folder: Path, settings: tuple[tuple[str, Any], ...]) -> list[str]:
     """The prerequisite settings (key, value) some job of the sweep `folder` does not hold, as text."""
-    jobs = sorted(p.parent.parent for p in folder.glob("*/.hydra/config.yaml"))
+    jobs = sorted(p.parent.parent for p in folder.glob(f"*/{HYDRA_DIR}/{CONFIG_FILE}"))
     unmet = []
     for key, wanted in settings:
         seen = sorted({str(recorded_value(job, key)) for job in jobs if not same_value(recorded_value(job, key), wanted)})

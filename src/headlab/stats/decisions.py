@@ -81,7 +81,10 @@ def seeds_to_decide(gap: float, sd: float, alpha: float = ALPHA, power: float = 
         return math.nan
     from statsmodels.stats.power import TTestPower
 
-    return float(TTestPower().solve_power(effect_size=gap / sd, alpha=alpha, power=power, alternative="larger"))
+    solver = TTestPower()
+    if solver.power(effect_size=gap / sd, nobs=2, alpha=alpha, alternative="larger") >= power:
+        return 2.0  # two seeds already suffice (the solver finds no root below them)
+    return float(solver.solve_power(effect_size=gap / sd, alpha=alpha, power=power, alternative="larger"))
 
 
 def minimum_detectable(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float:

@@ -146,3 +146,24 @@ def test_holm_keeps_a_verdict_only_if_its_test_survives_the_correction():
     assert [r.verdict for r in results] == [INCONCLUSIVE, CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE]
     assert [round(r.p_holm, 3) for r in results] == [0.06, 0.004, 0.5, 0.06]
     assert "Holm-adjusted p 0.06" in results[0].reason and results[1].verdict in DECISIVE
+
+
+def test_the_power_section_sizes_an_undecided_claim_on_its_per_seed_sd(tmp_path):
+    """C8 with a 2-point gap and a wide spread: undecided; the seeds that would tell its mean from the
+    1.5-point margin, checked against the noncentral t by hand."""
+    from scipy import stats
+
+    from headlab.reproduce.power import power_markdown, power_rows
+
+    spec = load_spec(SPECS / "c08_heads.yaml")
+    acc8, acc4 = [0.86, 0.87, 0.85], [0.84, 0.845, 0.835]  # gaps 0.02, 0.025, 0.015
+    _sweep(tmp_path, spec, heads_runs(acc8, acc4))
+    result = control([evaluate_claim(spec, tmp_path)])[0]
+    assert result.verdict == INCONCLUSIVE
+    (row,) = power_rows([result])
+    d = pd.Series([a - b for a, b in zip(acc8, acc4)])
+    assert row.sd == pytest.approx(d.std(ddof=1)) and row.n == 3 and row.margin == 0.015
+    n = row.seeds_to_decide
+    effect = (d.mean() - 0.015) / d.std(ddof=1)
+    assert stats.nct.sf(stats.t.ppf(0.95, n - 1), n - 1, effect * math.sqrt(n)) == pytest.approx(0.8, abs=1e-4)
+    assert any(line.startswith("| C8 | gap | 0.02 |") for line in power_markdown([row]))

@@ -105,7 +105,7 @@ def computed_statistics(spec: ClaimSpec) -> dict[str, Statistic]:
     for name, s in spec.statistics.items():
         measure = MEASUREMENTS[s.measurement.name]
         per_seed = [measure(seed, **s.args)[s.field.name] for seed in s.seeds]
-        out[name] = from_values(per_seed, f"{s.field.name} of {s.measurement.name} per seed")
+        out[name] = from_values(per_seed, f"{s.field.name} of {s.measurement.name} per seed", seeds=tuple(s.seeds))
     return out
 
 

@@ -16,10 +16,11 @@ help:
 	@echo "make bench     speed and measurement-overhead benchmark (BENCH_ARGS='--quick' for 1 min)"
 	@echo "make sweep-smoke   8 tiny jobs through joblib, then headlab-aggregate (prints the sweep dir last)"
 	@echo "make sweep SWEEP=heads [LAUNCHER=joblib] [ARGS='seed=0,1,2,3,4 experiment=sweep_zh']"
-	@echo "make reproduce-quick   every claim of the article at CPU scale (~25 min on 2 cores, resumable) -> reports/<date>/"
+	@echo "make reproduce-quick   every claim of the article at CPU scale, exploratory (~25 min on 2 cores, resumable) -> reports/<date>/"
+	@echo "make reproduce-cpu     the confirmatory CPU run: seeds 10-19, zh max_len 128 + cls pooling (~1 h 50 min on 2 cores, resumable)"
 	@echo "make reproduce [DRY_RUN=1] [LAUNCHER=slurm] [ARGS='--override trainer.accelerator=gpu']   the article's scale"
-	@echo "make reproduce-jobs [SCALE=quick|full]   print the commands a reproduce target runs (runs nothing)"
-	@echo "make reproduce-report [SCALE=quick|full]   verdicts of every claim from the sweeps on disk -> reports/<date>/"
+	@echo "make reproduce-jobs [SCALE=quick|cpu|full]   print the commands a reproduce target runs (runs nothing)"
+	@echo "make reproduce-report [SCALE=quick|cpu|full]   verdicts of every claim from the sweeps on disk -> reports/<date>/"
 
 $(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -75,10 +76,16 @@ sweep-smoke:
 # fixed folders (<log dir>/sweeps/<sweep_name>/reproduce; a second call redoes only what is missing),
 # then write reports/<date>/. The full scale goes through SLURM unless LAUNCHER says otherwise
 # (LAUNCHER=basic ARGS='--override trainer.accelerator=gpu' on one GPU); DRY_RUN=1 prints its commands.
-.PHONY: reproduce reproduce-quick reproduce-jobs reproduce-report
+# reproduce-cpu is the confirmatory run (seeds no earlier run used; `--jobs --scale cpu` prints its plan
+# and the wall time estimated from the quick run's step times); LANES=N for more cores.
+.PHONY: reproduce reproduce-quick reproduce-cpu reproduce-jobs reproduce-report
 SCALE ?= quick
+LANES ?= 2
 reproduce-quick: $(STAMP)
 	$(BIN)/headlab-reproduce --run --scale quick $(ARGS)
+
+reproduce-cpu: $(STAMP)
+	$(BIN)/headlab-reproduce --run --scale cpu --lanes $(LANES) $(ARGS)
 
 reproduce: $(STAMP)
 	$(BIN)/headlab-reproduce --run --scale full $(if $(DRY_RUN),--dry-run) $(if $(filter-out joblib,$(LAUNCHER)),--launcher $(LAUNCHER)) $(ARGS)

@@ -89,8 +89,9 @@ def test_the_walk_reaches_every_kind_of_field():
     keys = {_key_text(p) for p, _ in LEAVES}
     assert {"claim", "version", "article.zh", "evidence.computed", "evidence.program", "evidence.quick.teacher.where",
             "evidence.per_job[0].quick_where", "statistics.gap.kind", "statistics.gap.bounds", "statistics.gap.seeds",
-            "statistics.gap.field", "rule.supported_if", "notes"} <= keys
-    assert len(LEAVES) == 47
+            "statistics.gap.field", "rule.supported_if", "notes", "evidence.cpu.sweep_name", "margin.value",
+            "margin.direction", "prerequisite.rule", "seeds.confirmatory"} <= keys
+    assert len(LEAVES) == 68
 
 
 @pytest.mark.parametrize("path, tp", LEAVES, ids=[_key_text(p) for p, _ in LEAVES])
@@ -108,7 +109,7 @@ def test_a_field_given_a_wrong_type_is_one_line_naming_the_file_the_key_and_the_
 @pytest.mark.parametrize("path, value, allowed", [
     (("statistics", "gap", "kind"), "ratio", "one of mean, paired_difference, group_difference, computed"),
     (("statistics", "gap", "reduce"), "sum", "one of mean, median, nan_fraction, fraction_in, distinct_per_layer, "
-                                             "last_step_mean"),
+                                             "last_step_mean, fraction_at_most"),
     (("statistics", "gap", "bounds"), [0, "one"], "[low, high]: the range the value can take (its interval is clipped to it)"),
     (("statistics", "gap", "seeds"), [0, "one"], "a list of integers"),
     (("statistics", "gap", "exclude"), {"final_role": "mixed"}, "a list of values"),
@@ -122,11 +123,11 @@ def test_a_field_given_a_wrong_type_is_one_line_naming_the_file_the_key_and_the_
     (("article",), "words", "a mapping of zh, en"),
     (("evidence", "quick"), ["heads-synthetic"], "a mapping of sweep_name, overrides, teacher, run_name, command"),
     (("evidence", "per_job"), {"command": "headlab-prune"}, "a list of mappings of command, args, where, quick_where, "
-                                                            "full_where"),
-    (("evidence", "per_job"), ["headlab-prune"], "a mapping of command, args, where, quick_where, full_where"),
+                                                            "cpu_where, full_where"),
+    (("evidence", "per_job"), ["headlab-prune"], "a mapping of command, args, where, quick_where, cpu_where, full_where"),
     (("statistics", "gap", "a"), ["model.n_heads=8"], "a mapping of key -> value"),
     (("statistics",), ["gap"], "a mapping of name -> a mapping of kind, column, where, a, b, reduce, values, exclude, "
-                               "metric, bounds, measurement, seeds, args, field"),
+                               "at_most, types, metric, bounds, measurement, seeds, args, field"),
 ])
 def test_what_is_allowed_is_said_in_words(tmp_path, path, value, allowed):
     with pytest.raises(ConfigError) as err:
@@ -194,7 +195,7 @@ def test_all_18_shipped_specs_load_as_typed_objects_with_the_schemas_defaults():
     assert c1.evidence.kind == "computed" and c1.evidence.figure == "angle_histogram.png"
     assert c1.statistics["init_band"].measurement is Measurement.initialised_queries
     assert c1.statistics["init_band"].field is MeasurementField.in_band
-    assert c1.statistics["init_band"].seeds == [0, 1, 2, 3, 4]  # the default, written once in the schema
+    assert c1.statistics["init_band"].seeds == list(range(10, 20))  # confirmatory seeds, set in the spec
     assert c10.per_job("quick") == (PerJob("headlab-prune", ("prune.ranking=ablation", "prune.max_drop=0.005"),
                                            (("model.n_heads", 8),)),)
     assert c10.per_job("full")[0].where == (("model.n_heads", 12),)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from headlab.cli.reproduce import main
 from tests.reproduce.test_verdicts import SPECS, heads_runs
@@ -23,19 +24,23 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert lines[at + 3].endswith("headlab-aggregate logs/sweeps/heads-zh_reviews/reproduce")
     assert sum("-m sweep=heads " in line for line in lines) == 2  # synthetic and zh_reviews
     assert lines[-2].endswith("headlab-analyze-hf data=en_news threads=1 run_dir=logs/runs/reproduce/c17-minilm-en_news")
-    assert lines[-1].startswith("# 10 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
+    assert lines[-1].startswith("# 9 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
     assert main(["--jobs", "--scale", "full", "--specs", str(SPECS)]) == 0
     full = capsys.readouterr().out.splitlines()
     commands = [line for line in full if " -m sweep=" in line]
-    assert len(commands) == 10 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
-    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C2, C8, C10, C14, C15, C18",
+    assert len(commands) == 9 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
+    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C2, C4, C8, C10, C14, C15, C18",
                                                                    "# heads_width-zh_reviews-full: C16"]
 
 
 def test_a_report_from_an_explicit_sweep_folder(tmp_path, capsys):
     sweep = tmp_path / "my_heads_sweep"
     (sweep / "aggregate").mkdir(parents=True)
-    heads_runs([0.85, 0.86, 0.88], [0.83, 0.845, 0.85]).to_csv(sweep / "aggregate" / "sweep_runs.csv", index=False)
+    from headlab.reproduce.spec import load_spec
+    from tests.reproduce.recorded import record_jobs
+
+    record_jobs(sweep, load_spec(SPECS / "c08_heads.yaml"))
+    heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841]).to_csv(sweep / "aggregate" / "sweep_runs.csv", index=False)
     out = tmp_path / "report"
     args = ["--specs", str(SPECS), "--only", "c8,C10", "--evidence", f"heads-zh_reviews={sweep}", "--out", str(out),
             "--sweeps-root", str(tmp_path / "none")]
@@ -99,11 +104,11 @@ def test_jobs_flag_prints_the_same_plan_as_jobs_true(capsys):
     assert main(["--jobs", "--scale", "full", "--specs", str(SPECS)]) == 0
     short = capsys.readouterr().out
     assert main(["jobs=true", "scale=full", f"specs={SPECS}"]) == 0
-    assert capsys.readouterr().out == short and short.splitlines()[-1].startswith("# 10 sweeps, 1 runs")
+    assert capsys.readouterr().out == short and short.splitlines()[-1].startswith("# 9 sweeps, 1 runs")
 
 
 def test_a_wrong_key_choice_or_value_is_one_line_exit_2(tmp_path, capsys):
-    for args, expected in ((["lanse=3"], "did you mean lanes?"), (["--scale", "medium"], "scale='medium': expected quick or full"),
+    for args, expected in ((["lanse=3"], "did you mean lanes?"), (["--scale", "medium"], "scale='medium': expected one of quick, cpu, full"),
                            (["--lanes", "0"], "lanes=0: expected an integer >= 1"),
                            (["--override", "gpu"], "override='gpu': expected KEY=VALUE"),
                            (["--specs", str(SPECS), "--only", "C8,C99"], "claim ids among C1, C2")):
@@ -119,3 +124,21 @@ def test_only_selects_claims_in_any_case_and_order_of_the_specs():
     assert [s.claim for s in claim_specs(str(SPECS), ["c10,C8"])] == ["C8", "C10"]
     assert [s.claim for s in claim_specs(str(SPECS), ["C8", " c10 "])] == ["C8", "C10"]
     assert len(claim_specs(str(SPECS), [])) == len(claim_specs(None, [])) == 18
+
+
+def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_time(capsys):
+    """make reproduce-cpu: seeds 10-19 everywhere, zh reviews at max_len 128 with cls pooling, and a
+    wall time from the 2026-11-30 quick run's step times that stays under 2 hours on 2 cores."""
+    import re
+
+    assert main(["--jobs", "--scale", "cpu", "--specs", str(SPECS)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    sweeps = [line for line in lines if " -m sweep=" in line]
+    assert len(sweeps) == 9 and all("seed=10,11,12,13,14,15,16,17,18,19" in line for line in sweeps)
+    zh = next(line for line in sweeps if "sweep_name=heads-zh_reviews-cpu" in line)
+    assert "data.max_len=128" in zh and "model.pooling=cls" in zh
+    assert "model.template=positional" in next(line for line in sweeps if "sweep=templates" in line)
+    estimate = lines[-1]
+    minutes = float(re.search(r"2 lanes: (\d+) min", estimate).group(1))
+    # heads-zh_reviews: 878 s x 10/3 seeds x 2 (max_len), then the distill students 174 s x 10/3
+    assert minutes == pytest.approx((878 * 10 / 3 * 2 + 174 * 10 / 3) / 60, abs=1) and minutes <= 120

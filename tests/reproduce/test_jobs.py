@@ -37,7 +37,7 @@ def _same(a: str, b) -> bool:
         return str(a) == str(b)
 
 
-@pytest.mark.parametrize("scale", ["quick", "full"])
+@pytest.mark.parametrize("scale", ["quick", "cpu", "full"])
 def test_every_job_composes_names_its_folder_and_holds_the_selected_configs(scale):
     for job in sweep_jobs(SPEC_LIST, scale):
         cli = (*job.overrides, f"sweep_name={job.sweep_name}", *(("teacher=/nonexistent/teacher",) if job.teacher else ()))
@@ -48,11 +48,19 @@ def test_every_job_composes_names_its_folder_and_holds_the_selected_configs(scal
         validate_config(cfg)
         assert cfg.sweep_name == job.sweep_name
         for spec in (s for s in SPEC_LIST if s.claim in job.claims):
+            if scale != "quick":  # the confirmatory scales hold the settings the phenomenon needs
+                from omegaconf import OmegaConf
+
+                for key, wanted in spec.prerequisite_config:
+                    choice = cfg.hydra.runtime.choices.get(key) if "." not in key else None
+                    got = choice if choice is not None else OmegaConf.select(cfg, key)
+                    assert _same(got, wanted), (spec.claim, scale, key, got, wanted)
             for stat in spec.statistics.values():
                 for where in (stat.where, stat.a or {}, stat.b or {}):
                     for key, value in where.items():
                         if "." in key or key in ("optim", "data"):  # a config key: some job must run that value
-                            assert any(_same(j.get(key), value) for j in grid), (spec.claim, scale, key, value)
+                            wanted = value if isinstance(value, list) else [value]  # a list: any of its values
+                            assert all(any(_same(j.get(key), v) for j in grid) for v in wanted), (spec.claim, scale, key, value)
 
 
 def test_two_specs_giving_one_folder_different_overrides_are_refused(tmp_path):
@@ -63,7 +71,7 @@ def test_two_specs_giving_one_folder_different_overrides_are_refused(tmp_path):
         sweep_jobs(specs, "full")
 
 
-@pytest.mark.parametrize("scale", ["quick", "full"])
+@pytest.mark.parametrize("scale", ["quick", "cpu", "full"])
 def test_every_run_job_is_a_valid_headlab_analyze_hf_config(scale):
     from headlab.config.analyze_hf import CONFIG_MODULE
     from headlab.config.app import compose_command

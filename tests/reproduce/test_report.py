@@ -10,6 +10,7 @@ import pytest
 
 from headlab.reproduce.evidence import evaluate_claim
 from headlab.reproduce.spec import load_specs
+from tests.reproduce.recorded import record_jobs
 from tests.reproduce.test_verdicts import SPECS, heads_runs
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -36,13 +37,17 @@ def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweeps")
     aggregate = root / "heads-zh_reviews" / "2026-11-30_12-00-00_000000" / "aggregate"
     aggregate.mkdir(parents=True)
-    heads_runs([0.85, 0.86, 0.88], [0.83, 0.845, 0.85]).to_csv(aggregate / "sweep_runs.csv", index=False)
+    from headlab.reproduce.spec import load_spec
+
+    record_jobs(aggregate.parent, load_spec(SPECS / "c08_heads.yaml"))
+    heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841]).to_csv(aggregate / "sweep_runs.csv", index=False)
     _figure(aggregate / "figures" / "accuracy_vs_factor.png")
-    results = [evaluate_claim(s, root) for s in load_specs(SPECS)]
-    out = tmp_path_factory.mktemp("report")
+    from headlab.reproduce.multiplicity import control
     from headlab.reproduce.report import write_report
 
-    return results, out, write_report(results, out)
+    results = control([evaluate_claim(s, root) for s in load_specs(SPECS)])
+    out = tmp_path_factory.mktemp("report")
+    return results, out, write_report(results, out, scale="quick")
 
 
 def test_claims_csv_has_one_row_per_claim_with_its_verdict_and_statistic(report):
@@ -50,21 +55,31 @@ def test_claims_csv_has_one_row_per_claim_with_its_verdict_and_statistic(report)
     table = pd.read_csv(out / "claims.csv", keep_default_na=False)
     assert list(table["claim"]) == [f"C{i}" for i in range(1, 19)]
     rows = table.set_index("claim")
-    assert rows.loc["C1", "verdict"] == "supported" and rows.loc["C8", "verdict"] == "supported"
-    assert rows.loc["C8", "statistics"] == "gap = 0.0217 [0.00269, 0.0406] (n=3)"  # mean and t-interval of 0.02, 0.015, 0.03
+    assert rows.loc["C1", "verdict"] == "direction only" and rows.loc["C8", "verdict"] == "supported"
+    # mean and t-interval of 0.03, 0.031, 0.029; the prerequisite's statistic is secondary
+    assert rows.loc["C8", "statistics"] == "gap = 0.03 [0.0275, 0.0325] (n=3) (primary); acc8 = 0.863 [0.849, 0.878] (n=3) (secondary)"
+    assert rows.loc["C8", "primary"] == "gap" and rows.loc["C8", "margin"] == "greater 0.015"
+    assert rows.loc["C8", "seeds"] == "0,1,2 (exploratory)" and "grid checked against the spec" in rows.loc["C8", "provenance"]
+    # two claims in the Holm family (C1 and C8): C1's far smaller p is doubled, C8's (the larger) is kept
+    p1, p8 = float(rows.loc["C1", "p_value"]), float(rows.loc["C8", "p_value"])
+    assert p1 < p8 / 2 and float(rows.loc["C1", "p_holm"]) == pytest.approx(2 * p1)
+    assert float(rows.loc["C8", "p_holm"]) == pytest.approx(p8)
     assert rows.loc["C8", "figure"] == "figures/c8_accuracy_vs_factor.png"
     assert rows.loc["C8", "coverage"] == "6 of 7 jobs usable" and rows.loc["C1", "coverage"] == ""
     assert rows.loc["C10", "verdict"] == "not measured" and "prune" in rows.loc["C10", "reason"]
-    assert rows.loc["C15", "verdict"] == "not measured" and "sweep_heads.csv does not exist" in rows.loc["C15", "reason"]
+    # C15 reads the same sweep: its jobs had mean pooling and max_len 64, so the claim is not testable there
+    assert rows.loc["C15", "verdict"] == "not testable at this scale" and "model.pooling=cls" in rows.loc["C15", "reason"]
     assert (out / "figures" / "c8_accuracy_vs_factor.png").is_file()
 
 
 def test_claims_md_quotes_the_article_and_links_the_figure(report):
     results, out, _ = report
     md = (out / "claims.md").read_text(encoding="utf-8")
-    assert md.count("\n| C") == 18
+    assert md.split("\n## ")[0].count("\n| C") == 18
     assert "> 固定总参数量大致不变" in md and "![C8](figures/c8_accuracy_vs_factor.png)" in md
-    assert "**Verdict: supported**" in md
+    assert "**Verdict: supported**" in md and "exploratory" in md.splitlines()[0]
+    assert "Multiplicity: Holm over the claims' primary statistics" in md
+    assert "- decided on seeds 0,1,2 (exploratory); rules version 3, frozen 2026-12-01" in md
     assert "| C8 | 5.1 | supported (6 of 7 jobs usable) |" in md  # a verdict on an unfinished sweep says so
 
 

@@ -49,6 +49,8 @@ def test_run_trains_once_measures_each_job_and_reports(tmp_path):
     runs = pd.read_csv(folder / "aggregate" / "sweep_runs.csv")
     assert report.loc[0, "source"] == str(folder / "aggregate" / "sweep_runs.csv")
     assert report.loc[0, "statistics"].startswith(f"acc = {runs['test_acc'].mean():.3g}")
+    # the evidence guard read the jobs' configs as headlab-train saved them, and they are the spec's grid
+    assert report.loc[0, "provenance"].startswith(f"read {folder} (3 jobs, commit "), report.loc[0, "provenance"]
     checkpoints = {j: (j / "checkpoints" / "last.ckpt").stat().st_mtime_ns for j in jobs}
 
     second = subprocess.run([*cmd, "--out", str(tmp_path / "r2")], capture_output=True, text=True, timeout=900)

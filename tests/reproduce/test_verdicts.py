@@ -14,7 +14,9 @@ from headlab.errors import ConfigError, DataError
 from headlab.reproduce.evidence import evaluate_claim
 from headlab.reproduce.spec import load_spec, load_specs
 from headlab.reproduce.statistics import EvidenceMissing, table_statistic
-from headlab.reproduce.verdict import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED, decide
+from headlab.reproduce.verdict import (CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, NOT_MEASURED, NOT_TESTABLE, SUPPORTED,
+                                      decide)
+from tests.reproduce.recorded import record_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "conf" / "reproduce"
@@ -43,18 +45,26 @@ def test_the_paired_difference_is_the_t_interval_of_per_seed_differences_over_us
 
 
 @pytest.mark.parametrize("acc8, acc4, verdict", [
-    ([0.85, 0.86, 0.88], [0.83, 0.845, 0.85], SUPPORTED),     # gap about 2 points, CI above 0 and around 0.02
-    ([0.85, 0.85, 0.85], [0.85, 0.851, 0.849], CONTRADICTED),  # no gap: CI below 0.005
-    ([0.85, 0.80, 0.90], [0.84, 0.86, 0.83], INCONCLUSIVE),   # noisy: neither
-    ([0.90, 0.91, 0.92], [0.80, 0.81, 0.82], INCONCLUSIVE),   # 10 points: above 0 but far from "about 2"
+    ([0.86, 0.86, 0.87], [0.83, 0.829, 0.841], SUPPORTED),     # 3 points [2.75, 3.25]: beyond the 1.5-point margin
+    ([0.85, 0.85, 0.85], [0.85, 0.851, 0.849], CONTRADICTED),  # no gap: [-0.25, 0.25] points, short of 1.5
+    ([0.856, 0.855, 0.857], [0.85, 0.85, 0.85], DIRECTION_ONLY),  # 0.6 points [0.35, 0.85]: above 0, short of 1.5
+    ([0.85, 0.86, 0.88], [0.83, 0.845, 0.85], INCONCLUSIVE),   # 2.2 points [0.27, 4.06]: straddles the margin
+    ([0.52, 0.55, 0.50], [0.50, 0.51, 0.49], NOT_TESTABLE),   # near chance: the prerequisite fails
 ])
-def test_c08s_rule_gives_the_verdict_its_numbers_call_for(tmp_path, acc8, acc4, verdict):
+def test_c08_is_decided_against_the_articles_margin(tmp_path, acc8, acc4, verdict):
+    spec = load_spec(SPECS / "c08_heads.yaml")
     aggregate = tmp_path / "heads-zh_reviews" / "2026-11-30_12-00-00_000000" / "aggregate"
     aggregate.mkdir(parents=True)
+    record_jobs(aggregate.parent, spec)
     heads_runs(acc8, acc4).to_csv(aggregate / "sweep_runs.csv", index=False)
-    result = evaluate_claim(load_spec(SPECS / "c08_heads.yaml"), tmp_path)
-    assert result.verdict == verdict
+    result = evaluate_claim(spec, tmp_path)
+    assert result.verdict == verdict, result.reason
     assert result.source == str(aggregate / "sweep_runs.csv")
+    assert str(aggregate.parent) in result.provenance and "commit" in result.provenance
+    if verdict in (SUPPORTED, CONTRADICTED):
+        d = [a - b for a, b in zip(acc8, acc4)]
+        one_sided = "greater" if verdict == SUPPORTED else "less"
+        assert result.p_value == pytest.approx(stats.ttest_1samp(d, 0.015, alternative=one_sided).pvalue)
 
 
 def test_a_claim_without_its_sweep_or_with_one_seed_is_not_decided(tmp_path):
@@ -63,9 +73,10 @@ def test_a_claim_without_its_sweep_or_with_one_seed_is_not_decided(tmp_path):
     assert missing.verdict == NOT_MEASURED and "no aggregated sweep 'heads-zh_reviews'" in missing.reason
     aggregate = tmp_path / "x" / "aggregate"
     aggregate.mkdir(parents=True)
+    record_jobs(aggregate.parent, spec)
     heads_runs([0.85], [0.83]).to_csv(aggregate / "sweep_runs.csv", index=False)
     one_seed = evaluate_claim(spec, tmp_path, {"heads-zh_reviews": aggregate.parent})
-    assert one_seed.verdict == INCONCLUSIVE and one_seed.reason == "undecided: no finite gap.ci_high, gap.ci_low"
+    assert one_seed.verdict == INCONCLUSIVE and one_seed.reason.startswith("no interval: gap 0.02 [nan, nan] (paired t (undefined: one pair))")
 
 
 def test_per_run_reductions_of_the_head_table():
@@ -86,9 +97,11 @@ def test_per_run_reductions_of_the_head_table():
         table_statistic(distinct, heads)
 
 
-def test_c01_is_supported_by_measurement():
+def test_c01_random_directions_concentrate_but_not_into_the_vast_majority():
+    """0.67 of angles in 83-97 degrees: beyond a bare majority, short of the three quarters that
+    "the vast majority" allows."""
     result = evaluate_claim(load_spec(SPECS / "c01_random_directions.yaml"), "/nonexistent")
-    assert result.verdict == SUPPORTED and result.source == "computed"
+    assert result.verdict == DIRECTION_ONLY and result.source == "computed"
     assert result.statistics["random_std"].mean == pytest.approx(0.125, abs=0.002)
     assert result.statistics["init_band"].mean == pytest.approx(0.67, abs=0.02)  # P(|z| < 8 sin 7deg)
     from matplotlib.image import imread
@@ -104,7 +117,9 @@ def test_a_computed_claims_figure_must_be_one_headlab_draws(tmp_path):
 
 
 def test_overlapping_rules_are_an_error_not_a_verdict(tmp_path):
-    text = (SPECS / "c08_heads.yaml").read_text(encoding="utf-8").replace('"gap.ci_high < 0.005"', '"gap.ci_low > 0"')
+    """A spec without a margin keeps its two written rules (the format before issue 25)."""
+    text = (SPECS / "c08_heads.yaml").read_text(encoding="utf-8")
+    text = text[:text.index("primary:")] + 'rule: {supported_if: "gap.ci_low > 0", contradicted_if: "gap.ci_low > 0"}\n'
     (tmp_path / "c08_heads.yaml").write_text(text, encoding="utf-8")
     spec = load_spec(tmp_path / "c08_heads.yaml")
     from headlab.reproduce.statistics import Statistic
@@ -118,14 +133,17 @@ def test_every_shipped_spec_loads_and_every_claim_c1_to_c18_has_one():
     assert [s.claim for s in specs] == [f"C{i}" for i in range(1, 19)]
     for s in specs:
         assert s.zh and s.en and s.section
-        assert s.not_measured or (s.supported_if and s.contradicted_if and s.statistics)
+        assert s.statistics and s.primary in s.statistics
 
 
 @pytest.mark.parametrize("edit, match", [
     (("kind: paired_difference", "kind: ratio"), r"statistics\.gap\.kind='ratio'"),
     (("claim: C8", "claim: 8"), r"claim='8'"),
     (("  table: sweep_runs.csv\n", ""), r"evidence\.table=None"),
-    (('"gap.ci_high < 0.005"', '"gap.ci_high < x"'), r"rule\.contradicted_if="),
+    (('rule: "acc8.mean > 0.6"', 'rule: "acc8.mean > x"'), r"prerequisite\.rule="),
+    (("primary: gap", "primary: gapp"), r"primary='gapp'"),
+    (("  value: 0.015", "  value: -0.015"), r"margin\.value=-0\.015"),
+    (("  confirmatory: [10,", "  confirmatory: [2, 10,"), r"seeds\.confirmatory="),
 ])
 def test_a_broken_spec_is_a_config_error_naming_file_and_key(tmp_path, edit, match):
     text = (SPECS / "c08_heads.yaml").read_text(encoding="utf-8").replace(*edit)

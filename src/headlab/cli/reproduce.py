@@ -1,8 +1,8 @@
 """`headlab-reproduce`: every claim of the founding article as a verdict, from the sweeps on disk.
 
-    headlab-reproduce --run [--scale quick|full] [--dry-run] [--launcher L] [--lanes N] [--override K=V ...]
-    headlab-reproduce [--scale quick|full] [--out reports/<date>] [--sweeps-root logs/sweeps] [--evidence NAME=DIR ...]
-    headlab-reproduce --jobs [--scale quick|full]   # = --run --dry-run: print the commands, run nothing
+    headlab-reproduce --run [--scale quick|cpu|full] [--dry-run] [--launcher L] [--lanes N] [--override K=V ...]
+    headlab-reproduce [--scale quick|cpu|full] [--out reports/<date>] [--sweeps-root logs/sweeps] [--evidence NAME=DIR ...]
+    headlab-reproduce --jobs [--scale quick|cpu|full]   # = --run --dry-run: print the commands (and, cpu, the time estimate)
 
 `--run` first runs (resumably: `headlab.reproduce.runner`) every sweep and command the specs need
 at `--scale` into fixed folders, `<sweeps root>/<sweep_name>/reproduce`, then writes the report
@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 def reproduce(cmd) -> int:
     from headlab.reproduce.command import plan_for, plan_summary, write_times
     from headlab.reproduce.evidence import evaluate_claim
+    from headlab.reproduce.multiplicity import control
     from headlab.reproduce.report import write_report
     from headlab.reproduce.runner import run_plan
 
@@ -55,9 +56,9 @@ def reproduce(cmd) -> int:
         explicit = {**run_plan(plan.runner, plan.sweeps, plan.runs), **explicit}
         failed = any(r.status == "failed" for r in plan.runner.results)
         print(f"{PROG}: ran the plan in {time.monotonic() - started:.0f} s" + ("; some steps failed" if failed else ""))
-    results = [evaluate_claim(spec, plan.sweeps_root, explicit, cmd.scale) for spec in plan.specs]
+    results = control([evaluate_claim(spec, plan.sweeps_root, explicit, cmd.scale) for spec in plan.specs])
     out = Path(cmd.out) if cmd.out else Path("reports") / dt.date.today().isoformat()
-    for path in write_report(results, out):
+    for path in write_report(results, out, scale=cmd.scale):
         print(f"wrote {path}")
     if cmd.run:
         print(f"wrote {write_times(plan.runner, out)}")

@@ -11,8 +11,10 @@ edited copy in a test), not configs composed by Hydra, and a `defaults:` line in
 would be boilerplate a copy can lose. `register_claim_specs()` still puts the schema in Hydra's
 ConfigStore (group `reproduce/schema`) for configs that compose a spec.
 
-New keys (issue 25: primary statistic, margin with its reason, prerequisite) belong in these
-dataclasses: a documented field, a default, and `load_claim_spec_config` checks it.
+Issue 25's keys: `primary` (the one statistic the verdict reads; the others are secondary),
+`margin` (the smallest effect the article's words allow, with the words it comes from),
+`prerequisite` (what must have formed for the claim to be testable at all) and `seeds` (the
+exploratory seeds seen before the rules were written, and the confirmatory ones that decide).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Reduction(Enum):
     fraction_in = "fraction_in"                # share of rows whose `column` is in `values`
     distinct_per_layer = "distinct_per_layer"  # distinct values of `column` per layer, averaged
     last_step_mean = "last_step_mean"          # mean of `column` over the run's last `step`
+    fraction_at_most = "fraction_at_most"      # share of rows whose `column` is <= `at_most` (missing: not)
 
 
 class Measurement(Enum):
@@ -66,6 +69,13 @@ class MeasurementField(Enum):
 
     cos_std = "cos_std"
     in_band = "in_band"
+
+
+class Direction(Enum):
+    """The side of the margin the article claims the primary statistic lies on."""
+
+    greater = "greater"  # the effect is at least the margin (a gain, a share, a speed-up)
+    less = "less"        # the effect is at most the margin (a cost, a step count that is smaller)
 
 
 class SweepProgram(Enum):
@@ -128,6 +138,7 @@ class PerJobConfig:
     args: List[str] = field(default_factory=list, metadata=_allowed_text("a list of key=value settings of the command"))
     where: Optional[Dict[str, Any]] = None   # the jobs it runs on (config key -> value); none: all
     quick_where: Optional[Dict[str, Any]] = None  # the selection at one scale, when they differ
+    cpu_where: Optional[Dict[str, Any]] = None
     full_where: Optional[Dict[str, Any]] = None
 
 
@@ -141,6 +152,7 @@ class EvidenceConfig:
     not_measured: Optional[str] = None       # why there is no evidence yet, and what would measure it
     program: SweepProgram = SweepProgram.train
     quick: Optional[ScaleConfig] = None
+    cpu: Optional[ScaleConfig] = None        # make reproduce-cpu: the confirmatory run on one CPU machine
     full: Optional[ScaleConfig] = None
     table: Optional[str] = None              # the aggregate (or run) table the statistics read
     figure: Optional[str] = None             # the figure shown beside the verdict
@@ -167,6 +179,10 @@ class StatisticConfig:
     reduce: Optional[Reduction] = None       # per-head tables: one value per run
     values: List[Any] = field(default_factory=list)        # reduce fraction_in: the values counted
     exclude: Dict[str, List[Any]] = field(default_factory=dict)  # rows dropped first: column -> values
+    at_most: Optional[float] = None          # reduce fraction_at_most: the bound (e.g. a settle step of 300)
+    # `column`'s values grouped into named types before reducing (others dropped), e.g. the article's
+    # three pattern types {local: [local, previous_token], distant: [long_range, vertical], uniform: [broad]}
+    types: Dict[str, List[Any]] = field(default_factory=dict)
     metric: Optional[str] = None             # long tables: the `metric` whose rows are kept
     bounds: Optional[List[float]] = field(default=None, metadata=_allowed_text(
         "[low, high]: the range the value can take (its interval is clipped to it)"))
@@ -175,6 +191,34 @@ class StatisticConfig:
     args: Dict[str, Any] = field(default_factory=dict)     # kind computed: the measurement's arguments
     # last: from here on `field` in this class body is this attribute, not dataclasses.field
     field: Optional[MeasurementField] = None       # kind computed: which of its values
+
+
+@dataclass
+class MarginConfig:
+    """The smallest effect the article's words allow, on the primary statistic's scale."""
+
+    value: float = MISSING                   # the margin: supported above it, "smaller than claimed" below
+    no_effect: float = 0.0                   # no effect (0 for a difference, 1 for a ratio, chance for a share)
+    direction: Direction = Direction.greater
+    reason: str = MISSING                    # the article's words (or, for a qualitative claim, why this size)
+
+
+@dataclass
+class PrerequisiteConfig:
+    """The manipulation check: what must have formed for the claim to be testable at this scale."""
+
+    rule: Optional[str] = None               # a rule over the statistics (null: nothing must form, e.g. no training)
+    config: Dict[str, Any] = field(default_factory=dict)  # settings every job must hold (read from its saved config)
+    reason: str = MISSING                    # what it checks and why the claim means nothing without it
+
+
+@dataclass
+class SeedsConfig:
+    """Which seeds decide: the exploratory ones were seen before these rules were written."""
+
+    exploratory: List[int] = field(default_factory=lambda: [0, 1, 2])
+    confirmatory: List[int] = field(default_factory=list)  # run only after the rules were versioned
+    rules_frozen: str = ""                   # the date the rules of this version were fixed (YYYY-MM-DD)
 
 
 @dataclass
@@ -196,7 +240,14 @@ class ClaimSpecConfig:
     article: ArticleConfig = field(default_factory=ArticleConfig)
     evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
     statistics: Dict[str, StatisticConfig] = field(default_factory=dict)
-    rule: RuleConfig = field(default_factory=RuleConfig)
+    rule: RuleConfig = field(default_factory=RuleConfig)  # older specs: explicit rules instead of a margin
+    primary: Optional[str] = None            # the statistic the verdict reads (the others are secondary)
+    # why the primary is still a proxy and which measurement the direct statistic needs ("" : it is direct);
+    # a proxy's verdict is never decisive
+    proxy: str = ""
+    margin: Optional[MarginConfig] = None
+    prerequisite: Optional[PrerequisiteConfig] = None
+    seeds: SeedsConfig = field(default_factory=SeedsConfig)
     notes: str = ""                          # caveats of this evidence
 
 

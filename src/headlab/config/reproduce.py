@@ -9,7 +9,7 @@ from typing import Dict, List, Optional
 from headlab.config.values import check_choice, check_int
 from headlab.errors import ConfigError
 
-SCALES = ("quick", "full")
+SCALES = ("quick", "cpu", "full")
 
 
 @dataclass
@@ -19,13 +19,13 @@ class ReproduceCommand:
     run: bool = False  # run the sweeps and commands first (resumable), then report
     jobs: bool = False  # print the commands run=true would run at this scale and exit (= run + dry_run)
     dry_run: bool = False  # with run=true: print the commands, run nothing
-    scale: str = "quick"  # quick: CPU scale (make reproduce-quick); full: the article's scale
+    scale: str = "quick"  # quick: exploratory CPU run; cpu: the confirmatory CPU run (make reproduce-cpu); full: the article's scale
     specs: Optional[str] = None  # folder of claim specs (null: the shipped conf/reproduce)
     sweeps_root: Optional[str] = None  # where sweeps live (null: $HEADLAB_LOG_DIR/sweeps, else logs/sweeps)
     evidence: Dict[str, str] = field(default_factory=dict)  # SWEEP_NAME: DIR, this sweep folder for that sweep
     out: Optional[str] = None  # report folder (null: reports/<today>)
     only: List[str] = field(default_factory=list)  # claim ids (empty: all)
-    launcher: Optional[str] = None  # Hydra launcher of the sweeps (null: joblib for quick, slurm for full; basic: one job at a time)
+    launcher: Optional[str] = None  # Hydra launcher of the sweeps (null: joblib for quick and cpu, slurm for full; basic: one job at a time)
     lanes: int = 2  # sweeps run side by side, each job with cores / lanes threads
     override: List[str] = field(default_factory=list)  # KEY=VALUE appended to every sweep, e.g. trainer.accelerator=gpu
 

@@ -71,8 +71,14 @@ def plan_summary(plan: Plan) -> str:
     """The last line of a job list: how much it runs, and which claims need no training or have no evidence yet."""
     computed = [s.claim for s in plan.specs if s.evidence.kind == "computed"]
     pending = [s.claim for s in plan.specs if s.not_measured]
-    return (f"# {len(plan.sweeps)} sweeps, {len(plan.runs)} runs; computed without training: {', '.join(computed) or '-'}; "
+    line = (f"# {len(plan.sweeps)} sweeps, {len(plan.runs)} runs; computed without training: {', '.join(computed) or '-'}; "
             f"no evidence yet (not measured): {', '.join(pending) or '-'}")
+    if plan.runner is not None and plan.runner.scale == "cpu":
+        from headlab.reproduce.estimate import estimate_line
+        from headlab.reproduce.jobs import sweep_jobs
+
+        line += "\n" + estimate_line(sweep_jobs(plan.specs, "quick"), plan.sweeps, plan.runs, "cpu", plan.runner.lanes)
+    return line
 
 
 def write_times(runner, out: Path) -> Path:

@@ -16,7 +16,8 @@ import pandas as pd
 from headlab.reproduce.directions import FIGURES, MEASUREMENTS
 from headlab.reproduce.spec import ClaimSpec
 from headlab.reproduce.statistics import EvidenceMissing, Statistic, from_values, table_statistic
-from headlab.reproduce.verdict import ClaimResult, decide, not_measured
+from headlab.reproduce.provenance import unmet_settings
+from headlab.reproduce.verdict import NOT_TESTABLE, ClaimResult, decide, not_measured
 from headlab.sweep.aggregate import AGGREGATE_DIR
 
 def find_aggregate(sweep_name: str, sweeps_root: Path, explicit: Mapping[str, Path]) -> Path:
@@ -30,6 +31,33 @@ def find_aggregate(sweep_name: str, sweeps_root: Path, explicit: Mapping[str, Pa
     if not stamps:
         raise EvidenceMissing(f"no aggregated sweep {sweep_name!r} under {sweeps_root} (run its jobs, then headlab-aggregate)")
     return stamps[-1] / AGGREGATE_DIR
+
+
+def checked_aggregate(spec: ClaimSpec, scale: str, sweeps_root: Path, explicit: Mapping[str, Path]) -> tuple[Path, str]:
+    """The newest aggregate of the spec's sweep at `scale` whose jobs' saved configs match the spec's
+    grid (`headlab.reproduce.provenance`), and a line naming the folder, its commit and every newer
+    folder refused with the reason; EvidenceMissing when none matches."""
+    from headlab.reproduce.provenance import check_sweep, expected_grid
+
+    name = spec.sweep_name(scale)
+    grid = expected_grid(spec.evidence.sweep, spec.overrides(scale))
+    if name in explicit:
+        candidates = [find_aggregate(name, sweeps_root, explicit)]
+    else:
+        candidates = sorted((p / AGGREGATE_DIR for p in (sweeps_root / name).glob("*") if (p / AGGREGATE_DIR).is_dir()),
+                            key=lambda a: (a.stat().st_mtime, a.parent.name), reverse=True)
+        if not candidates:
+            raise EvidenceMissing(f"no aggregated sweep {name!r} under {sweeps_root} (run its jobs, then headlab-aggregate)")
+    refused = []
+    for aggregate in candidates:
+        check = check_sweep(aggregate.parent, grid)
+        if check.ok:
+            line = f"read {aggregate.parent} ({check.jobs} jobs, commit {check.commit}; grid checked against the spec)"
+            if refused:
+                line += "; refused: " + "; ".join(refused)
+            return aggregate, line
+        refused.append(f"{aggregate.parent}: {'; '.join(check.problems)}")
+    raise EvidenceMissing("refused as evidence, another experiment under the same name: " + "; ".join(refused))
 
 
 def sweep_coverage(aggregate: Path) -> str:
@@ -77,7 +105,7 @@ def computed_statistics(spec: ClaimSpec) -> dict[str, Statistic]:
     for name, s in spec.statistics.items():
         measure = MEASUREMENTS[s.measurement.name]
         per_seed = [measure(seed, **s.args)[s.field.name] for seed in s.seeds]
-        out[name] = from_values(per_seed, f"{s.field.name} of {s.measurement.name} per seed")
+        out[name] = from_values(per_seed, f"{s.field.name} of {s.measurement.name} per seed", seeds=tuple(s.seeds))
     return out
 
 
@@ -108,12 +136,21 @@ def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Ma
             result = decide(spec, {n: table_statistic(s, _table(path)) for n, s in spec.statistics.items()}, str(path))
             result.figure = _figure(run_dir, spec)
             return result
-        aggregate = find_aggregate(spec.sweep_name(scale), Path(sweeps_root), explicit or {})
+        if getattr(spec.evidence, scale) is None:
+            return not_measured(spec, f"the spec has no {scale} scale")
+        aggregate, provenance = checked_aggregate(spec, scale, Path(sweeps_root), explicit or {})
         path = aggregate / spec.evidence.table
+        unmet = unmet_settings(aggregate.parent, spec.prerequisite_config) if spec.prerequisite_config else []
+        if unmet:
+            result = ClaimResult(spec, NOT_TESTABLE, f"the jobs lack the settings the phenomenon needs: {'; '.join(unmet)}: "
+                                                     f"{spec.prerequisite_reason}", source=str(path), provenance=provenance)
+            result.coverage = sweep_coverage(aggregate)
+            return result
         table = read_table(path)
         result = decide(spec, {n: table_statistic(s, table) for n, s in spec.statistics.items()}, str(path))
         result.figure = _figure(aggregate, spec)
         result.coverage = sweep_coverage(aggregate)
+        result.provenance = provenance
         return result
     except EvidenceMissing as missing:
         return not_measured(spec, str(missing))

@@ -8,7 +8,7 @@ from typing import Any
 from headlab.errors import ConfigError
 from headlab.reproduce.spec import RUN_COMMANDS, SCALES, ClaimSpec, PerJob
 
-LAUNCHERS = {"quick": "joblib", "full": "slurm"}  # the Hydra launcher each scale runs its sweeps with
+LAUNCHERS = {"quick": "joblib", "cpu": "joblib", "full": "slurm"}  # the Hydra launcher each scale runs its sweeps with
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def sweep_jobs(specs: list[ClaimSpec], scale: str) -> list[SweepJob]:
         raise ConfigError("scale", scale, f"one of {', '.join(SCALES)}")
     jobs: dict[str, tuple[tuple, list[str], list[PerJob]]] = {}
     for spec in specs:
-        if spec.evidence.kind != "sweep":
+        if spec.evidence.kind != "sweep" or getattr(spec.evidence, scale) is None:
             continue
         name = spec.sweep_name(scale)
         identity = (spec.evidence.sweep, spec.overrides(scale), spec.program, spec.teacher(scale))
@@ -80,7 +80,7 @@ def run_jobs(specs: list[ClaimSpec], scale: str) -> list[RunJob]:
     """One job per run name of the specs with `run` evidence; a name reused with another command is a ConfigError."""
     jobs: dict[str, RunJob] = {}
     for spec in specs:
-        if spec.evidence.kind != "run":
+        if spec.evidence.kind != "run" or getattr(spec.evidence, scale) is None:
             continue
         job = RunJob(RUN_COMMANDS[spec.evidence.run], spec.run_name(scale), spec.run_command(scale), (spec.claim,))
         seen = jobs.get(job.run_name)

@@ -21,9 +21,14 @@ from headlab.reproduce.statistics import Statistic
 from headlab.reproduce.verdict import ClaimResult
 from headlab.store import atomic_write_text, atomic_write_with
 
-COLUMNS = ("claim", "version", "section", "title", "verdict", "reason", "statistics", "supported_if", "contradicted_if",
-           "source", "coverage", "figure")
-_COLOUR = {"supported": "#1a7f37", "contradicted": "#cf222e", "inconclusive": "#9a6700", "not measured": "#57606a"}
+COLUMNS = ("claim", "version", "section", "title", "verdict", "reason", "statistics", "primary", "margin", "p_value",
+           "p_holm", "seeds", "supported_if", "contradicted_if", "source", "provenance", "coverage", "figure")
+_COLOUR = {"supported": "#1a7f37", "contradicted": "#cf222e", "direction only": "#0969da", "inconclusive": "#9a6700",
+           "not testable at this scale": "#8250df", "not measured": "#57606a"}
+# what the seeds of a scale are: quick's were seen before the rules of issue 25 were written
+SCALE_LABEL = {"quick": "exploratory (make reproduce-quick: seeds seen before the rules were written)",
+               "cpu": "confirmatory (make reproduce-cpu: seeds no earlier run used, rules frozen first)",
+               "full": "confirmatory at the article's scale (make reproduce)"}
 
 
 def format_statistic(name: str, s: Statistic) -> str:
@@ -35,22 +40,51 @@ def format_statistic(name: str, s: Statistic) -> str:
     return f"{name} = {s.mean:.3g} [{s.ci_low:.3g}, {s.ci_high:.3g}] (n={s.n})"
 
 
+def seeds_used(r: ClaimResult) -> str:
+    """The seeds the primary statistic rests on, and whether the spec counts them exploratory or confirmatory."""
+    s = r.statistics.get(r.spec.primary or "")
+    if s is None or not s.seeds:
+        return ""
+    kinds = [name for name, group in (("confirmatory", r.spec.confirmatory_seeds), ("exploratory", r.spec.exploratory_seeds))
+             if set(s.seeds) & set(group)]
+    return f"{','.join(map(str, s.seeds))} ({' and '.join(kinds) or 'neither list'})"
+
+
+def _ordered(r: ClaimResult) -> list[tuple[str, Statistic]]:
+    """The primary statistic first, then the secondary ones."""
+    return sorted(r.statistics.items(), key=lambda item: item[0] != r.spec.primary)
+
+
+def _shown(r: ClaimResult, name: str, s: Statistic) -> str:
+    label = "" if r.spec.primary is None else (" (primary)" if name == r.spec.primary else " (secondary)")
+    return format_statistic(name, s) + label
+
+
 def claims_table(results: list[ClaimResult], figure_names: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per claim (the columns of `COLUMNS`); `figure` is the copy's name beside the report."""
     rows = []
     for r in results:
+        m = r.spec.margin
         rows.append({"claim": r.spec.claim, "version": r.spec.version, "section": r.spec.section, "title": r.spec.title,
                      "verdict": r.verdict, "reason": r.reason,
-                     "statistics": "; ".join(format_statistic(n, s) for n, s in r.statistics.items()),
+                     "statistics": "; ".join(_shown(r, n, s) for n, s in _ordered(r)),
+                     "primary": r.spec.primary or "", "margin": "" if m is None else f"{m.direction.name} {m.value:g}",
+                     "p_value": r.p_value, "p_holm": r.p_holm, "seeds": seeds_used(r), "provenance": r.provenance,
                      "supported_if": r.spec.supported_if.text if r.spec.supported_if else "",
                      "contradicted_if": r.spec.contradicted_if.text if r.spec.contradicted_if else "",
                      "source": r.source, "coverage": r.coverage, "figure": (figure_names or {}).get(r.spec.claim, "")})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def write_report(results: list[ClaimResult], out_dir: str | os.PathLike, title: str = "Reproducing the article") -> list[Path]:
-    """Write the three files (and the figure copies) into `out_dir`; returns the paths written."""
+def write_report(results: list[ClaimResult], out_dir: str | os.PathLike, title: str = "Reproducing the article",
+                 scale: str | None = None) -> list[Path]:
+    """Write the three files (and the figure copies) into `out_dir`; returns the paths written. With
+    `scale` the title says whether its seeds are exploratory or confirmatory."""
     out = Path(out_dir)
+    if scale is not None:
+        from headlab.reproduce.provenance import code_commit
+
+        title = f"{title}: {scale} scale, {SCALE_LABEL.get(scale, scale)}; headlab {code_commit()}"
     figures = _copy_figures(results, out / "figures")
     table = claims_table(results, {claim: f"figures/{p.name}" for claim, p in figures.items()})
     written = [out / "claims.csv", out / "claims.md", out / "index.html"]
@@ -71,21 +105,50 @@ def _copy_figures(results: list[ClaimResult], folder: Path) -> dict[str, Path]:
     return copies
 
 
+def _decision_lines(r: ClaimResult) -> list[str]:
+    """The margin, prerequisite, tests and seeds of a claim decided against a margin."""
+    if r.spec.primary is None:
+        return []
+    m = r.spec.margin
+    lines = [f"- primary: `{r.spec.primary}`; margin {m.value:g} ({m.direction.name}; no effect {m.no_effect:g}): {m.reason}",
+             f"- prerequisite: {'`' + r.spec.prerequisite.text + '` ' if r.spec.prerequisite else ''}"
+             f"{' '.join(f'{k}={v}' for k, v in r.spec.prerequisite_config)} {r.spec.prerequisite_reason}".rstrip(),
+             f"- one-sided p {_p(r.p_value)}, Holm-adjusted {_p(r.p_holm)}"]
+    if seeds_used(r):
+        lines.append(f"- decided on seeds {seeds_used(r)}; rules version {r.spec.version}, frozen {r.spec.rules_frozen or '-'}")
+    if r.spec.proxy:
+        lines.append(f"- the primary is a proxy: {r.spec.proxy}")
+    if r.provenance:
+        lines.append(f"- {r.provenance}")
+    return lines
+
+
+def _p(x: float) -> str:
+    return f"{x:.3g}" if x == x else "-"
+
+
 def _markdown(results: list[ClaimResult], table: pd.DataFrame, title: str) -> str:
-    lines = [f"# {title}", "", "| claim | section | verdict | statistic | title |", "|---|---|---|---|---|"]
+    from headlab.reproduce.multiplicity import METHOD
+    from headlab.reproduce.power import power_markdown, power_rows
+
+    lines = [f"# {title}", "", f"Multiplicity: {METHOD}. Intervals: 95 %, each says what it resampled.", "",
+             "| claim | section | verdict | statistic | title |", "|---|---|---|---|---|"]
     lines += [f"| {r.claim} | {r.section} | {r.verdict}{_partial(r.coverage)} | {r.statistics or '-'} | {r.title} |"
               for r in table.itertuples()]
     for r, row in zip(results, table.itertuples()):
         lines += ["", f"## {r.spec.claim} ({r.spec.section}): {r.spec.title}", "", f"> {r.spec.zh}", ">", f"> {r.spec.en}", "",
                   f"**Verdict: {r.verdict}** ({r.reason})", ""]
         if r.statistics:
-            lines += [f"- {format_statistic(n, s)}: {s.unit}" for n, s in r.statistics.items()]
-            lines += [f"- supported if `{row.supported_if}`", f"- contradicted if `{row.contradicted_if}`",
-                      f"- evidence: {r.source}" + (f" ({r.coverage})" if r.coverage else "")]
+            lines += [f"- {_shown(r, n, s)}: {s.unit}; {s.method}" for n, s in _ordered(r)]
+            if row.supported_if:
+                lines += [f"- supported if `{row.supported_if}`", f"- contradicted if `{row.contradicted_if}`"]
+            lines += [f"- evidence: {r.source}" + (f" ({r.coverage})" if r.coverage else "")]
+        lines += _decision_lines(r)
         if row.figure:
             lines += ["", f"![{r.spec.claim}]({row.figure})"]
         if r.spec.notes:
             lines += ["", f"Note: {r.spec.notes}"]
+    lines += power_markdown(power_rows(results))
     return "\n".join(lines) + "\n"
 
 
@@ -94,7 +157,7 @@ def _html(results: list[ClaimResult], table: pd.DataFrame, figures: dict[str, Pa
     rows = "".join(f'<tr><td><a href="#{e(r.claim)}">{e(r.claim)}</a></td><td>{e(r.section)}</td>'
                    f'<td style="color:{_COLOUR.get(r.verdict, "#000")}"><b>{e(r.verdict)}</b>{e(_partial(r.coverage))}</td>'
                    f"<td>{e(r.statistics or '-')}</td><td>{e(r.title)}</td></tr>" for r in table.itertuples())
-    sections = "".join(_html_section(r, figures.get(r.spec.claim)) for r in results)
+    sections = "".join(_html_section(r, figures.get(r.spec.claim)) for r in results) + _html_power(results)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title><style>'
             "body{font-family:sans-serif;max-width:60em;margin:auto;padding:1em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}blockquote{border-left:4px solid #ccc;"
@@ -109,16 +172,32 @@ def _html_section(r: ClaimResult, figure: Path | None) -> str:
              f'<blockquote><p lang="zh">{e(r.spec.zh)}</p><p>{e(r.spec.en)}</p></blockquote>',
              f'<p><b style="color:{_COLOUR.get(r.verdict, "#000")}">{e(r.verdict)}</b>: {e(r.reason)}</p>']
     if r.statistics:
-        parts.append("<ul>" + "".join(f"<li>{e(format_statistic(n, s))}: {e(s.unit)}</li>" for n, s in r.statistics.items())
-                     + f"<li>supported if <code>{e(r.spec.supported_if.text)}</code></li>"
-                     + f"<li>contradicted if <code>{e(r.spec.contradicted_if.text)}</code></li>"
-                     + f"<li>evidence: {e(r.source)}{e(f' ({r.coverage})' if r.coverage else '')}</li></ul>")
+        rules = (f"<li>supported if <code>{e(r.spec.supported_if.text)}</code></li>"
+                 f"<li>contradicted if <code>{e(r.spec.contradicted_if.text)}</code></li>") if r.spec.supported_if else ""
+        parts.append("<ul>" + "".join(f"<li>{e(_shown(r, n, s))}: {e(s.unit)}; {e(s.method)}</li>" for n, s in _ordered(r))
+                     + rules + f"<li>evidence: {e(r.source)}{e(f' ({r.coverage})' if r.coverage else '')}</li>"
+                     + "".join(f"<li>{e(line[2:])}</li>" for line in _decision_lines(r)) + "</ul>")
     if figure is not None:
         data = base64.b64encode(figure.read_bytes()).decode("ascii")
         parts.append(f'<img class="figure" alt="{e(r.spec.claim)} figure" src="data:image/png;base64,{data}">')
     if r.spec.notes:
         parts.append(f"<p><i>{e(r.spec.notes)}</i></p>")
     return "".join(parts) + "</section>"
+
+
+def _html_power(results: list[ClaimResult]) -> str:
+    """The power table of the undecided claims (the markdown's, as HTML)."""
+    from headlab.reproduce.power import power_markdown, power_rows
+
+    lines = power_markdown(power_rows(results))
+    if not lines:
+        return ""
+    e = html.escape
+    cells = lambda line, tag: "".join(f"<{tag}>{e(c.strip())}</{tag}>" for c in line.strip("|").split(" | "))  # noqa: E731
+    head, body = lines[5], lines[7:]
+    return (f'<section id="power"><h2>Power of the undecided claims</h2><p>{e(lines[3])}</p><table><thead><tr>'
+            f"{cells(head, 'th')}</tr></thead><tbody>{''.join('<tr>' + cells(row, 'td') + '</tr>' for row in body)}"
+            "</tbody></table></section>")
 
 
 def _partial(coverage: str) -> str:

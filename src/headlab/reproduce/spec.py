@@ -40,14 +40,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headlab.config.claim_spec import (EvidenceConfig, Measurement, MeasurementField, PerJobConfig, RunCommand,
-                                       StatisticConfig, StatisticKind, SweepProgram, load_claim_spec_config)
+from headlab.config.claim_spec import (Direction, EvidenceConfig, MarginConfig, Measurement, MeasurementField,
+                                       PerJobConfig, Reduction, RunCommand, StatisticConfig, StatisticKind, SweepProgram, load_claim_spec_config)
 from headlab.errors import ConfigError
 from headlab.reproduce.directions import FIGURES
 from headlab.reproduce.rules import Rule, parse_rule
 
 SPEC_GLOB = "c[0-9][0-9]_*.yaml"
-SCALES = ("quick", "full")  # make reproduce-quick (CPU) and make reproduce (the article's scale)
+# make reproduce-quick (exploratory, CPU), make reproduce-cpu (confirmatory, CPU), make reproduce (the article's)
+SCALES = ("quick", "cpu", "full")
+REQUIRED_SCALES = ("quick", "full")
 EVIDENCE_KINDS = ("sweep", "run", "computed", "not_measured")
 RUN_COMMANDS = {RunCommand.analyze_hf: "headlab-analyze-hf"}  # evidence.run -> the command that writes the run
 # evidence.program -> the multirun command
@@ -84,6 +86,20 @@ class ClaimSpec:
     contradicted_if: Rule | None = None
     notes: str = ""
     path: str = ""
+    primary: str | None = None               # the statistic the verdict reads
+    margin: MarginConfig | None = None
+    prerequisite: Rule | None = None         # None: nothing must form first
+    prerequisite_reason: str = ""
+    prerequisite_config: tuple[tuple[str, Any], ...] = ()   # settings every job must hold
+    proxy: str = ""                          # why the primary is not yet the direct statistic
+    exploratory_seeds: tuple[int, ...] = (0, 1, 2)
+    confirmatory_seeds: tuple[int, ...] = ()
+    rules_frozen: str = ""
+
+    @property
+    def has_scale(self) -> tuple[str, ...]:
+        """The scales this spec has evidence settings for."""
+        return tuple(sc for sc in SCALES if getattr(self.evidence, sc) is not None)
 
     @property
     def not_measured(self) -> str:
@@ -146,10 +162,12 @@ def _check_scales_apart(specs: list[ClaimSpec]) -> None:
     names = {scale: {at.sweep_name or at.run_name: s for s in specs
                      if (at := getattr(s.evidence, scale)) is not None and (at.sweep_name or at.run_name)}
              for scale in SCALES}
-    for name in set(names["quick"]) & set(names["full"]):
-        quick, full = names["quick"][name], names["full"][name]
-        raise ConfigError(f"{Path(full.path).name}: evidence.full", name,
-                          f"a folder name apart from the quick scale's (used by {quick.claim}), e.g. {name}-full")
+    for i, first in enumerate(SCALES):
+        for later in SCALES[i + 1:]:
+            for name in sorted(set(names[first]) & set(names[later])):
+                one, other = names[first][name], names[later][name]
+                raise ConfigError(f"{Path(other.path).name}: evidence.{later}", name,
+                                  f"a folder name apart from the {first} scale's (used by {one.claim}), e.g. {name}-{later}")
 
 
 def load_spec(path: str | os.PathLike) -> ClaimSpec:
@@ -169,13 +187,46 @@ def load_spec(path: str | os.PathLike) -> ClaimSpec:
     measured = evidence.not_measured is None
     statistics = _statistics(raw.statistics, evidence, key) if measured else {}
     rules = {"supported_if": raw.rule.supported_if, "contradicted_if": raw.rule.contradicted_if}
-    if measured and None in rules.values():
+    decision = _decision(raw, statistics, measured, key)
+    if measured and raw.margin is None and None in rules.values():
         raise ConfigError(key("rule"), {k: v for k, v in rules.items() if v is not None}, "both supported_if and contradicted_if")
     parsed = {k: parse_rule(text, key(f"rule.{k}"), tuple(statistics)) for k, text in rules.items() if text is not None}
     if raw.version < 1:
         raise ConfigError(key("version"), raw.version, "an integer >= 1")
     return ClaimSpec(claim, raw.version, raw.title, raw.section, raw.article.zh.strip(), raw.article.en.strip(), evidence,
-                     statistics, parsed.get("supported_if"), parsed.get("contradicted_if"), raw.notes.strip(), str(path))
+                     statistics, parsed.get("supported_if"), parsed.get("contradicted_if"), raw.notes.strip(), str(path),
+                     **decision)
+
+
+def _decision(raw, statistics: dict, measured: bool, key) -> dict[str, Any]:
+    """primary, margin, prerequisite and seeds, checked against each other and the statistics."""
+    if raw.primary is None:
+        if raw.margin is not None:
+            raise ConfigError(key("primary"), None, "the statistic the margin applies to (one of the spec's statistics)")
+        return {}
+    if measured and raw.primary not in statistics:
+        raise ConfigError(key("primary"), raw.primary, f"one of the spec's statistics ({', '.join(statistics)})")
+    if raw.margin is None:
+        raise ConfigError(key("margin"), None, "{value, reason[, null, direction]}: the smallest effect the article allows")
+    m = raw.margin
+    if not m.reason.strip():
+        raise ConfigError(key("margin.reason"), m.reason, "the article's words the margin comes from")
+    beyond = m.value > m.no_effect if m.direction is Direction.greater else m.value < m.no_effect
+    if not beyond:
+        raise ConfigError(key("margin.value"), m.value, f"a value on the claimed side ({m.direction.name}) of no_effect={m.no_effect}")
+    if raw.prerequisite is None or not raw.prerequisite.reason.strip():
+        raise ConfigError(key("prerequisite"), None, "{rule, reason}: what must form for the claim to be testable")
+    rule = None
+    if raw.prerequisite.rule is not None and measured:
+        rule = parse_rule(raw.prerequisite.rule, key("prerequisite.rule"), tuple(statistics))
+    seeds = raw.seeds
+    if set(seeds.exploratory) & set(seeds.confirmatory):
+        raise ConfigError(key("seeds.confirmatory"), list(seeds.confirmatory),
+                          f"seeds no exploratory run used (not {sorted(set(seeds.exploratory) & set(seeds.confirmatory))})")
+    return {"primary": raw.primary, "margin": m, "prerequisite": rule, "prerequisite_reason": raw.prerequisite.reason.strip(),
+            "exploratory_seeds": tuple(seeds.exploratory), "confirmatory_seeds": tuple(seeds.confirmatory),
+            "rules_frozen": seeds.rules_frozen, "prerequisite_config": tuple(sorted(raw.prerequisite.config.items())),
+            "proxy": raw.proxy.strip()}
 
 
 def _required(value: Any, name: str, key) -> Any:
@@ -189,9 +240,9 @@ def _evidence(evidence: EvidenceConfig, key) -> EvidenceConfig:
         given = [k for k in EVIDENCE_KINDS if getattr(evidence, k) not in (None, False)]
         raise ConfigError(key("evidence"), given, f"exactly one of {', '.join(EVIDENCE_KINDS)}")
     if evidence.kind == "run":
-        for name in ("table", *SCALES):
+        for name in ("table", *REQUIRED_SCALES):
             _required(getattr(evidence, name), f"evidence.{name}", key)
-        for scale in SCALES:
+        for scale in (sc for sc in SCALES if getattr(evidence, sc) is not None):
             at = getattr(evidence, scale)
             if not at.run_name:
                 raise ConfigError(key(f"evidence.{scale}.run_name"), at.run_name, "the run's folder name (run_name)")
@@ -199,9 +250,9 @@ def _evidence(evidence: EvidenceConfig, key) -> EvidenceConfig:
     if evidence.kind == "computed" and evidence.figure is not None and evidence.figure not in FIGURES:
         raise ConfigError(key("evidence.figure"), evidence.figure, f"one of {', '.join(FIGURES)} (a computed claim's figure)")
     if evidence.kind == "sweep":
-        for name in ("table", *SCALES):
+        for name in ("table", *REQUIRED_SCALES):
             _required(getattr(evidence, name), f"evidence.{name}", key)
-        for scale in SCALES:
+        for scale in (sc for sc in SCALES if getattr(evidence, sc) is not None):
             at = getattr(evidence, scale)
             if not at.sweep_name:
                 raise ConfigError(key(f"evidence.{scale}.sweep_name"), at.sweep_name, "the sweep's folder name (sweep_name)")
@@ -242,6 +293,8 @@ def _statistics(statistics: dict[str, StatisticConfig], evidence: EvidenceConfig
                                   f"{' or '.join(f.name for f in MeasurementField)}")
             continue
         _required(s.column, "column", k)
+        if (s.reduce is Reduction.fraction_at_most) != (s.at_most is not None):
+            raise ConfigError(k("at_most"), s.at_most, "a bound exactly when reduce is fraction_at_most")
         if s.bounds is not None and not (len(s.bounds) == 2 and s.bounds[0] < s.bounds[1]):
             raise ConfigError(k("bounds"), s.bounds, "[low, high]: the range the value can take (its interval is clipped to it)")
         if s.kind in _DIFFERENCES and (s.a is None or s.b is None):

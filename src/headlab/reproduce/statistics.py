@@ -1,12 +1,19 @@
 """Statistics a claim's verdict reads, computed from a sweep's aggregate tables (pure: frames in).
 
-Every statistic is a mean with a 95 % t-interval over independent units (`headlab.sweep.stats.mean_ci`):
+Every statistic is an estimate with a 95 % interval that says what it resampled (`method`):
 
-- ``mean``: the per-run values (or table rows) selected by ``where``;
+- ``mean``: the per-run values (or table rows) selected by ``where``, Student's t over them; a
+  share of heads (``reduce: fraction_in``) is pooled over the runs with the envelope of the
+  seed-cluster bootstrap and the exact Clopper-Pearson interval (`headlab.stats.cluster_proportion_ci`);
 - ``paired_difference``: per seed, the value of config ``a`` minus that of config ``b`` (the sweeps
-  run the same seeds in every config, with the same data split, so seeds pair);
+  run the same seeds in every config, with the same data split, so seeds pair), a paired t-interval;
+  when every pair gives the same difference there is no t-interval, and for shares of heads the
+  difference of the two arms' exact bounds is reported instead (0 - 0 of 24 heads is [-0.14, 0.14]);
 - ``group_difference``: the rows (heads) selected by ``a`` minus those selected by ``b``, with
   Welch's t-interval (one model measured once, e.g. deep minus shallow layers of MiniLM).
+
+No interval has zero width: where the units show no spread the interval is NaN (undecided) or an
+exact bound, never [x, x].
 
 A selection value may be a list: the row matches any of its values (``layer: [3, 4, 5]``).
 
@@ -30,7 +37,8 @@ import pandas as pd
 from scipy import stats
 
 from headlab.config.claim_spec import Reduction, StatisticConfig, StatisticKind
-from headlab.stats import mean_ci
+from headlab.stats import cluster_proportion_ci, paired_ci
+from headlab.stats.intervals import values_of
 
 
 class EvidenceMissing(Exception):
@@ -39,46 +47,88 @@ class EvidenceMissing(Exception):
 
 @dataclass(frozen=True)
 class Statistic:
-    """`mean` with its 95 % interval over `n` units; `unit` says what was averaged."""
+    """`mean` with its 95 % interval over `n` units; `unit` says what was averaged, `method` how the
+    interval was made; `se` / `df` (t-intervals) give the tests against a margin, `sd` the per-unit
+    spread the power section reads, `seeds` the seeds it rests on."""
 
     mean: float
     ci_low: float
     ci_high: float
     n: int
     unit: str
+    method: str = "t over independent units"
+    se: float = math.nan
+    df: float = math.nan
+    sd: float = math.nan
+    seeds: tuple[int, ...] = ()
 
     def values(self, name: str) -> dict[str, float]:
         return {f"{name}.mean": self.mean, f"{name}.ci_low": self.ci_low, f"{name}.ci_high": self.ci_high,
                 f"{name}.n": float(self.n)}
 
 
-def from_values(values, unit: str, bounds: tuple[float, float] = (-math.inf, math.inf)) -> Statistic:
-    ci = mean_ci(values, bounds=bounds)
-    if ci.n == 0:
+def from_values(values, unit: str, bounds: tuple[float, float] = (-math.inf, math.inf),
+                seeds: tuple[int, ...] = (), paired: bool = False) -> Statistic:
+    """Student's t over the finite `values` (NaN interval, not zero width, when they do not vary)."""
+    x = np.asarray(values_of(values), dtype=np.float64)
+    if x.size == 0:
         raise EvidenceMissing(f"no finite {unit}")
-    return Statistic(ci.mean, ci.low, ci.high, ci.n, unit)
+    ci = paired_ci(x, bounds=bounds)
+    method = ci.method if paired else ci.method.replace("paired t", "t")
+    sd = float(x.std(ddof=1)) if x.size > 1 else math.nan
+    return Statistic(ci.estimate, ci.low, ci.high, ci.n, unit, method, ci.se, ci.df, sd, seeds)
 
 
 def table_statistic(spec: StatisticConfig, table: pd.DataFrame) -> Statistic:
     """The statistic `spec` (a kind other than computed) on `table` (one aggregate table)."""
     bounds = tuple(spec.bounds) if spec.bounds is not None else (-math.inf, math.inf)
     if spec.kind is StatisticKind.mean:
-        per_unit = unit_values(spec, select(table, spec.where))
-        return from_values(per_unit.to_numpy(float), _unit(spec), bounds)
+        rows = select(table, spec.where)
+        per_unit = unit_values(spec, rows)
+        if spec.reduce in SHARES:
+            return share_statistic(spec, rows, _unit(spec))
+        return from_values(per_unit.to_numpy(float), _unit(spec), bounds, _seeds(per_unit))
     if spec.kind is StatisticKind.group_difference:
         a, b = (unit_values(spec, select(table, g)).to_numpy(float) for g in (spec.a, spec.b))
         return welch_difference(a, b, f"{_unit(spec)}: {_label(spec.a)} minus {_label(spec.b)}")
-    a = unit_values(spec, select(table, spec.a)).groupby(level="seed").mean()
-    b = unit_values(spec, select(table, spec.b)).groupby(level="seed").mean()
+    rows_a, rows_b = select(table, spec.a), select(table, spec.b)
+    a = unit_values(spec, rows_a).groupby(level="seed").mean()
+    b = unit_values(spec, rows_b).groupby(level="seed").mean()
     common = a.index.intersection(b.index)
     if len(common) == 0:
         raise EvidenceMissing(f"no seed has both {_label(spec.a)} (seeds {list(a.index)}) and {_label(spec.b)} "
                               f"(seeds {list(b.index)})")
-    return from_values((a[common] - b[common]).to_numpy(float), f"seed pairs of {_unit(spec)}", bounds)
+    unit = f"seed pairs of {_unit(spec)}"
+    found = from_values((a[common] - b[common]).to_numpy(float), unit, bounds, tuple(int(s) for s in common), paired=True)
+    if spec.reduce in SHARES and not math.isfinite(found.ci_low):
+        # no spread over the pairs: the difference of the two arms' exact bounds
+        sa = share_statistic(spec, rows_a[rows_a["seed"].isin(common)], unit)
+        sb = share_statistic(spec, rows_b[rows_b["seed"].isin(common)], unit)
+        return Statistic(found.mean, sa.ci_low - sb.ci_high, sa.ci_high - sb.ci_low, found.n, unit,
+                         f"no spread over the pairs: difference of the arms' bounds ({sa.method})", seeds=found.seeds)
+    return found
+
+
+def share_statistic(spec: StatisticConfig, rows: pd.DataFrame, unit: str) -> Statistic:
+    """The share of rows (heads) whose `column` is in `values`, pooled over runs: seed-cluster
+    bootstrap enveloped by the exact interval (`headlab.stats.cluster_proportion_ci`)."""
+    rows = _filtered(spec, rows)
+    runs = rows.groupby(["job", "seed"])[spec.column]
+    hits = runs.apply(lambda x: int(_hits(x, spec).sum()))
+    sizes = runs.size()
+    ci = cluster_proportion_ci(hits.to_numpy(), sizes.to_numpy())
+    shares = (hits / sizes).to_numpy(float)
+    sd = float(shares.std(ddof=1)) if shares.size > 1 else math.nan
+    seeds = tuple(sorted({int(s) for s in hits.index.get_level_values("seed")}))
+    # the tests against a margin: t over the per-seed shares (seeds are the independent units)
+    se, df = (sd / math.sqrt(shares.size), float(shares.size - 1)) if sd > 0 else (math.nan, math.nan)
+    return Statistic(ci.estimate, ci.low, ci.high, ci.n, f"{unit} ({int(hits.sum())} of {int(sizes.sum())} rows)",
+                     ci.method, se, df, sd, seeds)
 
 
 def welch_difference(a: np.ndarray, b: np.ndarray, unit: str, confidence: float = 0.95) -> Statistic:
-    """mean(a) - mean(b) with Welch's t-interval (unequal variances; NaN interval below 2 values a side).
+    """mean(a) - mean(b) with Welch's t-interval (unequal variances; NaN interval below 2 values a
+    side or when neither side varies).
 
     >>> s = welch_difference(np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0]), "x")
     >>> round(s.mean, 3), round(s.ci_low, 3), round(s.ci_high, 3), s.n
@@ -88,15 +138,16 @@ def welch_difference(a: np.ndarray, b: np.ndarray, unit: str, confidence: float 
     if a.size == 0 or b.size == 0:
         raise EvidenceMissing(f"no finite {unit} on one side")
     diff = float(a.mean() - b.mean())
+    method = f"Welch t over {a.size} and {b.size} rows"
     if a.size < 2 or b.size < 2:
-        return Statistic(diff, math.nan, math.nan, int(a.size + b.size), unit)
+        return Statistic(diff, math.nan, math.nan, int(a.size + b.size), unit, method + " (undefined: one row)")
     va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
     se = math.sqrt(va + vb)
     if se == 0:
-        return Statistic(diff, diff, diff, int(a.size + b.size), unit)
+        return Statistic(diff, math.nan, math.nan, int(a.size + b.size), unit, method + " (undefined: no spread)")
     df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
     half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
-    return Statistic(diff, diff - half, diff + half, int(a.size + b.size), unit)
+    return Statistic(diff, diff - half, diff + half, int(a.size + b.size), unit, method, se, df)
 
 
 def select(table: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
@@ -115,10 +166,7 @@ def select(table: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
 def unit_values(spec: StatisticConfig, rows: pd.DataFrame) -> pd.Series:
     """One value per unit, indexed by (`job`, `seed`) when the table has them (else by row)."""
     column = spec.column
-    if spec.metric is not None:
-        rows = rows[rows["metric"] == spec.metric]
-    for key, dropped in spec.exclude.items():
-        rows = rows[~rows[key].isin(list(dropped))]
+    rows = _filtered(spec, rows)
     if column not in rows.columns:
         raise EvidenceMissing(f"the table has no column {column!r}")
     if rows.empty:
@@ -128,13 +176,48 @@ def unit_values(spec: StatisticConfig, rows: pd.DataFrame) -> pd.Series:
         keys = [k for k in ("job", "seed") if k in rows.columns]
         index = pd.MultiIndex.from_frame(rows[keys]) if keys else rows.index
         return pd.Series(pd.to_numeric(rows[column], errors="coerce").to_numpy(float), index=index)
-    return rows.groupby(["job", "seed"]).apply(lambda run: _reduce(run, column, reduce, spec.values))
+    return rows.groupby(["job", "seed"]).apply(lambda run: _reduce(run, column, reduce, spec.values, spec.at_most))
 
 
-def _reduce(run: pd.DataFrame, column: str, how: Reduction, values) -> float:
+SHARES = (Reduction.fraction_in, Reduction.fraction_at_most)
+
+
+def _hits(x: pd.Series, spec: StatisticConfig) -> pd.Series:
+    """Which rows count for a share: `column` in `values`, or <= `at_most` (a missing value never counts)."""
+    if spec.reduce is Reduction.fraction_at_most:
+        return pd.to_numeric(x, errors="coerce").le(float(spec.at_most)).fillna(False)
+    return x.isin(list(spec.values))
+
+
+def _filtered(spec: StatisticConfig, rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `spec.metric` (long tables), less those `spec.exclude` drops; `column` mapped to
+    `spec.types` (rows of no type dropped) when given."""
+    if spec.metric is not None:
+        rows = rows[rows["metric"] == spec.metric]
+    for key, dropped in spec.exclude.items():
+        rows = rows[~rows[key].isin(list(dropped))]
+    if spec.column not in rows.columns:
+        raise EvidenceMissing(f"the table has no column {spec.column!r}")
+    if spec.types:
+        kind = {str(v): name for name, members in spec.types.items() for v in members}
+        rows = rows.assign(**{spec.column: rows[spec.column].astype(str).map(kind)}).dropna(subset=[spec.column])
+    if rows.empty:
+        raise EvidenceMissing(f"no rows left for {spec.column!r} after the filters")
+    return rows
+
+
+def _seeds(per_unit: pd.Series) -> tuple[int, ...]:
+    if isinstance(per_unit.index, pd.MultiIndex) and "seed" in per_unit.index.names:
+        return tuple(sorted({int(s) for s in per_unit.index.get_level_values("seed")}))
+    return ()
+
+
+def _reduce(run: pd.DataFrame, column: str, how: Reduction, values, at_most=None) -> float:
     x = run[column]
     if how is Reduction.fraction_in:
         return float(x.isin(list(values)).mean())
+    if how is Reduction.fraction_at_most:
+        return float(pd.to_numeric(x, errors="coerce").le(float(at_most)).mean())
     if how is Reduction.distinct_per_layer:
         return float(run.groupby("layer")[column].nunique().mean())
     if how is Reduction.last_step_mean:

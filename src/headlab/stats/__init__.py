@@ -1,5 +1,8 @@
-"""Statistics over seeds (t-intervals today), shared by sweeps, figures and verdicts."""
+"""Statistics over seeds, shared by sweeps, figures and verdicts: t-intervals, exact and
+seed-cluster intervals of proportions, paired intervals (intervals), and the tests against a
+margin, Holm's correction and power (decisions)."""
 
-from headlab.stats.intervals import CONFIDENCE, MeanCI, mean_ci
+from headlab.stats.intervals import (CONFIDENCE, Interval, MeanCI, cluster_proportion_ci, mean_ci, paired_ci,
+                                     proportion_ci)
 
-__all__ = ["CONFIDENCE", "MeanCI", "mean_ci"]
+__all__ = ["CONFIDENCE", "Interval", "MeanCI", "cluster_proportion_ci", "mean_ci", "paired_ci", "proportion_ci"]

@@ -63,3 +63,93 @@ def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE,
     half = float(stats.t.ppf(0.5 + confidence / 2, df=x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
     low, high = bounds
     return MeanCI(int(x.size), mean, max(mean - half, low), min(mean + half, high))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate with its two-sided interval and what produced it (`method`), so a report can say
+    what was resampled. `se` and `df` are set for t-intervals (the p-values and power read them)."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int
+    method: str
+    se: float = math.nan
+    df: float = math.nan
+
+
+def proportion_ci(successes: int, trials: int, confidence: float = CONFIDENCE) -> Interval:
+    """Clopper-Pearson (exact) interval of `successes` of `trials` (scipy.stats.binomtest).
+
+    0 of 48 is not "0 [0, 0]": its exact 95 % upper bound is 0.074.
+
+    >>> c = proportion_ci(0, 48)
+    >>> c.estimate, c.low, round(c.high, 3)
+    (0.0, 0.0, 0.074)
+    """
+    if trials < 1:
+        return Interval(math.nan, math.nan, math.nan, 0, "Clopper-Pearson (no trials)")
+    ci = stats.binomtest(int(successes), int(trials)).proportion_ci(confidence_level=confidence, method="exact")
+    return Interval(successes / trials, float(ci.low), float(ci.high), int(trials), "Clopper-Pearson exact")
+
+
+def cluster_proportion_ci(successes: Iterable[int], trials: Iterable[int], confidence: float = CONFIDENCE,
+                          resamples: int = 2000, seed: int = 0) -> Interval:
+    """A proportion pooled over clusters (the heads of one model are one cluster, a seed is the unit):
+    the envelope of the seed-cluster bootstrap (scipy.stats.bootstrap, percentile, clusters resampled)
+    and the exact Clopper-Pearson interval of the pooled counts.
+
+    The bootstrap respects that heads of one model are not independent; with few clusters it is too
+    narrow, and when every cluster gives the same share it collapses to a point, which the exact
+    interval never does. Taking the wider end of each keeps the interval honest in both cases.
+
+    >>> c = cluster_proportion_ci([0, 0, 0], [16, 16, 16])
+    >>> c.estimate, c.low, round(c.high, 3), c.n
+    (0.0, 0.0, 0.074, 3)
+    """
+    k = np.asarray(list(successes), dtype=np.float64)
+    n = np.asarray(list(trials), dtype=np.float64)
+    keep = np.isfinite(k) & np.isfinite(n) & (n > 0)
+    k, n = k[keep], n[keep]
+    exact = proportion_ci(int(k.sum()), int(n.sum()), confidence)
+    low, high, method = exact.low, exact.high, f"{exact.method} on pooled counts"
+    if k.size >= 2 and np.ptp(k / n) > 0:
+        boot = stats.bootstrap((k, n), lambda a, b: a.sum() / b.sum(), paired=True, vectorized=False,
+                               confidence_level=confidence, n_resamples=resamples, method="percentile",
+                               random_state=np.random.default_rng(seed))
+        low, high = min(low, float(boot.confidence_interval.low)), max(high, float(boot.confidence_interval.high))
+        method = f"envelope of the seed-cluster bootstrap ({k.size} seeds resampled) and {method}"
+    return Interval(exact.estimate, low, high, int(k.size), method)
+
+
+def paired_ci(differences: Iterable[float], confidence: float = CONFIDENCE,
+              bounds: tuple[float, float] = (-math.inf, math.inf)) -> Interval:
+    """Paired t-interval of per-seed differences (scipy.stats.ttest_1samp on the differences, which is
+    ttest_rel). When every difference is the same the interval is NaN, never zero width: a spread of
+    zero over a few seeds is not certainty.
+
+    >>> c = paired_ci([0.01, 0.03, 0.02])
+    >>> round(c.estimate, 3), round(c.low, 4), round(c.high, 4), c.df
+    (0.02, -0.0048, 0.0448, 2.0)
+    >>> import math; math.isnan(paired_ci([0.0, 0.0, 0.0]).high)
+    True
+    """
+    x = np.asarray([v for v in values_of(differences)], dtype=np.float64)
+    if x.size == 0:
+        return Interval(math.nan, math.nan, math.nan, 0, "paired t (no pairs)")
+    mean = float(x.mean())
+    if x.size < 2 or float(np.ptp(x)) == 0.0:
+        why = "one pair" if x.size < 2 else "no spread over the pairs"
+        return Interval(mean, math.nan, math.nan, int(x.size), f"paired t (undefined: {why})")
+    ci = stats.ttest_1samp(x, 0.0).confidence_interval(confidence)
+    se = float(x.std(ddof=1) / math.sqrt(x.size))
+    low, high = bounds
+    return Interval(mean, max(float(ci.low), low), min(float(ci.high), high), int(x.size),
+                    f"paired t over {x.size} seeds", se, float(x.size - 1))
+
+
+def values_of(values: Iterable[float]) -> list[float]:
+    """The finite numbers of `values` (NaN / None dropped: a missing seed)."""
+    x = pd.to_numeric(pd.Series(list(values), dtype="object"), errors="coerce").to_numpy(dtype=np.float64)
+    return [float(v) for v in x[np.isfinite(x)]]

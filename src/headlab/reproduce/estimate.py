@@ -1,0 +1,106 @@
+"""How long a scale's plan takes on this machine, from the step times `make reproduce-quick`
+measured (docs/results/2026-11-30-reproduce-quick.md: commit 753d192, 2 CPU cores, two lanes).
+
+Each step of the new plan is the quick step that ran the same grid, scaled by its number of seeds
+(jobs grow with the seeds) and by its sequence length where it changes (data.max_len 64 -> 128:
+x2, since every layer's work grows at least linearly with the tokens), then packed onto the lanes
+the way the runner does (teachers' sweeps first, a student after its teacher's sweep). The 2026-11-30
+quick run had one thread per lane on 2 cores: with more cores, more lanes shorten the total but a
+step is no faster, so the estimate is the 2-core one with `lanes` lanes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# seconds per step of `make reproduce-quick` on 2 cores, two lanes (the results page's time table)
+QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-synthetic": 327, "heads-zh_reviews": 878,
+                 "templates-synthetic": 152, "posenc-synthetic": 138, "domains-multidomain": 158,
+                 "init_scale-synthetic": 145, "data_size-synthetic": 88, "c17-minilm-en_news": 27,
+                 "distill-zh_reviews": 174}
+MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores"
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    name: str
+    seconds: float
+    how: str
+
+
+def _seeds(overrides) -> int:
+    for o in overrides:
+        if o.startswith("seed="):
+            return len(o.split("=", 1)[1].split(","))
+    return 1
+
+
+def _max_len(overrides) -> float | None:
+    for o in overrides:
+        found = re.fullmatch(r"data\.max_len=(\d+)", o)
+        if found:
+            return float(found.group(1))
+    return None
+
+
+def step_estimates(quick_sweeps, sweeps, runs, scale: str) -> list[StepEstimate]:
+    """Seconds per step of the plan at `scale`, from its quick counterpart (same name less `-<scale>`)."""
+    quick = {j.sweep_name: j for j in quick_sweeps}
+    out = []
+    for job in sweeps:
+        base = job.sweep_name.removesuffix(f"-{scale}")
+        if base not in QUICK_SECONDS or base not in quick:
+            out.append(StepEstimate(job.sweep_name, float("nan"), "no measured quick step"))
+            continue
+        seeds = _seeds(job.overrides) / _seeds(quick[base].overrides)
+        before, after = _max_len(quick[base].overrides), _max_len(job.overrides)
+        length = after / before if before and after else 1.0
+        out.append(StepEstimate(job.sweep_name, QUICK_SECONDS[base] * seeds * length,
+                                f"{QUICK_SECONDS[base]} s x {seeds:.3g} (seeds)" + (f" x {length:g} (max_len)" if length != 1 else "")))
+    for job in runs:
+        base = job.run_name.removesuffix(f"-{scale}")
+        out.append(StepEstimate(job.run_name, float(QUICK_SECONDS.get(base, float("nan"))), "one run, as measured"))
+    return out
+
+
+def wall_seconds(steps: list[StepEstimate], sweeps, lanes: int) -> float:
+    """The plan's wall time with `lanes` lanes, each taking the first ready step when it frees (the
+    runner's order: teachers' sweeps first, then the rest, then the runs; a student waits for its
+    teacher's sweep to finish).
+
+    >>> from types import SimpleNamespace as J
+    >>> sweeps = [J(sweep_name="a", teacher=None), J(sweep_name="b", teacher=("a", ())), J(sweep_name="c", teacher=None)]
+    >>> wall_seconds([StepEstimate("a", 100, ""), StepEstimate("b", 50, ""), StepEstimate("c", 30, "")], sweeps, 2)
+    150.0
+    """
+    seconds = {st.name: st.seconds for st in steps}
+    waits = {j.sweep_name: j.teacher[0] for j in sweeps if j.teacher}
+    teachers = set(waits.values())
+    names = {j.sweep_name for j in sweeps}
+    queue = sorted(names, key=lambda n: ([j.sweep_name for j in sweeps].index(n) + (0 if n in teachers else len(names))))
+    queue += [st.name for st in steps if st.name not in names]
+    free = [0.0] * max(1, lanes)
+    done: dict[str, float] = {}
+    while queue:
+        lane = min(range(len(free)), key=free.__getitem__)
+        now = free[lane]
+        ready = [n for n in queue if n not in waits or done.get(waits[n], float("inf")) <= now]
+        if ready:
+            name, begin = ready[0], now
+        else:  # nothing ready: the lane waits for the first teacher to finish
+            name = min((n for n in queue if waits.get(n) in done), key=lambda n: done[waits[n]], default=queue[0])
+            begin = max(now, done.get(waits.get(name, ""), now))
+        queue.remove(name)
+        done[name] = begin + seconds[name]
+        free[lane] = done[name]
+    return float(max(free))
+
+
+def estimate_line(quick_sweeps, sweeps, runs, scale: str, lanes: int) -> str:
+    """The job list's estimate line: total wall time and the longest steps."""
+    steps = step_estimates(quick_sweeps, sweeps, runs, scale)
+    total = wall_seconds(steps, sweeps, lanes)
+    longest = sorted(steps, key=lambda s: -s.seconds)[:3]
+    return (f"# estimated wall time on 2 cores with {lanes} lanes: {total / 60:.0f} min ({total:.0f} s; from {MEASURED}); "
+            f"longest steps: " + ", ".join(f"{s.name} {s.seconds / 60:.0f} min ({s.how})" for s in longest))

@@ -1,0 +1,169 @@
+"""Verdicts a referee would accept (issue 25), on hand-made tables: no zero-width interval, no verdict
+on a phenomenon that did not form, margins from the article, Holm over the claims, and evidence
+only from a sweep whose recorded configuration is the spec's grid."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from headlab.reproduce.evidence import evaluate_claim
+from headlab.reproduce.multiplicity import control
+from headlab.reproduce.spec import load_spec, load_specs
+from headlab.reproduce.verdict import (CONTRADICTED, DECISIVE, INCONCLUSIVE, NOT_MEASURED, NOT_TESTABLE, SUPPORTED,
+                                      ClaimResult)
+from tests.reproduce.recorded import record_jobs
+from tests.reproduce.test_verdicts import SPECS, heads_runs
+
+STAMP = "2026-11-30_12-00-00_000000"
+
+
+def _sweep(root: Path, spec, table: pd.DataFrame, name: str | None = None, stamp: str = STAMP, **changes) -> Path:
+    aggregate = root / (name or spec.sweep_name("quick")) / stamp / "aggregate"
+    aggregate.mkdir(parents=True)
+    record_jobs(aggregate.parent, spec, **changes)
+    table.to_csv(aggregate / spec.evidence.table, index=False)
+    return aggregate
+
+
+def _heads(arms: dict, n_heads: int = 8, **columns) -> pd.DataFrame:
+    """sweep_heads.csv rows: arm (a dict of config values) -> per seed, the final roles of its heads."""
+    rows = []
+    for arm, seeds in arms.items():
+        for seed, roles in enumerate(seeds):
+            job = f"{'-'.join(map(str, arm))}-{seed}"
+            rows += [{"job": job, "seed": seed, **dict(arm), "layer": h % 2, "head": h // 2, "final_role": r, **columns}
+                     for h, r in enumerate(roles)]
+    return pd.DataFrame(rows)
+
+
+def test_each_of_the_18_specs_names_its_primary_margin_from_the_article_and_prerequisite():
+    specs = load_specs(SPECS)
+    assert len(specs) == 18
+    for s in specs:
+        assert s.primary in s.statistics, s.claim
+        assert s.margin.reason and s.margin.value != s.margin.no_effect, s.claim
+        assert s.prerequisite_reason, s.claim
+        assert len(s.confirmatory_seeds) >= 10 and not set(s.confirmatory_seeds) & set(s.exploratory_seeds), s.claim
+        assert s.version >= 2 and s.rules_frozen == "2026-12-01"
+    numbers = {s.claim: s.margin.value for s in specs}
+    # the article's numbers: almost 2 points, 20-30 %, about 4 F1, 6 of 12
+    assert numbers["C8"] == 0.015 and numbers["C10"] == 0.2 and numbers["C11"] == 0.03 and numbers["C12"] == 0.25
+
+
+def test_c15_all_zero_heads_give_an_exact_bound_and_at_quick_scale_not_testable(tmp_path):
+    """0 of 48 heads is [0, 0.074] (Clopper-Pearson), never [0, 0]; and with mean pooling and
+    max_len 64 the claim was never put to the test."""
+    spec = load_spec(SPECS / "c15_punctuation.yaml")
+    table = _heads({(("model.n_heads", 8),): [["local"] * 16] * 3})
+    _sweep(tmp_path, spec, table)
+    result = evaluate_claim(spec, tmp_path)
+    assert result.verdict == NOT_TESTABLE and "model.pooling=cls" in result.reason and "max_len" in result.reason
+    # the same table from a sweep that had cls pooling and max_len 128: an exact bound decides
+    cpu = tmp_path / "cpu"
+    aggregate = cpu / spec.sweep_name("cpu") / STAMP / "aggregate"
+    aggregate.mkdir(parents=True)
+    record_jobs(aggregate.parent, spec, "cpu")
+    table.to_csv(aggregate / "sweep_heads.csv", index=False)
+    decided = evaluate_claim(spec, cpu, scale="cpu")
+    s = decided.statistics["punct_heads"]
+    assert s.mean == 0.0 and s.ci_low == 0.0 and s.ci_high == pytest.approx(1 - 0.025 ** (1 / 48))
+    assert s.ci_high > s.ci_low and "Clopper-Pearson" in s.method
+    # 0.074 reaches past the 0.05 margin: not contradicted
+    assert decided.verdict == INCONCLUSIVE, decided.reason
+
+
+def test_c12_all_zero_arms_are_not_testable_never_contradicted(tmp_path):
+    spec = load_spec(SPECS / "c12_data_size.yaml")
+    rows = pd.DataFrame([{"job": f"{f}-{s}", "seed": s, "data.train_fraction": f, "duplicate_fraction": 0.0}
+                         for f in (0.05, 1.0) for s in range(3)])
+    _sweep(tmp_path, spec, rows)
+    result = evaluate_claim(spec, tmp_path)
+    assert result.verdict == NOT_TESTABLE and "formed.mean > 0" in result.reason
+    d = result.statistics["more_duplicates"]
+    assert d.mean == 0.0 and math.isnan(d.ci_low) and math.isnan(d.ci_high)  # no spread: no interval, not [0, 0]
+
+
+def test_c03_without_a_local_head_in_either_arm_is_not_testable_and_the_difference_is_an_exact_bound(tmp_path):
+    spec = load_spec(SPECS / "c03_lr_local.yaml")
+    arms = {(("optim", "adamw_constant"), ("optim.lr", lr)): [["long_range", "broad", "mixed", "vertical"] * 2] * 3
+            for lr in (0.002, 0.006)}
+    _sweep(tmp_path, spec, _heads(arms))
+    result = evaluate_claim(spec, tmp_path)
+    assert result.verdict == NOT_TESTABLE and "local or previous-token head" in result.reason
+    gain = result.statistics["local_gain"]
+    bound = 1 - 0.025 ** (1 / 24)  # 0 of 24 heads per arm: 0.142
+    assert (gain.ci_low, gain.ci_high) == (pytest.approx(-bound), pytest.approx(bound))
+
+
+def test_a_sweep_of_another_grid_under_the_same_folder_name_is_refused_as_evidence(tmp_path):
+    """A user's own 2-epoch `make sweep SWEEP=heads` lands in heads-zh_reviews/ too: it is not C8's evidence."""
+    spec = load_spec(SPECS / "c08_heads.yaml")
+    good = heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841])
+    own = _sweep(tmp_path, spec, good, stamp="2026-12-01_09-00-00_000000",
+                 model__n_heads=["1", "2", "4", "8", "16"], trainer__max_epochs=["1"])
+    os.utime(own, (2_000_000_000, 2_000_000_000))  # the newest aggregate
+    alone = evaluate_claim(spec, tmp_path)
+    assert alone.verdict == NOT_MEASURED and "refused as evidence" in alone.reason
+    assert str(own.parent) in alone.reason and "model.n_heads is 1, 2 in its jobs, the spec asks 4,8,16" in alone.reason
+    assert "trainer.max_epochs is 1" in alone.reason
+    spec_grid = _sweep(tmp_path, spec, good)
+    os.utime(spec_grid, (1_000_000_000, 1_000_000_000))  # older than the user's sweep
+    read = evaluate_claim(spec, tmp_path)
+    assert read.verdict == SUPPORTED and read.source == str(spec_grid / "sweep_runs.csv")
+    assert read.provenance.startswith(f"read {spec_grid.parent} (9 jobs, commit ")
+    assert f"refused: {own.parent}" in read.provenance
+    # an explicit folder is checked too
+    explicit = evaluate_claim(spec, tmp_path, {"heads-zh_reviews": own.parent})
+    assert explicit.verdict == NOT_MEASURED and "refused as evidence" in explicit.reason
+
+
+def test_exploratory_seeds_are_refused_where_the_confirmatory_ones_are_asked_for(tmp_path):
+    spec = load_spec(SPECS / "c08_heads.yaml")
+    aggregate = tmp_path / spec.sweep_name("cpu") / STAMP / "aggregate"
+    aggregate.mkdir(parents=True)
+    record_jobs(aggregate.parent, spec, "cpu", seed=["0", "1", "2"])
+    heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841]).to_csv(aggregate / "sweep_runs.csv", index=False)
+    result = evaluate_claim(spec, tmp_path, scale="cpu")
+    assert result.verdict == NOT_MEASURED and "seed is 0, 1, 2 in its jobs, the spec asks 10,11" in result.reason
+
+
+def _result(claim: str, verdict: str, p: float) -> ClaimResult:
+    spec = load_spec(SPECS / "c08_heads.yaml")
+    from dataclasses import replace
+
+    return ClaimResult(replace(spec, claim=claim), verdict, "why", p_value=p)
+
+
+def test_holm_keeps_a_verdict_only_if_its_test_survives_the_correction():
+    # Holm by hand over 4 claims: sorted p 0.001 x4 = 0.004, 0.02 x3 = 0.06, 0.03 x2 = 0.06, 0.5
+    results = control([_result("C1", SUPPORTED, 0.02), _result("C2", CONTRADICTED, 0.001),
+                       _result("C3", INCONCLUSIVE, 0.5), _result("C4", SUPPORTED, 0.03)])
+    assert [r.verdict for r in results] == [INCONCLUSIVE, CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE]
+    assert [round(r.p_holm, 3) for r in results] == [0.06, 0.004, 0.5, 0.06]
+    assert "Holm-adjusted p 0.06" in results[0].reason and results[1].verdict in DECISIVE
+
+
+def test_the_power_section_sizes_an_undecided_claim_on_its_per_seed_sd(tmp_path):
+    """C8 with a 2-point gap and a wide spread: undecided; the seeds that would tell its mean from the
+    1.5-point margin, checked against the noncentral t by hand."""
+    from scipy import stats
+
+    from headlab.reproduce.power import power_markdown, power_rows
+
+    spec = load_spec(SPECS / "c08_heads.yaml")
+    acc8, acc4 = [0.86, 0.87, 0.85], [0.84, 0.845, 0.835]  # gaps 0.02, 0.025, 0.015
+    _sweep(tmp_path, spec, heads_runs(acc8, acc4))
+    result = control([evaluate_claim(spec, tmp_path)])[0]
+    assert result.verdict == INCONCLUSIVE
+    (row,) = power_rows([result])
+    d = pd.Series([a - b for a, b in zip(acc8, acc4)])
+    assert row.sd == pytest.approx(d.std(ddof=1)) and row.n == 3 and row.margin == 0.015
+    n = row.seeds_to_decide
+    effect = (d.mean() - 0.015) / d.std(ddof=1)
+    assert stats.nct.sf(stats.t.ppf(0.95, n - 1), n - 1, effect * math.sqrt(n)) == pytest.approx(0.8, abs=1e-4)
+    assert any(line.startswith("| C8 | gap | 0.02 |") for line in power_markdown([row]))

@@ -1,0 +1,55 @@
+"""repeat_tokens: one recurring segment at random offsets (or the fixed-offset control), seeded."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from headlab.data.repeat_tokens import BOS_ID, induction_probe, repeat_token_batch
+from headlab.errors import ConfigError
+
+
+def _segments(row: torch.Tensor, length: int) -> list[tuple[int, int]]:
+    """(start, copy) pairs with row[start:start+length] == row[copy:copy+length], copy >= start + length."""
+    n = row.numel()
+    return [(s, c) for s in range(1, n - length) for c in range(s + length, n - length + 1)
+            if torch.equal(row[s:s + length], row[c:c + length])]
+
+
+def test_every_row_holds_a_repeat_at_varying_offsets():
+    g = torch.Generator().manual_seed(0)
+    tokens = repeat_token_batch(64, vocab_size=50, seq_len=32, min_segment=4, max_segment=8, generator=g)
+    assert tokens.shape == (64, 32) and (tokens[:, 0] == BOS_ID).all() and (tokens[:, 1:] >= 1).all()
+    offsets = set()
+    for row in tokens:
+        found = _segments(row, 4)
+        assert found, row
+        offsets.add(found[0][1] - found[0][0])
+    assert len(offsets) > 5  # no single offset: a positional head cannot solve it
+
+
+def test_fixed_offset_control_repeats_at_that_offset():
+    g = torch.Generator().manual_seed(1)
+    tokens = repeat_token_batch(16, vocab_size=50, seq_len=32, min_segment=6, max_segment=6, generator=g, fixed_offset=10)
+    for row in tokens:
+        assert any(c - s == 10 for s, c in _segments(row, 6))
+
+
+def test_same_seed_same_tokens():
+    a = repeat_token_batch(4, 20, 16, 2, 5, torch.Generator().manual_seed(3))
+    b = repeat_token_batch(4, 20, 16, 2, 5, torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+
+
+def test_probe_is_a_block_repeated():
+    probe = induction_probe(3, 30, 5, torch.Generator().manual_seed(0))
+    assert probe.shape == (3, 11) and (probe[:, 0] == BOS_ID).all()
+    assert torch.equal(probe[:, 1:6], probe[:, 6:])
+
+
+@pytest.mark.parametrize("kwargs, key", [({"max_segment": 20}, "data.max_segment"), ({"vocab_size": 2}, "data.vocab_size"),
+                                         ({"fixed_offset": 2}, "data.fixed_offset")])
+def test_bad_keys_name_the_key(kwargs, key):
+    args = {"n": 2, "vocab_size": 20, "seq_len": 32, "min_segment": 4, "max_segment": 8, **kwargs}
+    with pytest.raises(ConfigError, match=key):
+        repeat_token_batch(generator=torch.Generator().manual_seed(0), **args)

@@ -143,3 +143,11 @@ def test_scores_equal_transformer_lens_detect_head():
         theirs = detect_head(model, "tokens", head, exclude_bos=True, exclude_current_token=True)
         ours = torch.stack([lm_pattern_scores(cache["pattern", layer], tokens)[name] for layer in range(2)])
         torch.testing.assert_close(ours.float(), theirs.float(), atol=1e-5, rtol=1e-5)
+
+
+def test_lm_roles_name_the_dominant_pattern_above_the_bar():
+    from headlab.analysis.lm_heads import lm_roles
+
+    scores = {"prev_token_score": torch.tensor([0.9, 0.1, 0.2, 0.3]), "duplicate_score": torch.tensor([0.0, 0.6, 0.1, 0.3]),
+              "induction_score": torch.tensor([0.05, 0.2, 0.8, 0.39])}
+    assert lm_roles(scores) == ["previous", "duplicate", "induction", "other"]

@@ -130,3 +130,18 @@ def _check_tokens(tokens: Tensor) -> Tensor:
         got = list(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
         raise DataError("tokens", f"expected an integer tensor [batch, seq], got {got}")
     return tokens
+
+
+LM_ROLES = {"prev_token_score": "previous", "duplicate_score": "duplicate", "induction_score": "induction"}
+LM_ROLE_THRESHOLD = 0.4
+
+
+def lm_roles(scores: dict[str, Tensor], threshold: float = LM_ROLE_THRESHOLD) -> list[str]:
+    """The LM role of each head of a layer: the pattern (previous / duplicate / induction) holding
+    the largest share of its attention if that share is >= `threshold`, else `other`. A share of
+    0.4 is far above chance on the probe (a uniform head puts ~1/seq on any one target) and below
+    the 0.5 the issue's done-criterion asks of an induction head, so that head is named one."""
+    names = list(LM_ROLES)
+    stacked = torch.stack([scores[name].double() for name in names])  # [3, head]
+    best, which = stacked.max(dim=0)
+    return [LM_ROLES[names[i]] if b >= threshold else "other" for b, i in zip(best.tolist(), which.tolist())]

@@ -53,3 +53,15 @@ def test_bad_keys_name_the_key(kwargs, key):
     args = {"n": 2, "vocab_size": 20, "seq_len": 32, "min_segment": 4, "max_segment": 8, **kwargs}
     with pytest.raises(ConfigError, match=key):
         repeat_token_batch(generator=torch.Generator().manual_seed(0), **args)
+
+
+def test_probe_with_gaps_varies_the_repeat_distance_and_ends_with_the_block():
+    probe = induction_probe(64, 30, 8, torch.Generator().manual_seed(0), max_gap=16)
+    assert probe.shape == (64, 33)
+    distances = set()
+    for row in probe:
+        second = row[-8:]
+        starts = [s for s in range(1, 1 + 16 + 1) if torch.equal(row[s:s + 8], second)]
+        assert starts
+        distances.add(33 - 8 - starts[0])
+    assert len(distances) > 8

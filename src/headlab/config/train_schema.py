@@ -113,6 +113,7 @@ class RepeatTokensDataSchema:
     n_eval: int = MISSING
     probe_size: int = MISSING
     probe_half_len: int = MISSING
+    probe_max_gap: int = MISSING
     seed: int = MISSING
     num_workers: int = MISSING
 

@@ -3,8 +3,9 @@
 All sequences are a function of the data seed `seed` only (as in `TextDataModule`), so runs that
 differ in their training seed train on the same stream and are measured on the same probe. The
 train split is `n_train` sequences (an epoch), val and test `n_eval` each, drawn from independent
-generators; the probe is `probe_size` copies of Olsson's repeated random block of `probe_half_len`
-tokens (`induction_probe`), its own generator again. Batches are `{input_ids, attention_mask}`,
+generators; the probe is `probe_size` sequences of Olsson's repeated random block of `probe_half_len`
+tokens with up to `probe_max_gap` filler tokens between the copies (`induction_probe`), its own
+generator again. Batches are `{input_ids, attention_mask}`,
 every position real (fixed length).
 """
 
@@ -37,20 +38,23 @@ class RepeatTokensDataModule(L.LightningDataModule):
 
     def __init__(self, vocab_size: int = 64, max_len: int = 33, min_segment: int = 4, max_segment: int = 16,
                  fixed_offset: int | None = None, batch_size: int = 32, n_train: int = 96_000, n_eval: int = 512,
-                 probe_size: int = 64, probe_half_len: int = 16, seed: int = 0, num_workers: int = 0) -> None:
+                 probe_size: int = 32, probe_half_len: int = 8, probe_max_gap: int = 16, seed: int = 0, num_workers: int = 0) -> None:
         super().__init__()
         check_repeat_keys(vocab_size, max_len, min_segment, max_segment, fixed_offset)
         for key, value, minimum in (("batch_size", batch_size, 1), ("n_train", n_train, 1), ("n_eval", n_eval, 1),
                                     ("probe_size", probe_size, 1), ("seed", seed, 0), ("num_workers", num_workers, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise ConfigError(f"data.{key}", value, f"an integer >= {minimum}")
-        if not isinstance(probe_half_len, int) or not 2 <= probe_half_len <= (max_len - 1) // 2:
-            raise ConfigError("data.probe_half_len", probe_half_len, f"an integer in [2, (max_len - 1) // 2 = {(max_len - 1) // 2}]")
+        if not isinstance(probe_max_gap, int) or probe_max_gap < 0:
+            raise ConfigError("data.probe_max_gap", probe_max_gap, "an integer >= 0")
+        if not isinstance(probe_half_len, int) or not 2 <= probe_half_len <= (max_len - 1 - probe_max_gap) // 2:
+            raise ConfigError("data.probe_half_len", probe_half_len,
+                              f"an integer in [2, (max_len - 1 - probe_max_gap) // 2 = {(max_len - 1 - probe_max_gap) // 2}]")
         self.vocab_size, self.max_len = vocab_size, max_len
         self.repeat = dict(vocab_size=vocab_size, seq_len=max_len, min_segment=min_segment, max_segment=max_segment,
                            fixed_offset=fixed_offset)
         self.batch_size, self.n_train, self.n_eval, self.num_workers = batch_size, n_train, n_eval, num_workers
-        self.probe_size, self.probe_half_len, self.seed = probe_size, probe_half_len, seed
+        self.probe_size, self.probe_half_len, self.probe_max_gap, self.seed = probe_size, probe_half_len, probe_max_gap, seed
         self.tokenizer = TokenIdVocabulary(vocab_size)
         self.splits: dict[str, torch.Tensor] = {}
         self.probe: torch.Tensor | None = None  # [probe_size, 1 + 2 * probe_half_len]
@@ -62,14 +66,14 @@ class RepeatTokensDataModule(L.LightningDataModule):
             generator = torch.Generator().manual_seed(self.seed * 4 + offset)
             self.splits[split] = repeat_token_batch(n, generator=generator, **self.repeat)
         self.probe = induction_probe(self.probe_size, self.vocab_size, self.probe_half_len,
-                                     torch.Generator().manual_seed(self.seed * 4 + 3))
+                                     torch.Generator().manual_seed(self.seed * 4 + 3), self.probe_max_gap)
 
     @property
     def stats(self) -> dict[str, object]:
         """What summary.json records about the data (`headlab.run.summary.run_facts`)."""
         digest = hashlib.sha256(self.probe.numpy().tobytes()).hexdigest()[:16] if self.probe is not None else None
         return {"source": "repeat_tokens", **self.repeat, "n_train": self.n_train, "n_eval": self.n_eval,
-                "probe_size": self.probe_size, "probe_half_len": self.probe_half_len, "probe_digest": digest}
+                "probe_size": self.probe_size, "probe_half_len": self.probe_half_len, "probe_max_gap": self.probe_max_gap, "probe_digest": digest}
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         tokens = self.splits[split]

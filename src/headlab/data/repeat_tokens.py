@@ -8,8 +8,9 @@ position i - k" shortcut does it. `fixed_offset=k` is the documented control: th
 starts k positions after the original, so a purely positional head solves it too.
 
 `induction_probe` is Olsson et al.'s (2022) probe: a block of random tokens, then the same block
-again; on it the previous-token, duplicate and induction targets are unambiguous, and the loss on
-the second half falls to ~0 once induction works.
+again (optionally with random filler between, so the repeat distance varies); on it the
+previous-token, duplicate and induction targets are unambiguous, and the loss on the second
+block falls to ~0 once induction works.
 """
 
 from __future__ import annotations
@@ -55,9 +56,21 @@ def repeat_token_batch(n: int, vocab_size: int, seq_len: int, min_segment: int, 
     return tokens
 
 
-def induction_probe(n: int, vocab_size: int, half_len: int, generator: torch.Generator) -> Tensor:
-    """`[n, 1 + 2 * half_len]`: BOS, a random block of `half_len` tokens, the same block again."""
+def induction_probe(n: int, vocab_size: int, half_len: int, generator: torch.Generator, max_gap: int = 0) -> Tensor:
+    """`[n, 1 + max_gap + 2 * half_len]`: BOS, g random filler tokens, a random block of `half_len`
+    tokens, max_gap - g more filler, the same block again (g uniform in [0, max_gap] per sequence).
+
+    max_gap=0 is Olsson's probe exactly. With max_gap > 0 the copy lies half_len..half_len+max_gap
+    back, so a head that attends a fixed distance back (which a 1-layer model can learn) does not
+    score as an induction head; the second block always ends the sequence, so the ICL positions
+    (`headlab.measure.lm_probe.icl_positions`) are the same for every sequence.
+    """
     if not isinstance(half_len, int) or half_len < 2:
         raise ConfigError("data.probe_half_len", half_len, "an integer >= 2")
+    if not isinstance(max_gap, int) or max_gap < 0:
+        raise ConfigError("data.probe_max_gap", max_gap, "an integer >= 0")
     block = torch.randint(1, vocab_size, (n, half_len), generator=generator)
-    return torch.cat([torch.full((n, 1), BOS_ID), block, block], dim=1)
+    filler = torch.randint(1, vocab_size, (n, max_gap), generator=generator)
+    gaps = torch.randint(0, max_gap + 1, (n,), generator=generator).tolist()
+    rows = [torch.cat([filler[r, :g], block[r], filler[r, g:], block[r]]) for r, g in enumerate(gaps)]
+    return torch.cat([torch.full((n, 1), BOS_ID), torch.stack(rows)], dim=1)

@@ -25,16 +25,17 @@ class LMMeasurement:
     icl: float  # loss_by_position[late] - loss_by_position[early]
 
 
-def icl_positions(seq_len: int) -> tuple[int, int]:
-    """(late, early) loss indices for a probe of BOS + a block of h tokens + the block again: early =
-    predicting the first half's last token (nothing to copy), late = the second half's last."""
-    half = (seq_len - 1) // 2
-    return seq_len - 2, half - 1
+def icl_positions(seq_len: int, half_len: int) -> tuple[int, int]:
+    """(late, early) loss indices on `induction_probe` (the second block ends the sequence): late =
+    predicting the second block's last token (in context), early = predicting the token right before
+    the second block (random: nothing in context predicts it)."""
+    return seq_len - 2, seq_len - half_len - 2
 
 
 @torch.no_grad()
-def measure_lm_probe(net: torch.nn.Module, probe: torch.Tensor, chunk_size: int = 64) -> LMMeasurement:
-    """Measure every head of the causal LM `net` on `probe` `[n, seq]` (eval mode, restored after)."""
+def measure_lm_probe(net: torch.nn.Module, probe: torch.Tensor, half_len: int, chunk_size: int = 64) -> LMMeasurement:
+    """Measure every head of the causal LM `net` on `probe` `[n, seq]` (`induction_probe` with blocks
+    of `half_len`; eval mode, restored after)."""
     was_training = net.training
     net.eval()
     try:
@@ -57,7 +58,7 @@ def measure_lm_probe(net: torch.nn.Module, probe: torch.Tensor, chunk_size: int 
             weights = block.attn.head_weights()
             per_layer[layer]["copying_score"] = ov_copying_score(W_E, weights.W_V, weights.W_O, W_U).cpu()
         loss_by_position = (loss_sum / n).float()
-        late, early = icl_positions(probe.size(1))
+        late, early = icl_positions(probe.size(1), half_len)
         return LMMeasurement(per_layer, loss_by_position, float(loss_by_position.mean()),
                              icl_score(loss_by_position, late, early))
     finally:

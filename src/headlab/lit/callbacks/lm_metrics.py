@@ -33,7 +33,7 @@ class LMHeadMetricsCallback(L.Callback):
 
     def __init__(self, output_dir: str | None = None, every_n_steps: int = 50, chunk_size: int = 64,
                  min_rise: float = 0.3, min_drop: float = 1.0, coincide_steps: int = 200,
-                 log_to_loggers: bool = True) -> None:
+                 log_to_loggers: bool = True, figures: bool = True) -> None:
         if not isinstance(every_n_steps, int) or every_n_steps < 1:
             raise ConfigError("callbacks.lm_metrics.every_n_steps", every_n_steps, "an integer >= 1")
         if not isinstance(chunk_size, int) or chunk_size < 1:
@@ -44,7 +44,7 @@ class LMHeadMetricsCallback(L.Callback):
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.every_n_steps, self.chunk_size = every_n_steps, chunk_size
         self.min_rise, self.min_drop, self.coincide_steps = float(min_rise), float(min_drop), int(coincide_steps)
-        self.log_to_loggers = log_to_loggers
+        self.log_to_loggers, self.figures = log_to_loggers, figures
         self.history: list[dict[str, Any]] = []  # one entry per measurement: step, per-head induction, loss, icl
         self.last: LMMeasurement | None = None
         self.measure_s = 0.0
@@ -62,12 +62,40 @@ class LMHeadMetricsCallback(L.Callback):
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self.history or self.history[-1]["step"] != trainer.global_step:
             self._measure(trainer, pl_module)
+        if self.figures and trainer.is_global_zero and self.output_dir is not None:
+            self.write_figures(pl_module.net, trainer.datamodule.probe)
+
+    def write_figures(self, net: Any, probe: Any) -> list[Path]:
+        """figures/induction_phase.png and figures/induction_grid.png (the head with the highest final score)."""
+        import pandas as pd
+        import torch
+
+        from headlab.model.hooks import capture_patterns
+        from headlab.plots.induction import plot_induction_grid, plot_induction_phase
+        from headlab.store.run_dir import INDUCTION_GRID_FIGURE, INDUCTION_PHASE_FIGURE
+
+        run = RunDir(self.output_dir)
+        curve = pd.DataFrame([{k: e[k] for k in ("step", "probe_loss", "icl_score")} for e in self.history])
+        facts = self.phase_change()
+        written = [plot_induction_phase(pd.read_parquet(run.head_metrics_path), curve, run.figure(INDUCTION_PHASE_FIGURE),
+                                        facts.get("induction_onset_steps"), facts.get("loss_drop_step"))]
+        final = [np.asarray(layer) for layer in self.history[-1]["induction"]]
+        layer = int(np.argmax([scores.max() for scores in final]))
+        head = int(np.argmax(final[layer]))
+        with torch.no_grad():
+            was_training = net.training
+            patterns = capture_patterns(net.eval(), probe, torch.ones_like(probe, dtype=torch.bool))
+            net.train(was_training)
+        title = f"L{layer}H{head} on the repeated probe (induction score {final[layer][head]:.2f})"
+        written.append(plot_induction_grid(patterns[layer][:, head].mean(0).numpy(), run.figure(INDUCTION_GRID_FIGURE), title))
+        return written
 
     def _measure(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.history and self.history[-1]["step"] == trainer.global_step:
             return
         started = time.perf_counter()
-        measurement = measure_lm_probe(pl_module.net, trainer.datamodule.probe, self.chunk_size)
+        data = trainer.datamodule
+        measurement = measure_lm_probe(pl_module.net, data.probe, data.probe_half_len, self.chunk_size)
         step = int(trainer.global_step)
         self.last = measurement
         self.history.append({"step": step, "probe_loss": measurement.probe_loss, "icl_score": measurement.icl,
@@ -120,4 +148,8 @@ class LMHeadMetricsCallback(L.Callback):
         return {"history": self.history, "measure_s": self.measure_s}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """A resume restores the history; evaluating the best checkpoint after fit (in the same
+        process, history already there) must not roll it back to that checkpoint's."""
+        if self.history:
+            return
         self.history, self.measure_s = list(state.get("history", [])), float(state.get("measure_s", 0.0))

@@ -119,6 +119,23 @@ class RepeatTokensDataSchema:
 
 
 @dataclass
+class ReviewsLMDataSchema:
+    """`data:` of data=zh_reviews_lm (headlab.data.lm_datamodule.ReviewsLMDataModule's arguments)."""
+
+    _target_: str = "headlab.data.lm_datamodule.ReviewsLMDataModule"
+    max_len: int = MISSING
+    batch_size: int = MISSING
+    min_freq: int = MISSING
+    val_fraction: float = MISSING
+    test_fraction: float = MISSING
+    probe_size: int = MISSING
+    probe_half_len: int = MISSING
+    probe_max_gap: int = MISSING
+    seed: int = MISSING
+    num_workers: int = MISSING
+
+
+@dataclass
 class DataOptions:
     eval_batch_size: Optional[int]
     shuffle_seed: Optional[int]
@@ -328,6 +345,7 @@ SCHEMAS: tuple[tuple[str, Any, bool], ...] = (
     ("data/files", FilesDataSchema, True),
     ("model_lm", LMSchema, False),
     ("data/repeat_tokens", RepeatTokensDataSchema, False),
+    ("data/zh_reviews_lm", ReviewsLMDataSchema, False),
     ("optim/adamw", AdamWSchema, False),
     ("optim/sgd", SGDSchema, False),
     ("optim/warmup", WarmupScheduleSchema, False),

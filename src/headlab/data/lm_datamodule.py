@@ -95,3 +95,60 @@ class RepeatTokensDataModule(L.LightningDataModule):
 def _collate(rows: list[tuple[torch.Tensor]]) -> dict[str, torch.Tensor]:
     input_ids = torch.stack([row[0] for row in rows])
     return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids, dtype=torch.bool)}
+
+
+class ReviewsLMDataModule(RepeatTokensDataModule):
+    """A character LM on the zh_reviews texts: the reviews, shuffled with the data seed and split
+    into train / val / test, each encoded by character ([CLS] before every review, so it marks a
+    review's start) and cut into windows of `max_len` characters. The probe is the same repeated
+    random block as repeat_tokens', drawn from the real characters (ids past the special tokens),
+    with [CLS] first, so the same scores and ICL positions apply."""
+
+    def __init__(self, max_len: int = 65, batch_size: int = 32, min_freq: int = 2, val_fraction: float = 0.05,
+                 test_fraction: float = 0.05, probe_size: int = 32, probe_half_len: int = 16, probe_max_gap: int = 32,
+                 seed: int = 0, num_workers: int = 0) -> None:
+        L.LightningDataModule.__init__(self)
+        for key, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
+            if not isinstance(value, float) or not 0.0 < value < 0.5:
+                raise ConfigError(f"data.{key}", value, "a fraction in (0, 0.5)")
+        if not isinstance(probe_half_len, int) or not 2 <= probe_half_len <= (max_len - 1 - probe_max_gap) // 2:
+            raise ConfigError("data.probe_half_len", probe_half_len,
+                              f"an integer in [2, (max_len - 1 - probe_max_gap) // 2 = {(max_len - 1 - probe_max_gap) // 2}]")
+        self.max_len, self.batch_size, self.min_freq, self.num_workers = max_len, batch_size, min_freq, num_workers
+        self.fractions = (val_fraction, test_fraction)
+        self.probe_size, self.probe_half_len, self.probe_max_gap, self.seed = probe_size, probe_half_len, probe_max_gap, seed
+        self.splits, self.probe, self.tokenizer, self.vocab_size = {}, None, None, None
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """The vocabulary is needed before the model is built (vocab_size), so it is fit at construction."""
+        from headlab.data.tokenizer import CLS_ID, SPECIAL_TOKENS, CharTokenizer
+        from headlab.data.zh_reviews import load_zh_reviews
+
+        texts = load_zh_reviews().texts
+        order = torch.randperm(len(texts), generator=torch.Generator().manual_seed(self.seed)).tolist()
+        n_val, n_test = (int(len(texts) * f) for f in self.fractions)
+        parts = {"val": order[:n_val], "test": order[n_val:n_val + n_test], "train": order[n_val + n_test:]}
+        self.tokenizer = CharTokenizer.fit([texts[i] for i in parts["train"]], min_freq=self.min_freq)
+        self.vocab_size = self.tokenizer.vocab_size
+        longest = max(len(t) for t in texts) + 1
+        for split, index in parts.items():
+            stream = torch.tensor([token for i in index for token in self.tokenizer.encode(texts[i], longest)])
+            self.splits[split] = stream[: len(stream) // self.max_len * self.max_len].view(-1, self.max_len)
+        n_special = len(SPECIAL_TOKENS)
+        probe = induction_probe(self.probe_size, self.vocab_size - n_special + 1, self.probe_half_len,
+                                torch.Generator().manual_seed(self.seed * 4 + 3), self.probe_max_gap)
+        probe[:, 1:] += n_special - 1
+        probe[:, 0] = CLS_ID
+        self.probe = probe
+
+    def setup(self, stage: str | None = None) -> None:
+        pass
+
+    @property
+    def stats(self) -> dict[str, object]:
+        digest = hashlib.sha256(self.probe.numpy().tobytes()).hexdigest()[:16]
+        return {"source": "zh_reviews_lm", "vocab_size": self.vocab_size, "max_len": self.max_len,
+                **{f"n_{split}_windows": int(t.shape[0]) for split, t in self.splits.items()},
+                "probe_size": self.probe_size, "probe_half_len": self.probe_half_len,
+                "probe_max_gap": self.probe_max_gap, "probe_digest": digest}

@@ -23,6 +23,7 @@ class LMMeasurement:
     loss_by_position: torch.Tensor  # [seq - 1], index t = loss of predicting token t+1
     probe_loss: float  # mean over positions
     icl: float  # loss_by_position[late] - loss_by_position[early]
+    repeat_loss: float  # mean loss on the second block's tokens after its first (what induction predicts)
 
 
 def icl_positions(seq_len: int, half_len: int) -> tuple[int, int]:
@@ -59,7 +60,8 @@ def measure_lm_probe(net: torch.nn.Module, probe: torch.Tensor, half_len: int, c
             per_layer[layer]["copying_score"] = ov_copying_score(W_E, weights.W_V, weights.W_O, W_U).cpu()
         loss_by_position = (loss_sum / n).float()
         late, early = icl_positions(probe.size(1), half_len)
+        repeat = loss_by_position[probe.size(1) - half_len: probe.size(1) - 1]
         return LMMeasurement(per_layer, loss_by_position, float(loss_by_position.mean()),
-                             icl_score(loss_by_position, late, early))
+                             icl_score(loss_by_position, late, early), float(repeat.mean()))
     finally:
         net.train(was_training)

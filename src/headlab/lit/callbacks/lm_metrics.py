@@ -6,8 +6,8 @@ per-position loss and ICL score. Per-head rows go to `head_metrics.parquet` (the
 long format); `lm/probe_loss`, `lm/icl_score` and `heads/{metric}/L{l}H{h}` go to the loggers
 (metrics.csv). At fit end `summary_facts()` puts into summary.json: each head's induction onset
 (the change-point of its score, `headlab.analysis.phase_change`, counted only if the level rises
-by `min_rise`), the steps of the probe-loss drop and the ICL jump (change-points falling by
-`min_drop` nats), whether the heads' onsets coincide with the loss drop (within `coincide_steps`),
+by `min_rise`), the steps of the loss drop on the probe's repeated block (the tokens only
+induction predicts) and of the ICL jump (change-points falling by `min_drop` nats), whether the heads' onsets coincide with the loss drop (within `coincide_steps`),
 each head's final LM role and the measurement time.
 """
 
@@ -99,13 +99,15 @@ class LMHeadMetricsCallback(L.Callback):
         step = int(trainer.global_step)
         self.last = measurement
         self.history.append({"step": step, "probe_loss": measurement.probe_loss, "icl_score": measurement.icl,
+                             "repeat_loss": measurement.repeat_loss,
                              "induction": [layer["induction_score"].tolist() for layer in measurement.per_layer]})
         if trainer.is_global_zero and self.output_dir is not None:
             per_layer = [{k: v.numpy() for k, v in layer.items()} for layer in measurement.per_layer]
             rows = head_metric_rows(self.output_dir.name, step, int(trainer.current_epoch), per_layer)
             append_part(RunDir(self.output_dir).head_metrics_path, step, rows)
         if self.log_to_loggers and trainer.loggers:
-            scalars = {"lm/probe_loss": measurement.probe_loss, "lm/icl_score": measurement.icl}
+            scalars = {"lm/probe_loss": measurement.probe_loss, "lm/icl_score": measurement.icl,
+                       "lm/repeat_loss": measurement.repeat_loss}
             for layer, metrics in enumerate(measurement.per_layer):
                 for name, values in metrics.items():
                     scalars.update({f"heads/{name}/L{layer}H{h}": float(v) for h, v in enumerate(values.tolist())})
@@ -125,7 +127,7 @@ class LMHeadMetricsCallback(L.Callback):
             name = f"L{index // n_heads}H{index % n_heads}"
             onsets[name] = onset_step(steps, induction[:, index], self.min_rise)
             max_scores[name] = round(float(induction[:, index].max()), 4)
-        loss_drop = onset_step(steps, [e["probe_loss"] for e in self.history], self.min_drop, direction="down")
+        loss_drop = onset_step(steps, [e.get("repeat_loss", e["probe_loss"]) for e in self.history], self.min_drop, direction="down")
         icl_jump = onset_step(steps, [e["icl_score"] for e in self.history], self.min_drop, direction="down")
         formed = [step for step in onsets.values() if step is not None]
         coincide = None if loss_drop is None or not formed else all(abs(s - loss_drop) <= self.coincide_steps for s in formed)

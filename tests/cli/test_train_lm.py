@@ -25,6 +25,7 @@ def test_induction_experiment_trains_measures_and_summarises(tmp_path, one_threa
     assert sorted(rows["step"].unique()) == [0, 4, 8, 10]
     assert rows[rows.metric != "copying_score"]["value"].between(0, 1).all()
     assert len(summary["lm"]["final_roles"]) == 2
+    assert {p.name for p in (run / "figures").iterdir()} == {"induction_phase.png", "induction_grid.png"}
 
 
 def test_one_layer_control_composes_with_one_layer(tmp_path):
@@ -42,3 +43,19 @@ def test_a_bad_repeat_key_fails_at_composition_or_construction(tmp_path):
         compose_train_config(tmp_path / "r", TINY_LM + ["data.vocab_size=many"])
     with pytest.raises(ConfigError, match="data.probe_half_len"):
         RepeatTokensDataModule(max_len=33, probe_half_len=17)
+
+
+def test_sweep_induction_grids_layers_mlp_and_five_seeds(tmp_path):
+    cfg = compose_train_config_with_hydra(tmp_path, ["sweep=induction"])
+    params = cfg.hydra.sweeper.params
+    assert params["model.n_layers"] == "1,2" and params["model.attn_only"] == "true,false"
+    assert params["seed"] == "0,1,2,3,4"
+
+
+def compose_train_config_with_hydra(tmp_path, overrides):
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module("headlab.conf", version_base="1.3"):
+        return compose("train", overrides=overrides, return_hydra_config=True)

@@ -65,3 +65,17 @@ def test_probe_with_gaps_varies_the_repeat_distance_and_ends_with_the_block():
         assert starts
         distances.add(33 - 8 - starts[0])
     assert len(distances) > 8
+
+
+def test_reviews_lm_windows_and_probe_use_the_reviews_characters():
+    from headlab.data.lm_datamodule import ReviewsLMDataModule
+    from headlab.data.tokenizer import CLS_ID, SPECIAL_TOKENS
+
+    data = ReviewsLMDataModule(max_len=33, probe_half_len=8, probe_max_gap=16, probe_size=4)
+    assert data.splits["train"].shape[1] == 33 and data.splits["train"].shape[0] > 10 * data.splits["val"].shape[0]
+    assert (data.splits["train"] == CLS_ID).any()  # review starts are marked
+    assert (data.probe[:, 0] == CLS_ID).all() and data.probe[:, 1:].min() >= len(SPECIAL_TOKENS)
+    assert data.probe[:, 1:].max() < data.vocab_size
+    for row in data.probe:  # the last block occurred earlier
+        assert any(torch.equal(row[s:s + 8], row[-8:]) for s in range(1, 18))
+    assert data.vocab_size > 1000  # thousands of distinct characters in the reviews

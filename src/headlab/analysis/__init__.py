@@ -21,6 +21,14 @@ from headlab.analysis.head_similarity import (
     head_similarity_sums,
 )
 from headlab.analysis.init_orthogonality import CosineSummary, InitGeometry, cosine_summary, init_geometry
+from headlab.analysis.lm_heads import (
+    LM_PATTERN_SCORES,
+    icl_score,
+    lm_pattern_score_sums,
+    lm_pattern_scores,
+    ov_copying_score,
+    per_position_loss,
+)
 from headlab.analysis.mean_pattern import MeanPatternAccumulator, PatternSums, mean_pattern, mean_pattern_sums
 from headlab.analysis.movement_importance import Correlation, movement_importance_correlation
 from headlab.analysis.probe_layer import LayerSums, ProbeLayerAccumulator, probe_layer_sums
@@ -43,6 +51,12 @@ from headlab.analysis.weight_similarity import (
 )
 
 __all__ = [
+    "LM_PATTERN_SCORES",
+    "icl_score",
+    "lm_pattern_score_sums",
+    "lm_pattern_scores",
+    "ov_copying_score",
+    "per_position_loss",
     "METRIC_NAMES",
     "AttentionMetricAccumulator",
     "MetricSums",

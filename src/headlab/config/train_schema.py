@@ -61,6 +61,22 @@ def _model_schema() -> type:
 ModelSchema = _model_schema()
 
 
+def _lm_schema() -> type:
+    """`model:` of model=lm = LMConfig's fields and defaults, less the data's vocab_size, plus `_target_`."""
+    from headlab.model.lm import LMConfig
+
+    hints = typing.get_type_hints(LMConfig)
+    fields = [("_target_", str, field(default="headlab.model.lm.LMConfig"))]
+    for spec in dataclasses.fields(LMConfig):
+        if spec.name != "vocab_size":
+            default = MISSING if spec.default is dataclasses.MISSING else spec.default
+            fields.append((spec.name, _schema_type(hints[spec.name]), field(default=default)))
+    return dataclasses.make_dataclass("LMSchema", fields, namespace={"__module__": __name__})
+
+
+LMSchema = _lm_schema()
+
+
 # ---- data ------------------------------------------------------------------------------------------
 @dataclass
 class TextDataSchema:
@@ -82,6 +98,43 @@ class TextDataSchema:
 # ---- options: keys no shipped file sets for everyone but a sweep, headlab-distill or a user adds
 # (`+data.train_fraction=0.2`). Never instantiated (no defaults): only their types are read, by
 # headlab.config.validate, which refuses any other added key.
+@dataclass
+class RepeatTokensDataSchema:
+    """`data:` of data=repeat_tokens (headlab.data.lm_datamodule.RepeatTokensDataModule's arguments)."""
+
+    _target_: str = "headlab.data.lm_datamodule.RepeatTokensDataModule"
+    vocab_size: int = MISSING
+    max_len: int = MISSING
+    min_segment: int = MISSING
+    max_segment: int = MISSING
+    fixed_offset: Optional[int] = MISSING
+    batch_size: int = MISSING
+    n_train: int = MISSING
+    n_eval: int = MISSING
+    probe_size: int = MISSING
+    probe_half_len: int = MISSING
+    probe_max_gap: int = MISSING
+    seed: int = MISSING
+    num_workers: int = MISSING
+
+
+@dataclass
+class ReviewsLMDataSchema:
+    """`data:` of data=zh_reviews_lm (headlab.data.lm_datamodule.ReviewsLMDataModule's arguments)."""
+
+    _target_: str = "headlab.data.lm_datamodule.ReviewsLMDataModule"
+    max_len: int = MISSING
+    batch_size: int = MISSING
+    min_freq: int = MISSING
+    val_fraction: float = MISSING
+    test_fraction: float = MISSING
+    probe_size: int = MISSING
+    probe_half_len: int = MISSING
+    probe_max_gap: int = MISSING
+    seed: int = MISSING
+    num_workers: int = MISSING
+
+
 @dataclass
 class DataOptions:
     eval_batch_size: Optional[int]
@@ -290,6 +343,9 @@ SCHEMAS: tuple[tuple[str, Any, bool], ...] = (
     ("data/synthetic", SyntheticDataSchema, True),
     ("data/multidomain", MultidomainDataSchema, True),
     ("data/files", FilesDataSchema, True),
+    ("model_lm", LMSchema, False),
+    ("data/repeat_tokens", RepeatTokensDataSchema, False),
+    ("data/zh_reviews_lm", ReviewsLMDataSchema, False),
     ("optim/adamw", AdamWSchema, False),
     ("optim/sgd", SGDSchema, False),
     ("optim/warmup", WarmupScheduleSchema, False),

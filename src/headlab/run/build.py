@@ -37,7 +37,8 @@ def build_module(cfg: DictConfig, datamodule: Any) -> Any:
     """The LightningModule, its network sized by the data."""
     plain = {"_convert_": "all"}  # lists as lists: the optimiser's state goes into checkpoints
     domains = {"n_domains": datamodule.n_domains} if hasattr(datamodule, "n_domains") else {}  # per-domain Q/K/V
-    network = instantiate(cfg.model, vocab_size=datamodule.vocab_size, n_classes=datamodule.n_classes, **domains, **plain)
+    classes = {"n_classes": datamodule.n_classes} if hasattr(datamodule, "n_classes") else {}  # a language model has none
+    network = instantiate(cfg.model, vocab_size=datamodule.vocab_size, **classes, **domains, **plain)
     scheduler = instantiate(cfg.optim.scheduler, **plain) if cfg.optim.get("scheduler") is not None else None
     optimizer = instantiate(cfg.optim.optimizer, **plain)
     module = instantiate(cfg.module, _partial_=True, **plain)  # objects are passed to it, not merged into its config

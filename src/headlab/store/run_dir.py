@@ -62,6 +62,8 @@ IMPORTANCE_FIGURE = "importance.png"
 IMPORTANCE_TIMELINE_FIGURE = "importance_timeline.png"
 REDUNDANCY_FIGURE = "redundancy.png"
 PRUNE_CURVE_FIGURE = "prune_curve.png"
+INDUCTION_PHASE_FIGURE = "induction_phase.png"  # task=lm: scores over steps, loss and ICL beneath
+INDUCTION_GRID_FIGURE = "induction_grid.png"  # task=lm: the strongest induction head on the probe
 
 CHECKPOINT_CHOICES = ("last", "best", "all")
 

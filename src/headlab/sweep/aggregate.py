@@ -44,6 +44,7 @@ from headlab.sweep.convergence import write_convergence
 from headlab.sweep.division import write_division
 from headlab.sweep.domains import write_domain_accuracy
 from headlab.sweep.importance import final_importance, write_sweep_importance
+from headlab.sweep.induction import write_induction_onsets
 from headlab.sweep.interventions import write_intervention_effects
 from headlab.sweep.pruning import write_sweep_prune
 from headlab.sweep.redundancy import write_sweep_redundancy
@@ -119,6 +120,7 @@ def aggregate_sweep(
     result.written += write_domain_accuracy(out, _by_config(usable), factor_tags)
     result.written += write_sweep_redundancy(out, _by_config(usable), factor_tags)
     result.written += write_sweep_prune(out, _by_config(usable), factor_tags, figures)
+    result.written += write_induction_onsets(out, _by_config(usable), tags)
     if figures:
         from headlab.plots.sweep import write_sweep_figures  # plotting only when asked
 

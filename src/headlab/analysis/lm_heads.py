@@ -1,0 +1,147 @@
+"""Language-model head scores: previous-token, duplicate-token, induction, OV copying, ICL.
+
+The pattern scores are TransformerLens' `head_detector` definitions (error measure "mul"), so a
+number here is the number `detect_head` gives on the same attention: per sequence, the share of a
+head's attention mass that lies on the target pattern, `sum(A * P) / sum(A)`, after the BOS column
+(`exclude_bos`) and the diagonal (`exclude_current_token`) of A are set to 0; then the mean over
+sequences. Target patterns `P [q, k]` (lower-triangular, 0/1):
+
+- previous token: P[i, i-1] = 1;
+- duplicate token: P[i, j] = 1 for j < i with tokens[j] == tokens[i];
+- induction (prefix matching): P[i, j] = 1 for 1 <= j <= i with tokens[j-1] == tokens[i], j-1 < i:
+  the token right after an earlier copy of the current one.
+
+Sums per chunk (`lm_pattern_score_sums`) let a probe stream through in chunks, as the other
+metrics do. The copying score is Olsson et al.'s (2022): of the eigenvalues of a head's full OV
+circuit W_E W_V W_O W_U, sum(lambda) / sum(|lambda|): 1 when the head copies the attended token's
+logit up, -1 when it suppresses it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from headlab.errors import DataError
+
+LM_PATTERN_SCORES = ("prev_token_score", "duplicate_score", "induction_score")
+
+
+def previous_token_pattern(tokens: Tensor) -> Tensor:
+    """`[batch, seq]` -> `[batch, q, k]`: 1 at (i, i-1)."""
+    batch, seq = _check_tokens(tokens).shape
+    return torch.ones(seq, seq).tril(-1).triu(-1).expand(batch, seq, seq).contiguous()
+
+
+def duplicate_token_pattern(tokens: Tensor) -> Tensor:
+    """`[batch, seq]` -> `[batch, q, k]`: 1 at (i, j), j < i, where token j equals token i."""
+    tokens = _check_tokens(tokens)
+    same = tokens[:, :, None] == tokens[:, None, :]  # [batch, q, k]
+    return same.float().tril(-1)
+
+
+def induction_pattern(tokens: Tensor) -> Tensor:
+    """`[batch, seq]` -> `[batch, q, k]`: 1 at (i, j), 1 <= j <= i, where token j-1 equals token i
+    and j-1 < i (TransformerLens' shifted duplicate pattern)."""
+    duplicate = duplicate_token_pattern(tokens)
+    shifted = torch.zeros_like(duplicate)
+    shifted[:, :, 1:] = duplicate[:, :, :-1]  # key j <- the duplicate at key j-1
+    return shifted.tril()
+
+
+PATTERNS = {"prev_token_score": previous_token_pattern, "duplicate_score": duplicate_token_pattern,
+            "induction_score": induction_pattern}
+
+
+def lm_pattern_score_sums(pattern: Tensor, tokens: Tensor, *, exclude_bos: bool = True,
+                          exclude_current_token: bool = True) -> dict[str, Tensor]:
+    """Per-head sums over the chunk's sequences of each score in `LM_PATTERN_SCORES`, `[head]` each
+    (float64), plus `n_sequences` (a 0-d tensor): divide to get the probe's scores.
+
+    pattern: `[batch, head, q, k]` post-softmax (causal); tokens: `[batch, seq]`, every position real.
+    """
+    if not isinstance(pattern, Tensor) or pattern.ndim != 4 or not pattern.is_floating_point():
+        got = list(pattern.shape) if isinstance(pattern, Tensor) else type(pattern).__name__
+        raise DataError("pattern", f"expected a float tensor [batch, head, q, k], got {got}")
+    tokens = _check_tokens(tokens)
+    batch, _, q, k = pattern.shape
+    if q != k or tuple(tokens.shape) != (batch, q):
+        raise DataError("tokens", f"expected [batch, seq] = {[batch, q]} matching the square pattern "
+                                  f"{list(pattern.shape)}, got {list(tokens.shape)}")
+    attention = pattern.detach().to(torch.float64).clone()
+    if exclude_bos:
+        attention[..., 0] = 0
+    if exclude_current_token:
+        attention.diagonal(dim1=-2, dim2=-1).zero_()
+    total = attention.sum(dim=(-2, -1))  # [batch, head]
+    sums: dict[str, Tensor] = {}
+    for name, build in PATTERNS.items():
+        target = build(tokens.cpu()).to(attention.device, torch.float64)[:, None]  # [batch, 1, q, k]
+        on_target = (attention * target).sum(dim=(-2, -1))
+        sums[name] = (on_target / total).sum(dim=0)
+    sums["n_sequences"] = torch.tensor(float(batch), dtype=torch.float64)
+    return sums
+
+
+def lm_pattern_scores(pattern: Tensor, tokens: Tensor, **options: bool) -> dict[str, Tensor]:
+    """Each score of `LM_PATTERN_SCORES`, `[head]`: the mean over the batch's sequences."""
+    sums = lm_pattern_score_sums(pattern, tokens, **options)
+    n = sums.pop("n_sequences")
+    return {name: value / n for name, value in sums.items()}
+
+
+def ov_copying_score(W_E: Tensor, W_V: Tensor, W_O: Tensor, W_U: Tensor) -> Tensor:
+    """Olsson et al.'s copying score of each head's OV circuit, `[head]` in [-1, 1].
+
+    W_E `[vocab, d_model]`, W_V `[head, d_model, d_head]`, W_O `[head, d_head, d_model]`,
+    W_U `[d_model, vocab]`. The non-zero eigenvalues of W_E W_V W_O W_U (`[vocab, vocab]`) are those
+    of W_O W_U W_E W_V (`[d_head, d_head]`), so the small product is the one decomposed.
+    """
+    if W_V.ndim != 3 or W_O.ndim != 3 or W_E.ndim != 2 or W_U.ndim != 2:
+        raise DataError("OV weights", "expected W_E [vocab, d_model], W_V [head, d_model, d_head], "
+                                      "W_O [head, d_head, d_model], W_U [d_model, vocab]")
+    W_E, W_V, W_O, W_U = (w.detach().double() for w in (W_E, W_V, W_O, W_U))
+    small = W_O @ (W_U @ W_E)[None] @ W_V  # [head, d_head, d_head]
+    eigenvalues = torch.linalg.eigvals(small)  # [head, d_head]
+    return eigenvalues.real.sum(-1) / eigenvalues.abs().sum(-1).clamp(min=torch.finfo(torch.float64).tiny)
+
+
+def per_position_loss(logits: Tensor, tokens: Tensor) -> Tensor:
+    """Next-token cross-entropy at each position, `[batch, seq - 1]` (position t predicts token t+1)."""
+    if logits.ndim != 3 or tuple(logits.shape[:2]) != tuple(tokens.shape):
+        raise DataError("logits", f"expected [batch, seq, vocab] over tokens {list(tokens.shape)}, got {list(logits.shape)}")
+    return torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2).float(), tokens[:, 1:], reduction="none")
+
+
+def icl_score(loss_by_position: Tensor, late: int, early: int) -> float:
+    """Olsson et al.'s in-context-learning score: mean loss at token index `late` minus at `early`
+    (negative: later tokens are predicted better, i.e. the model uses its context).
+
+    loss_by_position: `[seq - 1]` or `[batch, seq - 1]`, index t = the loss of predicting token t+1.
+    """
+    losses = loss_by_position if loss_by_position.ndim == 1 else loss_by_position.mean(0)
+    if not 0 <= early < late < losses.numel():
+        raise DataError("icl_score", f"expected 0 <= early < late < {losses.numel()}, got early={early}, late={late}")
+    return float(losses[late] - losses[early])
+
+
+def _check_tokens(tokens: Tensor) -> Tensor:
+    if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
+        got = list(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
+        raise DataError("tokens", f"expected an integer tensor [batch, seq], got {got}")
+    return tokens
+
+
+LM_ROLES = {"prev_token_score": "previous", "duplicate_score": "duplicate", "induction_score": "induction"}
+LM_ROLE_THRESHOLD = 0.4
+
+
+def lm_roles(scores: dict[str, Tensor], threshold: float = LM_ROLE_THRESHOLD) -> list[str]:
+    """The LM role of each head of a layer: the pattern (previous / duplicate / induction) holding
+    the largest share of its attention if that share is >= `threshold`, else `other`. A share of
+    0.4 is far above chance on the probe (a uniform head puts ~1/seq on any one target) and below
+    the 0.5 the issue's done-criterion asks of an induction head, so that head is named one."""
+    names = list(LM_ROLES)
+    stacked = torch.stack([scores[name].double() for name in names])  # [3, head]
+    best, which = stacked.max(dim=0)
+    return [LM_ROLES[names[i]] if b >= threshold else "other" for b, i in zip(best.tolist(), which.tolist())]

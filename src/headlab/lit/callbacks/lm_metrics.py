@@ -1,0 +1,157 @@
+"""Measure every head of a causal LM on the fixed induction probe, and date its phase change.
+
+Every `every_n_steps` optimiser steps (and at step 0 and fit end) `headlab.measure.measure_lm_probe`
+gives each head's previous-token, duplicate, induction and OV copying scores, and the probe's
+per-position loss and ICL score. Per-head rows go to `head_metrics.parquet` (the run contract's
+long format); `lm/probe_loss`, `lm/icl_score` and `heads/{metric}/L{l}H{h}` go to the loggers
+(metrics.csv). At fit end `summary_facts()` puts into summary.json: each head's induction onset
+(the change-point of its score, `headlab.analysis.phase_change`, counted only if the level rises
+by `min_rise`), the steps of the loss drop on the probe's repeated block (the tokens only
+induction predicts) and of the ICL jump (change-points falling by `min_drop` nats), whether the heads' onsets coincide with the loss drop (within `coincide_steps`),
+each head's final LM role and the measurement time.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+
+from headlab.analysis.lm_heads import lm_roles
+from headlab.analysis.phase_change import onset_step
+from headlab.errors import ConfigError
+from headlab.measure.lm_probe import LMMeasurement, measure_lm_probe
+from headlab.store import RunDir, append_part, drop_parts_after
+from headlab.store.tables import head_metric_rows
+
+
+class LMHeadMetricsCallback(L.Callback):
+    """Per-head LM scores over training, and the phase change dated from them."""
+
+    def __init__(self, output_dir: str | None = None, every_n_steps: int = 50, chunk_size: int = 64,
+                 min_rise: float = 0.3, min_drop: float = 1.0, coincide_steps: int = 200,
+                 log_to_loggers: bool = True, figures: bool = True) -> None:
+        if not isinstance(every_n_steps, int) or every_n_steps < 1:
+            raise ConfigError("callbacks.lm_metrics.every_n_steps", every_n_steps, "an integer >= 1")
+        if not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ConfigError("callbacks.lm_metrics.chunk_size", chunk_size, "an integer >= 1")
+        for key, value in (("min_rise", min_rise), ("min_drop", min_drop)):
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"callbacks.lm_metrics.{key}", value, "a number > 0")
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.every_n_steps, self.chunk_size = every_n_steps, chunk_size
+        self.min_rise, self.min_drop, self.coincide_steps = float(min_rise), float(min_drop), int(coincide_steps)
+        self.log_to_loggers, self.figures = log_to_loggers, figures
+        self.history: list[dict[str, Any]] = []  # one entry per measurement: step, per-head induction, loss, icl
+        self.last: LMMeasurement | None = None
+        self.measure_s = 0.0
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.output_dir is not None and self.history:  # resumed: parts after the checkpoint are re-measured
+            drop_parts_after(RunDir(self.output_dir).head_metrics_path, self.history[-1]["step"])
+        if not self.history or self.history[-1]["step"] < trainer.global_step:
+            self._measure(trainer, pl_module)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if trainer.global_step % self.every_n_steps == 0:
+            self._measure(trainer, pl_module)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self.history or self.history[-1]["step"] != trainer.global_step:
+            self._measure(trainer, pl_module)
+        if self.figures and trainer.is_global_zero and self.output_dir is not None:
+            self.write_figures(pl_module.net, trainer.datamodule.probe)
+
+    def write_figures(self, net: Any, probe: Any) -> list[Path]:
+        """figures/induction_phase.png and figures/induction_grid.png (the head with the highest final score)."""
+        import pandas as pd
+        import torch
+
+        from headlab.model.hooks import capture_patterns
+        from headlab.plots.induction import plot_induction_grid, plot_induction_phase
+        from headlab.store.run_dir import INDUCTION_GRID_FIGURE, INDUCTION_PHASE_FIGURE
+
+        run = RunDir(self.output_dir)
+        curve = pd.DataFrame([{k: e[k] for k in ("step", "probe_loss", "icl_score")} for e in self.history])
+        facts = self.phase_change()
+        written = [plot_induction_phase(pd.read_parquet(run.head_metrics_path), curve, run.figure(INDUCTION_PHASE_FIGURE),
+                                        facts.get("induction_onset_steps"), facts.get("loss_drop_step"))]
+        final = [np.asarray(layer) for layer in self.history[-1]["induction"]]
+        layer = int(np.argmax([scores.max() for scores in final]))
+        head = int(np.argmax(final[layer]))
+        with torch.no_grad():
+            was_training = net.training
+            patterns = capture_patterns(net.eval(), probe, torch.ones_like(probe, dtype=torch.bool))
+            net.train(was_training)
+        title = f"L{layer}H{head} on the repeated probe (induction score {final[layer][head]:.2f})"
+        written.append(plot_induction_grid(patterns[layer][:, head].mean(0).numpy(), run.figure(INDUCTION_GRID_FIGURE), title))
+        return written
+
+    def _measure(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.history and self.history[-1]["step"] == trainer.global_step:
+            return
+        started = time.perf_counter()
+        data = trainer.datamodule
+        measurement = measure_lm_probe(pl_module.net, data.probe, data.probe_half_len, self.chunk_size)
+        step = int(trainer.global_step)
+        self.last = measurement
+        self.history.append({"step": step, "probe_loss": measurement.probe_loss, "icl_score": measurement.icl,
+                             "repeat_loss": measurement.repeat_loss,
+                             "induction": [layer["induction_score"].tolist() for layer in measurement.per_layer]})
+        if trainer.is_global_zero and self.output_dir is not None:
+            per_layer = [{k: v.numpy() for k, v in layer.items()} for layer in measurement.per_layer]
+            rows = head_metric_rows(self.output_dir.name, step, int(trainer.current_epoch), per_layer)
+            append_part(RunDir(self.output_dir).head_metrics_path, step, rows)
+        if self.log_to_loggers and trainer.loggers:
+            scalars = {"lm/probe_loss": measurement.probe_loss, "lm/icl_score": measurement.icl,
+                       "lm/repeat_loss": measurement.repeat_loss}
+            for layer, metrics in enumerate(measurement.per_layer):
+                for name, values in metrics.items():
+                    scalars.update({f"heads/{name}/L{layer}H{h}": float(v) for h, v in enumerate(values.tolist())})
+            for logger in trainer.loggers:
+                logger.log_metrics(scalars, step=step)
+        self.measure_s += time.perf_counter() - started
+
+    def phase_change(self) -> dict[str, Any]:
+        """Onsets per head, the loss drop, the ICL jump and whether they coincide (None: no change)."""
+        if len(self.history) < 2:
+            return {}
+        steps = [entry["step"] for entry in self.history]
+        induction = np.array([np.concatenate([np.asarray(layer) for layer in e["induction"]]) for e in self.history])
+        n_heads = len(self.history[0]["induction"][0])
+        onsets, max_scores = {}, {}
+        for index in range(induction.shape[1]):
+            name = f"L{index // n_heads}H{index % n_heads}"
+            onsets[name] = onset_step(steps, induction[:, index], self.min_rise)
+            max_scores[name] = round(float(induction[:, index].max()), 4)
+        loss_drop = onset_step(steps, [e.get("repeat_loss", e["probe_loss"]) for e in self.history], self.min_drop, direction="down")
+        icl_jump = onset_step(steps, [e["icl_score"] for e in self.history], self.min_drop, direction="down")
+        formed = [step for step in onsets.values() if step is not None]
+        coincide = None if loss_drop is None or not formed else all(abs(s - loss_drop) <= self.coincide_steps for s in formed)
+        return {"induction_onset_steps": onsets, "max_induction_score": max_scores,
+                "max_induction_score_overall": max(max_scores.values()), "loss_drop_step": loss_drop,
+                "icl_jump_step": icl_jump, "onsets_coincide_with_loss_drop": coincide}
+
+    def summary_facts(self) -> dict[str, Any]:
+        """What summary.json gets under `lm` (and `measure_s`, the time measuring took)."""
+        facts: dict[str, Any] = {"measure_s": round(self.measure_s, 3), "n_measurements": len(self.history)}
+        lm = self.phase_change()
+        if self.last is not None:
+            lm["final_roles"] = [lm_roles(layer) for layer in self.last.per_layer]
+            lm["final_icl_score"] = round(self.last.icl, 4)
+            lm["final_probe_loss"] = round(self.last.probe_loss, 4)
+        facts["lm"] = lm
+        return facts
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"history": self.history, "measure_s": self.measure_s}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """A resume restores the history; evaluating the best checkpoint after fit (in the same
+        process, history already there) must not roll it back to that checkpoint's."""
+        if self.history:
+            return
+        self.history, self.measure_s = list(state.get("history", [])), float(state.get("measure_s", 0.0))

@@ -1,0 +1,61 @@
+"""experiment=induction end to end, tiny: the run contract holds for a causal LM."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.cli.conftest import compose_train_config, train_keeping_threads
+
+TINY_LM = ["experiment=induction", "trainer.max_steps=10", "data.n_train=320", "data.n_eval=64", "data.probe_size=8",
+           "callbacks.lm_metrics.every_n_steps=4", "trainer.enable_model_summary=false"]
+
+
+def test_induction_experiment_trains_measures_and_summarises(tmp_path, one_thread):
+    run = tmp_path / "run"
+    summary = train_keeping_threads(compose_train_config(run, TINY_LM))
+    assert summary["status"] == "completed" and summary["global_step"] == 10
+    assert json.loads((run / "summary.json").read_text())["lm"]["induction_onset_steps"].keys() == {
+        f"L{layer}H{head}" for layer in range(2) for head in range(4)}
+    assert 0 <= summary["val_acc"] <= 1 and summary["n_measurements"] == 4  # steps 0, 4, 8 and fit end (10)
+    rows = pd.read_parquet(run / "head_metrics.parquet")
+    assert set(rows["metric"]) == {"prev_token_score", "duplicate_score", "induction_score", "copying_score"}
+    assert sorted(rows["step"].unique()) == [0, 4, 8, 10]
+    assert rows[rows.metric != "copying_score"]["value"].between(0, 1).all()
+    assert len(summary["lm"]["final_roles"]) == 2
+    assert {p.name for p in (run / "figures").iterdir()} == {"induction_phase.png", "induction_grid.png"}
+
+
+def test_one_layer_control_composes_with_one_layer(tmp_path):
+    cfg = compose_train_config(tmp_path / "r", TINY_LM + ["model.n_layers=1"])
+    assert cfg.model.n_layers == 1 and cfg.model.attn_only is True and cfg.data.max_len == cfg.model.max_len
+
+
+def test_a_bad_repeat_key_fails_at_composition_or_construction(tmp_path):
+    from hydra.errors import ConfigCompositionException
+
+    from headlab.data.lm_datamodule import RepeatTokensDataModule
+    from headlab.errors import ConfigError
+
+    with pytest.raises(ConfigCompositionException, match="data.vocab_size=many"):  # typed by the schema
+        compose_train_config(tmp_path / "r", TINY_LM + ["data.vocab_size=many"])
+    with pytest.raises(ConfigError, match="data.probe_half_len"):
+        RepeatTokensDataModule(max_len=33, probe_half_len=17)
+
+
+def test_sweep_induction_grids_layers_mlp_and_five_seeds(tmp_path):
+    cfg = compose_train_config_with_hydra(tmp_path, ["sweep=induction"])
+    params = cfg.hydra.sweeper.params
+    assert params["model.n_layers"] == "1,2" and params["model.attn_only"] == "true,false"
+    assert params["seed"] == "0,1,2,3,4"
+
+
+def compose_train_config_with_hydra(tmp_path, overrides):
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module("headlab.conf", version_base="1.3"):
+        return compose("train", overrides=overrides, return_hydra_config=True)

@@ -1,0 +1,81 @@
+"""repeat_tokens: one recurring segment at random offsets (or the fixed-offset control), seeded."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from headlab.data.repeat_tokens import BOS_ID, induction_probe, repeat_token_batch
+from headlab.errors import ConfigError
+
+
+def _segments(row: torch.Tensor, length: int) -> list[tuple[int, int]]:
+    """(start, copy) pairs with row[start:start+length] == row[copy:copy+length], copy >= start + length."""
+    n = row.numel()
+    return [(s, c) for s in range(1, n - length) for c in range(s + length, n - length + 1)
+            if torch.equal(row[s:s + length], row[c:c + length])]
+
+
+def test_every_row_holds_a_repeat_at_varying_offsets():
+    g = torch.Generator().manual_seed(0)
+    tokens = repeat_token_batch(64, vocab_size=50, seq_len=32, min_segment=4, max_segment=8, generator=g)
+    assert tokens.shape == (64, 32) and (tokens[:, 0] == BOS_ID).all() and (tokens[:, 1:] >= 1).all()
+    offsets = set()
+    for row in tokens:
+        found = _segments(row, 4)
+        assert found, row
+        offsets.add(found[0][1] - found[0][0])
+    assert len(offsets) > 5  # no single offset: a positional head cannot solve it
+
+
+def test_fixed_offset_control_repeats_at_that_offset():
+    g = torch.Generator().manual_seed(1)
+    tokens = repeat_token_batch(16, vocab_size=50, seq_len=32, min_segment=6, max_segment=6, generator=g, fixed_offset=10)
+    for row in tokens:
+        assert any(c - s == 10 for s, c in _segments(row, 6))
+
+
+def test_same_seed_same_tokens():
+    a = repeat_token_batch(4, 20, 16, 2, 5, torch.Generator().manual_seed(3))
+    b = repeat_token_batch(4, 20, 16, 2, 5, torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+
+
+def test_probe_is_a_block_repeated():
+    probe = induction_probe(3, 30, 5, torch.Generator().manual_seed(0))
+    assert probe.shape == (3, 11) and (probe[:, 0] == BOS_ID).all()
+    assert torch.equal(probe[:, 1:6], probe[:, 6:])
+
+
+@pytest.mark.parametrize("kwargs, key", [({"max_segment": 20}, "data.max_segment"), ({"vocab_size": 2}, "data.vocab_size"),
+                                         ({"fixed_offset": 2}, "data.fixed_offset")])
+def test_bad_keys_name_the_key(kwargs, key):
+    args = {"n": 2, "vocab_size": 20, "seq_len": 32, "min_segment": 4, "max_segment": 8, **kwargs}
+    with pytest.raises(ConfigError, match=key):
+        repeat_token_batch(generator=torch.Generator().manual_seed(0), **args)
+
+
+def test_probe_with_gaps_varies_the_repeat_distance_and_ends_with_the_block():
+    probe = induction_probe(64, 30, 8, torch.Generator().manual_seed(0), max_gap=16)
+    assert probe.shape == (64, 33)
+    distances = set()
+    for row in probe:
+        second = row[-8:]
+        starts = [s for s in range(1, 1 + 16 + 1) if torch.equal(row[s:s + 8], second)]
+        assert starts
+        distances.add(33 - 8 - starts[0])
+    assert len(distances) > 8
+
+
+def test_reviews_lm_windows_and_probe_use_the_reviews_characters():
+    from headlab.data.lm_datamodule import ReviewsLMDataModule
+    from headlab.data.tokenizer import CLS_ID, SPECIAL_TOKENS
+
+    data = ReviewsLMDataModule(max_len=33, probe_half_len=8, probe_max_gap=16, probe_size=4)
+    assert data.splits["train"].shape[1] == 33 and data.splits["train"].shape[0] > 10 * data.splits["val"].shape[0]
+    assert (data.splits["train"] == CLS_ID).any()  # review starts are marked
+    assert (data.probe[:, 0] == CLS_ID).all() and data.probe[:, 1:].min() >= len(SPECIAL_TOKENS)
+    assert data.probe[:, 1:].max() < data.vocab_size
+    for row in data.probe:  # the last block occurred earlier
+        assert any(torch.equal(row[s:s + 8], row[-8:]) for s in range(1, 18))
+    assert data.vocab_size > 1000  # thousands of distinct characters in the reviews

@@ -25,7 +25,7 @@ help:
 $(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet $(TORCH_PIN)
-	$(BIN)/pip install --quiet -e '.[loggers,launchers,dev,hf]'
+	$(BIN)/pip install --quiet -e '.[loggers,launchers,dev,hf,tl]'
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -201,8 +201,8 @@ CONTRACT_FILES = ("summary.json", "vocab.json", "metrics.csv", "train.log", "hea
                   "head_pairs.parquet", "attention_maps.npz", "interventions.json", "head_importance.parquet",
                   "importance_curves.parquet", "importance.json", "prune_curve.parquet", "prune.json", "doctor.json",
                   "reproduce_steps.json", "last.ckpt", "resolved.json", "segment.json", "config.yaml", "hydra.yaml",
-                  "overrides.yaml")
-CONTRACT_FOLDERS = (".hydra", "checkpoints", "segments")  # words that are also JSON keys: caught as path parts only
+                  "overrides.yaml", "view.html")
+CONTRACT_FOLDERS = (".hydra", "checkpoints", "segments", "probe_patterns")  # words that are also JSON keys: caught as path parts only
 # a quoted file name ("summary.json", 'last.ckpt'), a quoted path starting with one (".hydra/config.yaml"),
 # or a folder joined onto a path (run_dir / "checkpoints")
 SPELLED = re.compile(r"""(["'])(?:%s)(?:\1|/)|(["'])(?:%s)/|/\s*(["'])(?:%s)\3"""

@@ -57,7 +57,11 @@ def analyze_pretrained(cfg: Any) -> dict[str, Any]:
              "model": {"name": cfg.model.name if not cfg.model.path else None, "path": str(folder),
                        "n_layers": len(net.blocks), "n_heads": net.n_heads, "d_head": net.blocks[0].attn.d_head,
                        "architecture": type(model).__name__}}
-    return analyze(net, tokenizer, settings, run_dir, facts, importance, importance_facts)
+    summary = analyze(net, tokenizer, settings, run_dir, facts, importance, importance_facts)
+    from headlab.view import write_view
+
+    write_view(run_dir)  # view.html: the same page as a trained run's, one step
+    return summary
 
 
 def importance_fit(cfg: Any) -> Any:

@@ -49,6 +49,7 @@ from headlab.sweep.pruning import write_sweep_prune
 from headlab.sweep.redundancy import write_sweep_redundancy
 from headlab.sweep.runs import Run, discover_runs
 from headlab.stats import mean_ci
+from headlab.view import write_view
 from headlab.sweep.stats import TextColumn, config_column, format_interval, steps_to_converge, text_table
 
 AGGREGATE_DIR = "aggregate"
@@ -123,6 +124,7 @@ def aggregate_sweep(
         from headlab.plots.sweep import write_sweep_figures  # plotting only when asked
 
         result.written += write_sweep_figures(out / "figures", tidy, heads, pairs, summary, swept_factors(tags))
+        result.written.append(write_view(sweep_dir))  # SWEEP_DIR/view.html (headlab-view)
     return result
 
 

@@ -32,7 +32,7 @@ def read_run(run_dir: str | Path) -> dict[str, Any]:
     maps = {int(p["step"]): p["mean_pattern"].astype(np.float64) for p in parts}
     notes = []
     if not maps:
-        maps = _summary_maps(run)
+        maps = summary_maps(run)
         if maps:
             notes.append("mean maps at the first and last measurement only (attention_maps.npz): the slider shows "
                          "the nearest stored map at other steps")
@@ -41,7 +41,7 @@ def read_run(run_dir: str | Path) -> dict[str, Any]:
     return run_page_data(metrics, pairs, maps, parts, importance, title=_title(run), notes=notes)
 
 
-def _summary_maps(run: RunDir) -> dict[int, np.ndarray]:
+def summary_maps(run: RunDir) -> dict[int, np.ndarray]:
     """The maps a run kept before probe_patterns/: its last (and first) measurement's."""
     if not run.attention_maps_path.is_file():
         return {}

@@ -17,6 +17,7 @@ import pandas as pd
 from headlab.analysis.bifurcation import role_bifurcation_steps
 from headlab.analysis.roles import ROLES
 from headlab.errors import DataError
+from headlab.store.run_dir import HEAD_METRICS, PROBE_PATTERNS
 from headlab.view.encode import quantize
 
 # Trajectories in the head panel, in this order when present (any other per-head metric follows).
@@ -41,7 +42,7 @@ def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = 
         importance: `head_importance.parquet` (its metrics join the trajectories at their steps), or None.
     """
     if head_metrics is None or head_metrics.empty:
-        raise DataError("head_metrics.parquet", "has no rows: the run measured nothing to show")
+        raise DataError(HEAD_METRICS, "has no rows: the run measured nothing to show")
     steps = sorted(int(s) for s in head_metrics["step"].unique())
     n_layers = int(head_metrics["layer"].max()) + 1
     n_heads = int(head_metrics["head"].max()) + 1
@@ -127,7 +128,7 @@ def _tokens(parts: Sequence[Mapping[str, Any]], steps: list[int], n_layers: int,
     first = parts[0]
     shape = first["patterns"].shape  # [layer, head, sentence, T, T]
     if shape[:2] != (n_layers, n_heads) or any(p["patterns"].shape != shape for p in parts):
-        raise DataError("probe_patterns", f"maps of shape {shape} do not match {n_layers} layers x {n_heads} heads "
+        raise DataError(PROBE_PATTERNS, f"maps of shape {shape} do not match {n_layers} layers x {n_heads} heads "
                                           "at every step")
     lengths = [int(n) for n in first["lengths"]]
     stack = np.stack([p["patterns"] for p in parts])  # [step, layer, head, sentence, T, T]

@@ -48,25 +48,33 @@ def run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(run):
+def browser():
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install -e '.[browser]'")
     if BROWSER is None:
         pytest.skip("no chromium on PATH: apt-get install chromium (make browser-deps)")
-    _, html, _ = run
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=BROWSER, args=[
             "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"])
-        context = browser.new_context(offline=True)
-        page = context.new_page()
-        errors, requests = [], []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: requests.append(r.url))
-        page.goto(html.resolve().as_uri())
-        page.wait_for_load_state("load")
-        yield page, errors, requests
+        yield browser
         browser.close()
+
+
+def open_offline(browser, html):
+    """The page in a context with the network off; (page, console errors, requested URLs)."""
+    page = browser.new_context(offline=True).new_page()
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(html.resolve().as_uri())
+    page.wait_for_load_state("load")
+    return page, errors, requests
+
+
+@pytest.fixture(scope="module")
+def page(browser, run):
+    return open_offline(browser, run[1])
 
 
 def _slide_to(page, index: int) -> None:
@@ -140,3 +148,14 @@ def test_hovering_a_token_shows_that_heads_weights_at_that_step(page, run):
 def test_nothing_is_fetched_from_the_network(page):
     _, _, requests = page
     assert requests and all(url.startswith("file://") for url in requests)
+
+
+def test_a_sweeps_page_draws_one_divergence_curve_per_config(browser, tmp_path):
+    from tests.sweep.conftest import build_sweep
+
+    sweep = build_sweep(tmp_path / "multirun")
+    page, errors, requests = open_offline(browser, write_view(sweep))
+    names = page.eval_on_selector_all("#curves .chart .name", "ns => ns.map(n => n.textContent)")
+    assert sorted(names) == ["model.n_heads=2 (3 seeds)", "model.n_heads=4 (2 seeds)"]
+    assert page.eval_on_selector_all("#curves polygon", "ps => ps.length") == 2  # the seed bands
+    assert errors == [] and all(url.startswith("file://") for url in requests)

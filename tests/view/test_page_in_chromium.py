@@ -156,6 +156,6 @@ def test_a_sweeps_page_draws_one_divergence_curve_per_config(browser, tmp_path):
     sweep = build_sweep(tmp_path / "multirun")
     page, errors, requests = open_offline(browser, write_view(sweep))
     names = page.eval_on_selector_all("#curves .chart .name", "ns => ns.map(n => n.textContent)")
-    assert sorted(names) == ["model.n_heads=2 (3 seeds)", "model.n_heads=4 (2 seeds)"]
+    assert sorted(names) == ["data=synthetic,model.n_heads=2 (3 seeds)", "data=synthetic,model.n_heads=4 (2 seeds)"]
     assert page.eval_on_selector_all("#curves polygon", "ps => ps.length") == 2  # the seed bands
     assert errors == [] and all(url.startswith("file://") for url in requests)

@@ -7,5 +7,5 @@ from setuptools import find_packages, setup
 setup(
     packages=find_packages("src") + ["headlab.conf", "headlab.conf.hf"],
     package_dir={"": "src", "headlab.conf": "conf"},
-    package_data={"headlab.conf": ["**/*.yaml"]},
+    package_data={"headlab.conf": ["**/*.yaml"], "headlab.view": ["assets/*.js", "assets/*.css"]},
 )

@@ -19,7 +19,7 @@ SRC = ROOT / "src"
 LAYERS = (
     {"errors", "config", "stats", "store", "analysis", "model", "data"},  # foundations: no headlab workflow
     {"measure", "interventions", "hf", "plots"},  # compute on networks and tables
-    {"lit", "distill", "run", "sweep", "doctor", "reproduce"},  # workflows over runs and sweeps
+    {"lit", "distill", "run", "sweep", "doctor", "reproduce", "view"},  # workflows over runs and sweeps
     {"cli"},  # console entry points only
 )
 

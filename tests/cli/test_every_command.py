@@ -25,6 +25,7 @@ EXPECTED = {
     "headlab-analyze-hf": ("measure", "measure.map_lenn=8", "measure.map_len"),
     "headlab-doctor": ("plan", "optim.lrr=0.1", "did you mean lr"),
     "headlab-reproduce": ("scale", "lanse=2", "lanes"),
+    "headlab-view": ("path", "pth=runs/a", "did you mean path"),
 }
 
 

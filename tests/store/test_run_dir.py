@@ -54,6 +54,7 @@ def test_each_file_of_the_contract_is_at_its_documented_place(run_root):
         run.summary_path: "summary.json", run.vocab_path: "vocab.json", run.metrics_csv_path: "metrics.csv",
         run.train_log_path: "train.log", run.head_metrics_path: "head_metrics.parquet",
         run.head_pairs_path: "head_pairs.parquet", run.attention_maps_path: "attention_maps.npz",
+        run.probe_patterns_dir: "probe_patterns", run.view_path: "view.html",
         run.interventions_path: "interventions.json", run.head_importance_path: "head_importance.parquet",
         run.importance_curves_path: "importance_curves.parquet", run.importance_report_path: "importance.json",
         run.prune_curve_path: "prune_curve.parquet", run.prune_report_path: "prune.json",
@@ -200,8 +201,8 @@ CONTRACT_FILES = ("summary.json", "vocab.json", "metrics.csv", "train.log", "hea
                   "head_pairs.parquet", "attention_maps.npz", "interventions.json", "head_importance.parquet",
                   "importance_curves.parquet", "importance.json", "prune_curve.parquet", "prune.json", "doctor.json",
                   "reproduce_steps.json", "last.ckpt", "resolved.json", "segment.json", "config.yaml", "hydra.yaml",
-                  "overrides.yaml")
-CONTRACT_FOLDERS = (".hydra", "checkpoints", "segments")  # words that are also JSON keys: caught as path parts only
+                  "overrides.yaml", "view.html")
+CONTRACT_FOLDERS = (".hydra", "checkpoints", "segments", "probe_patterns")  # words that are also JSON keys: caught as path parts only
 # a quoted file name ("summary.json", 'last.ckpt'), a quoted path starting with one (".hydra/config.yaml"),
 # or a folder joined onto a path (run_dir / "checkpoints")
 SPELLED = re.compile(r"""(["'])(?:%s)(?:\1|/)|(["'])(?:%s)/|/\s*(["'])(?:%s)\3"""

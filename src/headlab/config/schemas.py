@@ -14,6 +14,7 @@ def store_command_schemas(store: Any) -> None:
     from headlab.config.importance import ImportanceCommand
     from headlab.config.prune import PruneCommand
     from headlab.config.reproduce import reproduce_schema
+    from headlab.config.view import ViewCommand
 
     store.store(name="importance_schema", node=ImportanceCommand)
     store.store(name="prune_schema", node=PruneCommand)
@@ -21,3 +22,4 @@ def store_command_schemas(store: Any) -> None:
     store.store(name="aggregate_schema", node=AggregateCommand)
     store.store(name="reproduce_schema", node=reproduce_schema())
     store.store(name="doctor_schema", node=DoctorCommand)
+    store.store(name="view_schema", node=ViewCommand)

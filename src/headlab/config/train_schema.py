@@ -271,6 +271,9 @@ class HeadMetricsSchema:
     log_to_loggers: bool = MISSING
     figures: bool = MISSING
     query_tokens: Optional[List[str]] = MISSING
+    probe_patterns: int = MISSING  # probe sentences whose per-head maps are stored (0: no token view)
+    probe_pattern_len: int = MISSING
+    view: bool = MISSING  # view.html at the end of the run
 
 
 @dataclass

@@ -57,7 +57,26 @@ def analyze_pretrained(cfg: Any) -> dict[str, Any]:
              "model": {"name": cfg.model.name if not cfg.model.path else None, "path": str(folder),
                        "n_layers": len(net.blocks), "n_heads": net.n_heads, "d_head": net.blocks[0].attn.d_head,
                        "architecture": type(model).__name__}}
-    return analyze(net, tokenizer, settings, run_dir, facts, importance, importance_facts)
+    summary = analyze(net, tokenizer, settings, run_dir, facts, importance, importance_facts)
+    write_pretrained_view(net, tokenizer, settings, run_dir)
+    return summary
+
+
+def write_pretrained_view(net: Any, tokenizer: Any, settings: Any, run_dir: Path) -> Path:
+    """view.html, the page a trained run gets (one step), with its token view: the first 8 probe
+    sentences' maps stored as training stores them (probe_patterns/, step 0)."""
+    import numpy as np
+
+    from headlab.hf.analyze import build_probe
+    from headlab.lit.callbacks.probe_patterns import ProbePatterns
+    from headlab.store import RunDir
+    from headlab.view import write_view
+
+    patterns = ProbePatterns()
+    patterns.select(build_probe(tokenizer, settings)[0], tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
+    with np.load(RunDir(run_dir).attention_maps_path, allow_pickle=False) as maps:
+        patterns.write(run_dir, net, 0, maps["mean_pattern"])
+    return write_view(run_dir)
 
 
 def importance_fit(cfg: Any) -> Any:

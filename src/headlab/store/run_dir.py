@@ -30,6 +30,8 @@ TRAIN_LOG = "train.log"
 HEAD_METRICS = "head_metrics.parquet"
 HEAD_PAIRS = "head_pairs.parquet"
 ATTENTION_MAPS = "attention_maps.npz"
+PROBE_PATTERNS = "probe_patterns"  # one npz per measurement: a few probe sentences' maps (headlab.store.probe_patterns)
+VIEW = "view.html"  # headlab-view's page of a run or sweep
 INTERVENTIONS = "interventions.json"
 HEAD_IMPORTANCE = "head_importance.parquet"
 IMPORTANCE_CURVES = "importance_curves.parquet"
@@ -123,6 +125,14 @@ class RunDir:
     @property
     def attention_maps_path(self) -> Path:
         return self.path / ATTENTION_MAPS
+
+    @property
+    def probe_patterns_dir(self) -> Path:
+        return self.path / PROBE_PATTERNS
+
+    @property
+    def view_path(self) -> Path:
+        return self.path / VIEW
 
     @property
     def interventions_path(self) -> Path:

@@ -17,6 +17,7 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 | `sweep_redundancy.csv`, `sweep_redundancy_runs.csv` | config (and run): near-duplicate head fraction at the last measurement, mean and 95% t-interval over seeds: see `headlab.sweep.redundancy` |
 | `sweep_prune.csv`, `sweep_prune_runs.csv` | (config, prune label) and (run, prune label): share of heads pruned, accuracy drop and measured speed-up of each job's `headlab-prune` (only when jobs hold prune.json): see `headlab.sweep.pruning` |
 | `figures/*.png` | see `headlab.plots.sweep` |
+| `<sweep_dir>/view.html` | with the figures: headlab-view's page of the sweep (`headlab.view`, docs/view.md) |
 
 Only usable runs (completed, every file readable) enter the statistics; the others are listed
 in `sweep_runs.csv` with the reason.
@@ -50,6 +51,7 @@ from headlab.sweep.pruning import write_sweep_prune
 from headlab.sweep.redundancy import write_sweep_redundancy
 from headlab.sweep.runs import Run, discover_runs
 from headlab.stats import mean_ci
+from headlab.view import write_view
 from headlab.sweep.stats import TextColumn, config_column, format_interval, steps_to_converge, text_table
 
 AGGREGATE_DIR = "aggregate"
@@ -125,6 +127,7 @@ def aggregate_sweep(
         from headlab.plots.sweep import write_sweep_figures  # plotting only when asked
 
         result.written += write_sweep_figures(out / "figures", tidy, heads, pairs, summary, swept_factors(tags))
+        result.written.append(write_view(sweep_dir))  # SWEEP_DIR/view.html (headlab-view)
     return result
 
 

@@ -52,6 +52,7 @@ from headlab.errors import ConfigError
 from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, probe_chunks, query_token_ids
 from headlab.measure import snapshot_weights
 from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir, append_part, drop_parts_after, write_attention_maps
+from headlab.lit.callbacks.probe_patterns import ProbePatterns
 from headlab.lit.wandb_panels import define_head_panels, head_scalars, log_head_panels, wandb_loggers
 from headlab.store.tables import head_metric_rows, head_pair_rows
 
@@ -92,6 +93,10 @@ class HeadMetricsCallback(L.Callback):
             after the previous measurement (0, the default: keep every one).
         query_tokens: vocabulary tokens (characters, or "[CLS]") whose queries also get their
             own metrics and role, `{metric}@{token}`; each must be in the run's vocabulary.
+        probe_patterns, probe_pattern_len: store every head's attention on the first `probe_patterns`
+            probe sentences, cut to `probe_pattern_len` positions, at each measurement (headlab-view's
+            token view, `headlab.lit.callbacks.probe_patterns`); 0 stores none.
+        view: write `view.html` (headlab-view) at fit end.
         importance: also the `grad_importance` metric (Michel et al. E|dL/dgate| over the labelled
             probe, `headlab.interventions.gradient_importance`): one extra backward per measurement.
     """
@@ -111,6 +116,9 @@ class HeadMetricsCallback(L.Callback):
         query_tokens: Sequence[str] | None = None,
         min_gap_steps: int = 0,
         importance: bool = False,
+        probe_patterns: int = 8,
+        probe_pattern_len: int = 64,
+        view: bool = True,
     ) -> None:
         super().__init__()
         key = "callbacks.head_metrics"
@@ -142,6 +150,9 @@ class HeadMetricsCallback(L.Callback):
         if not isinstance(importance, bool):
             raise ConfigError(f"{key}.importance", importance, "true or false")
         self.importance = importance
+        if not isinstance(view, bool):
+            raise ConfigError(f"{key}.view", view, "true or false")
+        self.patterns, self.view = ProbePatterns(probe_patterns, probe_pattern_len, key), view
         self._labeled_probe: list[dict[str, torch.Tensor]] = []  # with labels, for grad_importance
         self._probe: list[dict[str, Any]] = []
         self._init_weights: list[dict[str, torch.Tensor]] | None = None
@@ -207,6 +218,7 @@ class HeadMetricsCallback(L.Callback):
                                    for b in probe.batches(self.chunk_size, by_length=True)]
         if self.query_tokens:
             add_query_masks(self._probe, query_token_ids(self.query_tokens, getattr(trainer.datamodule, "tokenizer", None)))
+        self.patterns.select(probe, getattr(getattr(trainer.datamodule, "tokenizer", None), "tokens", None), pl_module.device)
         n_layers, n_heads = len(pl_module.net.blocks), pl_module.net.config.n_heads
         if self._init_weights is None:
             self._init_weights = snapshot_weights(pl_module.net)
@@ -226,6 +238,7 @@ class HeadMetricsCallback(L.Callback):
         if trainer.is_global_zero:
             for table in (HEAD_METRICS, HEAD_PAIRS):
                 drop_parts_after(self.output_dir / table, keep_through)
+            self.patterns.drop_after(self.output_dir, keep_through)
         # Measure here only what an uninterrupted run measured at this step: step 0, or the end of
         # the epoch the checkpoint closed (recorded with that epoch). A resume from a mid-epoch
         # checkpoint (periodic or SIGTERM) adds no measurement point the uninterrupted run lacks.
@@ -260,6 +273,10 @@ class HeadMetricsCallback(L.Callback):
 
             with self._timed("figures"):
                 write_run_figures(self.output_dir)
+        if trainer.is_global_zero and self._last is not None and self.view:
+            from headlab.view import write_view  # the page of the run (headlab-view), written last
+
+            write_view(self.output_dir)
 
     def state_dict(self) -> dict[str, Any]:
         return {"init_weights": self._init_weights, "cum_grad": self._cum_grad, "last_grad": self._last_grad,
@@ -291,6 +308,7 @@ class HeadMetricsCallback(L.Callback):
                 self._last = result
                 with self._timed("write"):
                     self._write(result)
+                    self.patterns.write(self.output_dir, pl_module.net, result.step, result.mean_patterns)
                     if self.log_to_loggers:
                         self._log(trainer, result)
         if trainer.world_size > 1:  # the other ranks wait here, so no rank trains past a measurement point

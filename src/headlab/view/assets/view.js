@@ -1,0 +1,245 @@
+// headlab-view: draws the page of a run or a sweep from the JSON block #headlab-data (see
+// src/headlab/view/run_data.py and sweep_data.py for its fields). No library, no network.
+"use strict";
+const D = JSON.parse(document.getElementById("headlab-data").textContent);
+const app = document.getElementById("app");
+const SVGNS = "http://www.w3.org/2000/svg";
+const ROLE_COLORS = {previous_token: "#e7298a", local: "#d95f02", long_range: "#7570b3", broad: "#bbbbbb",
+  vertical: "#1b9e77", mixed: "#e6ab02", next_token: "#66a61e", sink: "#a6761d", content: "#1f78b4"};
+const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
+  [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
+
+function el(tag, attrs, parent) {
+  const e = tag.startsWith("svg:") ? document.createElementNS(SVGNS, tag.slice(4)) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "text") e.textContent = v; else e.setAttribute(k, v);
+  }
+  if (parent) parent.appendChild(e);
+  return e;
+}
+function bytes(b64) {
+  const bin = atob(b64), out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+// matrix `index` of a quantized stack (headlab.view.encode): byte / 255 * that matrix's maximum
+function matrix(codes, scale, index, size) {
+  const out = new Float32Array(size), m = scale[index] / 255, off = index * size;
+  for (let i = 0; i < size; i++) out[i] = codes[off + i] * m;
+  return out;
+}
+function color(v) {  // v in [0, 1] -> viridis
+  const x = Math.max(0, Math.min(1, v)) * (VIRIDIS.length - 1), i = Math.min(Math.floor(x), VIRIDIS.length - 2), f = x - i;
+  return VIRIDIS[i].map((c, k) => Math.round(c + f * (VIRIDIS[i + 1][k] - c)));
+}
+function drawMap(canvas, values, n) {
+  canvas.width = n; canvas.height = n;
+  const ctx = canvas.getContext("2d"), img = ctx.createImageData(n, n);
+  let max = 0;
+  for (const v of values) max = Math.max(max, v);
+  for (let i = 0; i < n * n; i++) {
+    const [r, g, b] = color(max > 0 ? values[i] / max : 0);
+    img.data.set([r, g, b, 255], 4 * i);
+  }
+  ctx.putImageData(img, 0, 0);
+  canvas._values = values;  // what is drawn, for tests and the console
+}
+function nearest(list, step) {  // index in `list` of the value closest to `step`
+  let best = 0;
+  list.forEach((s, i) => { if (Math.abs(s - step) < Math.abs(list[best] - step)) best = i; });
+  return best;
+}
+function fmt(v) { return v === null || v === undefined ? "-" : Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3); }
+
+// A line chart over measurement indices (the slider's axis); series: [{values, color, label}], band: [lo, hi].
+function lineChart(parent, name, steps, series, now, band) {
+  const W = 230, H = 90, P = 4, box = el("div", {class: "chart"}, parent);
+  box.dataset.metric = name;
+  el("div", {class: "name", text: name}, box);
+  const svg = el("svg:svg", {width: W, height: H}, box);
+  const all = series.flatMap(s => s.values).concat(band ? band.flat() : []).filter(v => v !== null && isFinite(v));
+  if (!all.length) { el("svg:text", {x: 8, y: 40, text: "not measured", "font-size": 11}, svg); return box; }
+  let lo = Math.min(...all), hi = Math.max(...all);
+  if (hi === lo) { hi += 1e-9; lo -= 1e-9; }
+  const n = steps.length, x = i => P + (n > 1 ? i / (n - 1) : 0.5) * (W - 2 * P), y = v => H - P - (v - lo) / (hi - lo) * (H - 2 * P);
+  if (band) {
+    const pts = band[1].map((v, i) => [i, v]).concat(band[0].map((v, i) => [i, v]).reverse()).filter(p => p[1] !== null);
+    el("svg:polygon", {points: pts.map(([i, v]) => `${x(i)},${y(v)}`).join(" "), fill: "#1f78b4", "fill-opacity": 0.2}, svg);
+  }
+  for (const s of series) {
+    const pts = s.values.map((v, i) => [i, v]).filter(p => p[1] !== null && isFinite(p[1]));
+    const line = el("svg:polyline", {points: pts.map(([i, v]) => `${x(i)},${y(v)}`).join(" "), fill: "none",
+      stroke: s.color || "#1f78b4", "stroke-width": 1.5}, svg);
+    el("svg:title", {text: s.label || name}, line);
+    for (const [i, v] of pts) el("svg:title", {text: `step ${steps[i]}: ${fmt(v)}`}, el("svg:circle", {cx: x(i), cy: y(v), r: 2, fill: s.color || "#1f78b4"}, svg));
+  }
+  if (now !== null) el("svg:line", {class: "now", x1: x(now), x2: x(now), y1: 0, y2: H, stroke: "#d95f02"}, svg);
+  el("svg:text", {x: W - P, y: 11, "text-anchor": "end", "font-size": 10, text: fmt(hi)}, svg);
+  el("svg:text", {x: W - P, y: H - 5, "text-anchor": "end", "font-size": 10, text: fmt(lo)}, svg);
+  return box;
+}
+
+function notes(list) {
+  const ul = document.getElementById("notes");
+  for (const n of list || []) el("li", {text: n}, ul);
+}
+
+// ------------------------------------------------------------------------------------------ run
+function runPage() {
+  const L = D.n_layers, H = D.n_heads, steps = D.steps, S = {t: steps.length - 1, head: 0, sentence: 0, query: null};
+  const maps = D.maps ? {codes: bytes(D.maps.data), n: D.maps.size} : null;
+  const tok = D.tokens ? {codes: bytes(D.tokens.data), w: D.tokens.width} : null;
+  const controls = el("div", {class: "controls"}, app);
+  const play = el("button", {id: "play", text: "play"}, controls);
+  const sliderBox = el("div", {class: "slider-box"}, controls);
+  const slider = el("input", {id: "step", type: "range", min: 0, max: steps.length - 1, value: S.t}, sliderBox);
+  const marks = el("div", {id: "marks"}, sliderBox);
+  const label = el("span", {id: "step-label"}, controls);
+  const legend = el("span", {class: "legend"}, controls);
+  legend.innerHTML = '<i style="background:#d95f02"></i>a role changes <i style="background:#1b9e77"></i>a head settles (bifurcation)';
+  const pos = i => `${steps.length > 1 ? i / (steps.length - 1) * 100 : 50}%`;
+  const byStep = {};
+  for (const c of D.role_changes) (byStep[c.step] = byStep[c.step] || []).push(`L${Math.floor(c.head / H)}H${c.head % H} ${c.from} -> ${c.to}`);
+  for (const [s, what] of Object.entries(byStep)) el("div", {class: "tick", title: `step ${s}: ${what.join("; ")}`, style: `left:${pos(steps.indexOf(+s))}`}, marks);
+  const bif = {};
+  (D.bifurcation || []).forEach((s, h) => { if (s !== null) (bif[s] = bif[s] || []).push(`L${Math.floor(h / H)}H${h % H}`); });
+  for (const [s, who] of Object.entries(bif)) el("div", {class: "tick bif", title: `step ${s}: ${who.join(", ")} settle into their final role`, style: `left:${pos(steps.indexOf(+s))}`}, marks);
+
+  el("h2", {text: "Every head's mean attention map (rows: queries, columns: keys; probe mean)"}, app);
+  const grid = el("div", {id: "grid"}, app), cells = [];
+  for (let l = 0; l < L; l++) {
+    const row = el("div", {class: "layer-row"}, grid);
+    el("div", {class: "layer-label", text: `L${l}`}, row);
+    for (let h = 0; h < H; h++) {
+      const cell = el("div", {class: "cell", id: `cell-L${l}H${h}`, "data-layer": l, "data-head": h}, row);
+      const title = el("div", {class: "cell-title"}, cell);
+      const canvas = el("canvas", {}, cell);
+      cell.addEventListener("click", () => { S.head = l * H + h; update(); });
+      cells.push({cell, title, canvas});
+    }
+  }
+  const panels = el("div", {class: "panels"}, app);
+  const detail = el("section", {id: "detail"}, panels);
+  const tokens = el("section", {id: "tokens"}, app);
+
+  function update() {
+    const t = S.t, step = steps[t];
+    slider.value = t;
+    label.textContent = `step ${step} (${t + 1} of ${steps.length})`;
+    const mi = maps ? nearest(D.maps.steps, step) : null;
+    cells.forEach((c, i) => {
+      const role = D.roles ? D.roles[t][i] : null;
+      c.title.textContent = `L${Math.floor(i / H)}H${i % H} ${role || ""}`;
+      c.title.style.color = ROLE_COLORS[role] || "#222";
+      c.cell.dataset.role = role || "";
+      c.cell.classList.toggle("selected", i === S.head);
+      if (maps) {
+        drawMap(c.canvas, matrix(maps.codes, D.maps.scale, mi * L * H + i, maps.n * maps.n), maps.n);
+        c.cell.dataset.mapStep = D.maps.steps[mi];
+        c.canvas.title = D.maps.steps[mi] === step ? `step ${step}` : `map of step ${D.maps.steps[mi]} (none stored at ${step})`;
+      }
+    });
+    drawDetail();
+    drawTokens();
+  }
+
+  function drawDetail() {
+    detail.innerHTML = "";
+    const i = S.head, l = Math.floor(i / H), h = i % H;
+    el("h2", {id: "detail-title", text: `L${l}H${h}: trajectories over training`}, detail);
+    if (D.roles) {
+      el("h3", {text: `role (bifurcation: ${D.bifurcation && D.bifurcation[i] !== null ? "step " + D.bifurcation[i] : "never settled"})`}, detail);
+      const tl = el("div", {class: "timeline", id: "role-timeline"}, detail);
+      D.roles.map(r => r[i]).forEach((r, t) => el("span", {title: `step ${steps[t]}: ${r}`, class: t === S.t ? "now" : "", style: `background:${ROLE_COLORS[r] || "#fff"}`}, tl));
+    }
+    const charts = el("div", {id: "charts"}, detail);
+    for (const [name, values] of Object.entries(D.metrics)) lineChart(charts, name, steps, [{values: values.map(r => r[i])}], S.t);
+    const metric = ["q_cosine", "qk_cosine", "js", "corr"].find(m => D.pairs[m]);
+    if (metric) {
+      el("h3", {text: `${metric} to the other heads of layer ${l} (weight space: q_cosine = cosine of W_Q)`}, detail);
+      const sim = el("div", {id: "similarity"}, detail), series = [];
+      for (let o = 0; o < H; o++) if (o !== h) series.push({values: D.pairs[metric].map(m => m[i][o]), color: `hsl(${o * 360 / H},60%,45%)`, label: `L${l}H${o}`});
+      lineChart(sim, `${metric} L${l}H${h} vs ${series.map(s => s.label).join(", ")}`, steps, series, S.t);
+    }
+  }
+
+  function drawTokens() {
+    tokens.innerHTML = "";
+    el("h2", {text: "Token view: the selected head's attention from the hovered query token to every key"}, tokens);
+    if (!tok) { el("p", {id: "no-tokens", text: (D.notes || []).find(n => n.startsWith("no token view")) || "no token view"}, tokens); return; }
+    const i = S.head, T = D.tokens, ti = nearest(T.steps, steps[S.t]), W = tok.w;
+    el("p", {class: "legend", text: `step ${T.steps[ti]}, L${Math.floor(i / H)}H${i % H}; probe sentence:`}, tokens);
+    const pick = el("div", {}, tokens);
+    T.sentences.forEach((s, k) => {
+      const b = el("button", {class: "sent" + (k === S.sentence ? " on" : ""), text: `${k + 1}`}, pick);
+      b.addEventListener("click", () => { S.sentence = k; S.query = null; drawTokens(); });
+    });
+    const box = el("div", {id: "sentence"}, tokens), s = S.sentence, n = T.lengths[s];
+    const index = ((ti * L * H) + i) * T.n_sentences + s, m = matrix(tok.codes, T.scale, index, W * W);
+    const spans = T.sentences[s].map((t, j) => el("span", {class: "tok", "data-i": j, text: t}, box));
+    function show(q) {
+      S.query = q;
+      spans.forEach((sp, j) => {
+        const w = q === null ? null : m[q * W + j];
+        sp.classList.toggle("query", j === q);
+        sp.dataset.weight = w === null ? "" : w.toFixed(4);
+        sp.title = w === null ? "" : `${T.sentences[s][q]} -> ${T.sentences[s][j]}: ${w.toFixed(3)}`;
+        const [r, g, b] = color(w === null ? 0 : Math.sqrt(w));
+        sp.style.background = w === null ? "" : `rgba(${r},${g},${b},${0.15 + 0.85 * Math.min(1, w * 4)})`;
+        sp.style.color = w !== null && w > 0.15 ? "#fff" : "";
+      });
+    }
+    spans.forEach((sp, j) => sp.addEventListener("mouseenter", () => show(j)));
+    if (S.query !== null && S.query < n) show(S.query);
+  }
+
+  slider.addEventListener("input", () => { S.t = +slider.value; update(); });
+  let timer = null;
+  play.addEventListener("click", () => {
+    if (timer) { clearInterval(timer); timer = null; play.textContent = "play"; return; }
+    if (S.t === steps.length - 1) S.t = 0;
+    play.textContent = "pause";
+    timer = setInterval(() => {
+      if (S.t >= steps.length - 1) { clearInterval(timer); timer = null; play.textContent = "play"; return; }
+      S.t += 1; update();
+    }, 700);
+  });
+  update();
+}
+
+// ---------------------------------------------------------------------------------------- sweep
+function sweepPage() {
+  el("h2", {text: "Head-to-head divergence over training (mean JS between the heads of a layer; line: mean over seeds, band: min to max)"}, app);
+  const curves = el("div", {id: "curves"}, app);
+  for (const c of D.configs) {
+    lineChart(curves, `${c.label} (${c.n_seeds} seeds)`, c.steps, [{values: c.mean}], null, [c.lo, c.hi]);
+  }
+  el("h2", {text: "Another seed, another division: each seed's heads at its last measurement, aligned to the first seed by the cross-seed matching"}, app);
+  const pick = el("select", {id: "config"}, app);
+  D.configs.forEach((c, k) => el("option", {value: k, text: c.label}, pick));
+  const grids = el("div", {id: "seed-grids"}, app);
+  function draw() {
+    grids.innerHTML = "";
+    const g = D.configs[+pick.value].grid;
+    if (!g) { el("p", {text: "no maps stored for this config"}, grids); return; }
+    const codes = bytes(g.data), L = g.n_layers, H = g.n_heads;
+    g.seeds.forEach((seed, si) => {
+      for (let l = 0; l < L; l++) {
+        const row = el("div", {class: "layer-row"}, grids);
+        el("div", {class: "layer-label", text: `${seed} L${l}`}, row);
+        for (let k = 0; k < H; k++) {
+          const h = g.order[si][l][k], i = l * H + h, role = g.roles[si][i];
+          const cell = el("div", {class: "cell", "data-seed": seed, "data-layer": l, "data-head": h}, row);
+          const t = el("div", {class: "cell-title", text: `H${h} ${role || ""}`}, cell);
+          t.style.color = ROLE_COLORS[role] || "#222";
+          drawMap(el("canvas", {}, cell), matrix(codes, g.scale, si * L * H + i, g.size * g.size), g.size);
+        }
+      }
+    });
+  }
+  pick.addEventListener("change", draw);
+  draw();
+}
+
+notes(D.notes);
+if (D.kind === "sweep") sweepPage(); else runPage();

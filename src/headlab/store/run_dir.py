@@ -53,6 +53,8 @@ HYDRA_FILES = (CONFIG_FILE, HYDRA_FILE, OVERRIDES_FILE)
 SEGMENTS_DIR = "segments"
 SEGMENT_SETTINGS = "resolved.json"
 SEGMENT_INFO = "segment.json"
+# held (fcntl lock) by the one process writing the run dir; holds that process's pid (headlab.run.lock)
+LOCK_FILE = ".lock"
 # figures/ of a run
 ATTENTION_GRID_FIGURE = "attention_grid.png"
 METRIC_TRAJECTORIES_FIGURE = "metric_trajectories.png"
@@ -196,6 +198,18 @@ class RunDir:
     @property
     def hydra_overrides_path(self) -> Path:
         return self.hydra_dir / OVERRIDES_FILE
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path / LOCK_FILE
+
+    def run_files(self) -> list[str]:
+        """The names in the folder that are a run's own output (not Hydra's startup files, the lock or
+        hidden files): a folder with any of them holds a run that a fresh start would clobber."""
+        if not self.path.is_dir():
+            return []
+        startup = {HYDRA_DIR, TRAIN_LOG, LOCK_FILE}
+        return sorted(p.name for p in self.path.iterdir() if p.name not in startup and not p.name.startswith("."))
 
     @property
     def segments_dir(self) -> Path:

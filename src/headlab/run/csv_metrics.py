@@ -62,7 +62,10 @@ def _all_rows(output_dir: Path):
     current, kept = _read(output_dir / METRICS_CSV), _read(output_dir / KEPT)
     if kept is None or len(kept) == 0 or _starts_with(current, kept):
         return current
-    return kept if current is None else pd.concat([kept, current], ignore_index=True)
+    if current is None:
+        return kept
+    # a row of the resumed step flushed after its checkpoint is logged again by the resume: same cells
+    return pd.concat([kept, current], ignore_index=True).drop_duplicates(ignore_index=True)
 
 
 def _stash(output_dir: Path, step: int) -> Path | None:
@@ -79,6 +82,8 @@ def _stash(output_dir: Path, step: int) -> Path | None:
 
 def _restore(output_dir: Path, stash: Path) -> None:
     merged = _all_rows(output_dir)
+    if merged is not None:
+        merged = merged.drop_duplicates(ignore_index=True)
     if merged is not None:
         atomic_write_with(output_dir / METRICS_CSV, lambda tmp: merged.to_csv(tmp, index=False))
     stash.unlink(missing_ok=True)  # a kill before this line: the next resume sees metrics.csv starts with it

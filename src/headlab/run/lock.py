@@ -44,9 +44,11 @@ class RunLock:
             raise RunDirBusy(f"{self.run_dir}: in use by another headlab process (pid {holder}); wait for it to end, "
                              f"or choose another {self.key}") from None
         handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
+        if handle.read() != f"{os.getpid()}\n":  # written only when it changes: a refused command touches nothing
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
         self._file = handle
         return self
 

@@ -265,13 +265,15 @@ class RunDir:
         return last if last.is_file() else None
 
     def best_checkpoint(self) -> Path | None:
-        """The summary's `best_checkpoint` when that file exists, else the file of that name in this
-        run's `checkpoints/` (the run dir may have moved); None when the run recorded none."""
+        """The file of the summary's `best_checkpoint` name in this run's `checkpoints/` (the run dir may
+        have moved), else that path when it lies inside this run dir; None otherwise."""
         best = self.summary.get("best_checkpoint")
         if not best:
             return None
-        for candidate in (Path(best), self.checkpoints_dir / Path(best).name):
-            if candidate.is_file():
+        # only a file inside this run dir: a copied or moved run's summary may still name the original's
+        # absolute path, and loading another run's checkpoint through it would be silently wrong
+        for candidate in (self.checkpoints_dir / Path(best).name, Path(best)):
+            if candidate.is_file() and candidate.resolve().is_relative_to(self.path.resolve()):
                 return candidate
         return None
 

@@ -14,7 +14,9 @@ which a domain-split model refuses (headlab.model.domains). Sources without doma
 
 from __future__ import annotations
 
+
 import inspect
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -166,8 +168,16 @@ class TextDataModule(L.LightningDataModule):
             splits["train"] = _hide_labels(splits["train"], chosen)
         if not splits["train"].labels:
             raise DataError(self.source, "the train split is empty")
-        val = splits["val"]  # select_probe checks probe_size <= len(val) and names data.probe_size
-        probe = select_probe(val.input_ids, val.labels, self.probe_size, self.seed, tokenizer.punctuation_ids)
+        val = splits["val"]
+        if not val.labels:
+            raise DataError(self.source, f"the val split is empty ({len(splits['train'].labels)} train rows): the data "
+                            "is too small to split; give more rows, or a val file (data.files.val=...)")
+        size = self.probe_size
+        if size > len(val.labels):  # a default (256) must fit the data it is given: the probe is the whole val split
+            logging.getLogger("headlab.data").warning(
+                "data.probe_size=%d is more than the %d val sequences: the probe is all %d of them", size, len(val.labels), len(val.labels))
+            size = len(val.labels)
+        probe = select_probe(val.input_ids, val.labels, size, self.seed, tokenizer.punctuation_ids)
         self._prepared = _Prepared(tokenizer, splits, parts["train"].label_names, source_stats, probe, domain_names)
 
     def train_dataloader(self) -> DataLoader:

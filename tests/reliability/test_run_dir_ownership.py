@@ -91,4 +91,6 @@ def test_moved_run_dir_resumes_under_its_first_id(tmp_path, finished):
     assert result.returncode == 0, result.stderr[-3000:]  # on the parent commit: "holds 2 runs", status failed
     facts = summary(moved)
     assert facts["status"] == "completed" and facts["run_id"] == original == finished.name
-    assert set(read_table(moved / "head_metrics.parquet")["run_id"]) == {original}
+    table = read_table(moved / "head_metrics.parquet")
+    assert set(table["run_id"]) == {original}
+    assert facts["n_measurements"] == table["step"].nunique() > facts["n_measurements_this_start"]  # every start counted

@@ -102,6 +102,7 @@ def _digest(overrides: list[str]) -> str:
     choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
     plain = OmegaConf.to_container(cfg, resolve=False)
     plain.pop("hydra")
+    plain.pop("overwrite")  # added since the snapshot (issue 24), false by default: a switch, not a setting
     text = OmegaConf.to_yaml(OmegaConf.create(plain)) + json.dumps(choices, sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()
 

@@ -14,7 +14,6 @@ which a domain-split model refuses (headlab.model.domains). Sources without doma
 
 from __future__ import annotations
 
-
 import inspect
 import logging
 from collections.abc import Mapping
@@ -40,6 +39,7 @@ from headlab.errors import ConfigError, DataError
 
 SOURCES = ("zh_reviews", "synthetic", "files", "multidomain")
 SPLITS = ("train", "val", "test")
+DEFAULT_PROBE_SIZE = 256  # shrinks to the val split when that is smaller; an explicit larger value is refused
 _SYNTHETIC_KEYS = tuple(p for p in inspect.signature(generate_synthetic).parameters if p != "seed")
 _FILES_KEYS = SPLITS
 _MULTIDOMAIN_KEYS = tuple(p for p in inspect.signature(generate_multidomain).parameters if p != "seed")
@@ -98,7 +98,7 @@ class TextDataModule(L.LightningDataModule):
         val_fraction: float = 0.1,
         test_fraction: float = 0.1,
         seed: int = 0,
-        probe_size: int = 256,
+        probe_size: int = DEFAULT_PROBE_SIZE,
         num_workers: int = 0,
         synthetic: Mapping[str, Any] | None = None,
         files: Mapping[str, Any] | None = None,
@@ -173,7 +173,8 @@ class TextDataModule(L.LightningDataModule):
             raise DataError(self.source, f"the val split is empty ({len(splits['train'].labels)} train rows): the data "
                             "is too small to split; give more rows, or a val file (data.files.val=...)")
         size = self.probe_size
-        if size > len(val.labels):  # a default (256) must fit the data it is given: the probe is the whole val split
+        if size == DEFAULT_PROBE_SIZE and size > len(val.labels):  # the default must fit the data it is given
+            # (an explicit data.probe_size larger than the split stays an error naming it: select_probe)
             logging.getLogger("headlab.data").warning(
                 "data.probe_size=%d is more than the %d val sequences: the probe is all %d of them", size, len(val.labels), len(val.labels))
             size = len(val.labels)

@@ -103,6 +103,7 @@ ADDED_KEYS = (
     ("callbacks", "head_metrics", "probe_patterns"),  # headlab-view's token view (issue 23)
     ("callbacks", "head_metrics", "probe_pattern_len"),
     ("callbacks", "head_metrics", "view"),
+    ("overwrite",),  # a fresh start over an existing run only when asked (issue 24): a switch, not a setting
 )
 
 

@@ -108,11 +108,28 @@ def test_probe_comes_from_val_split():
     assert set(dm.probe_set().input_ids) <= val_ids and len(dm.probe_set()) == 16
 
 
-def test_probe_size_larger_than_val_split():
+def test_default_probe_size_larger_than_val_split_shrinks_with_a_note(caplog):
+    """The default probe_size (256) must fit the data it is given: the probe is then the whole val split."""
+    dm = TextDataModule(source="synthetic", synthetic=SYN)
+    with caplog.at_level("WARNING", logger="headlab.data"):
+        dm.setup()
+    assert len(dm.probe_set()) == 40  # the val split's size
+    assert "data.probe_size=256 is more than the 40 val sequences" in caplog.text
+
+
+def test_explicit_probe_size_larger_than_val_split():
     dm = TextDataModule(source="synthetic", synthetic=SYN, probe_size=1000)
     with pytest.raises(ConfigError, match="data.probe_size") as info:
         dm.setup()
     assert "1000" in str(info.value) and "[1, 40]" in str(info.value)
+
+
+def test_empty_val_split_says_the_data_is_too_small():
+    from headlab.errors import DataError
+
+    dm = TextDataModule(source="synthetic", synthetic={**SYN, "n": 8}, val_fraction=0.01, test_fraction=0.01)
+    with pytest.raises(DataError, match="val split is empty.*too small"):
+        dm.setup()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""`headlab-analyze-hf [model=minilm] [data=zh_reviews|en_polarity|en_news|synthetic|files] [importance=true] [key=value ...]`.
+"""`headlab-analyze-hf [model=minilm] [data=en_polarity|en_news|zh_reviews|synthetic|files] [importance=true] [key=value ...]`.
 
 Measures a local pretrained encoder's heads on a probe set into a run directory, with the same
 tables and figures as a training run (`headlab.run.pretrained`); `importance=true` also scores every

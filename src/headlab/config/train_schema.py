@@ -328,6 +328,7 @@ class TrainKeys:
     threads: Any = field(default=None, metadata={"type": Union[int, Literal["auto"], None]})
     tags: List[str] = field(default_factory=list)
     resume_allow: List[str] = field(default_factory=list)
+    overwrite: bool = False  # a fresh start in a run dir that holds a run replaces it (else refused)
 
 
 # Each schema (and its subclasses) -> the dataclass typing the keys that may be added to it.

@@ -141,6 +141,8 @@ def _check_ranges(plain: dict[str, Any]) -> None:
 
     resolve_threads(plain.get("threads"), None, 1)
     _check_model(plain)
+    for group in ("optim", "model"):  # inf / nan trains and diverges (or never ends): refused as a class
+        _check_finite(group, plain.get(group))
     lr = (plain.get("optim") or {}).get("lr")
     if isinstance(lr, (int, float)) and not lr > 0:
         raise ConfigError("optim.lr", lr, "a learning rate > 0")
@@ -151,6 +153,33 @@ def _check_ranges(plain: dict[str, Any]) -> None:
             raise ConfigError("data.train_unlabelled", True, "false: only headlab-distill trains on unlabelled rows")
     for group in _BUILT_TO_CHECK:
         _build_to_check(group, plain.get(group))
+
+
+def _check_finite(path: str, node: Any) -> None:
+    """Every number under `path` is finite."""
+    import math
+
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _check_finite(f"{path}.{key}", value)
+    elif isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            _check_finite(f"{path}.{i}", value)
+    elif isinstance(node, float) and not math.isfinite(node):
+        raise ConfigError(path, node, "a finite number")
+
+
+def _check_accelerator(trainer: dict[str, Any]) -> None:
+    """`trainer.accelerator=gpu` on a machine without one: one line before a run dir is kept."""
+    accelerator = str(trainer.get("accelerator") or "auto").lower()
+    if accelerator not in ("gpu", "cuda", "mps"):
+        return
+    import torch
+
+    found = torch.backends.mps.is_available() if accelerator == "mps" else torch.cuda.is_available()
+    if not found:
+        raise ConfigError("trainer.accelerator", accelerator, f"an accelerator this machine has (no {accelerator.upper()} "
+                          "found): cpu or auto")
 
 
 def _check_model(plain: dict[str, Any]) -> None:
@@ -166,6 +195,7 @@ def _check_model(plain: dict[str, Any]) -> None:
 
 
 def _check_trainer(trainer: dict[str, Any], callbacks: dict[str, Any]) -> None:
+    _check_accelerator(trainer)
     max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps", -1)
     if max_steps in (-1, None) and isinstance(max_epochs, int) and max_epochs < 1:
         raise ConfigError("trainer.max_epochs", max_epochs, "an integer >= 1 (or set trainer.max_steps)")

@@ -15,6 +15,7 @@ which a domain-split model refuses (headlab.model.domains). Sources without doma
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ from headlab.errors import ConfigError, DataError
 
 SOURCES = ("zh_reviews", "synthetic", "files", "multidomain")
 SPLITS = ("train", "val", "test")
+DEFAULT_PROBE_SIZE = 256  # shrinks to the val split when that is smaller; an explicit larger value is refused
 _SYNTHETIC_KEYS = tuple(p for p in inspect.signature(generate_synthetic).parameters if p != "seed")
 _FILES_KEYS = SPLITS
 _MULTIDOMAIN_KEYS = tuple(p for p in inspect.signature(generate_multidomain).parameters if p != "seed")
@@ -96,7 +98,7 @@ class TextDataModule(L.LightningDataModule):
         val_fraction: float = 0.1,
         test_fraction: float = 0.1,
         seed: int = 0,
-        probe_size: int = 256,
+        probe_size: int = DEFAULT_PROBE_SIZE,
         num_workers: int = 0,
         synthetic: Mapping[str, Any] | None = None,
         files: Mapping[str, Any] | None = None,
@@ -166,8 +168,17 @@ class TextDataModule(L.LightningDataModule):
             splits["train"] = _hide_labels(splits["train"], chosen)
         if not splits["train"].labels:
             raise DataError(self.source, "the train split is empty")
-        val = splits["val"]  # select_probe checks probe_size <= len(val) and names data.probe_size
-        probe = select_probe(val.input_ids, val.labels, self.probe_size, self.seed, tokenizer.punctuation_ids)
+        val = splits["val"]
+        if not val.labels:
+            raise DataError(self.source, f"the val split is empty ({len(splits['train'].labels)} train rows): the data "
+                            "is too small to split; give more rows, or a val file (data.files.val=...)")
+        size = self.probe_size
+        if size == DEFAULT_PROBE_SIZE and size > len(val.labels):  # the default must fit the data it is given
+            # (an explicit data.probe_size larger than the split stays an error naming it: select_probe)
+            logging.getLogger("headlab.data").warning(
+                "data.probe_size=%d is more than the %d val sequences: the probe is all %d of them", size, len(val.labels), len(val.labels))
+            size = len(val.labels)
+        probe = select_probe(val.input_ids, val.labels, size, self.seed, tokenizer.punctuation_ids)
         self._prepared = _Prepared(tokenizer, splits, parts["train"].label_names, source_stats, probe, domain_names)
 
     def train_dataloader(self) -> DataLoader:

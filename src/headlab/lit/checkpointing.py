@@ -187,5 +187,7 @@ class RunCheckpoint(Checkpoint):
         trainer.save_checkpoint(self.kept_path(int(trainer.global_step)), weights_only=False)
 
     def _save(self, trainer: L.Trainer) -> None:
+        for logger in trainer.loggers:  # rows logged up to this step reach metrics.csv before the checkpoint
+            logger.save()  # says they did: a resume from it never re-logs them, so a kill must not lose them
         trainer.save_checkpoint(self.last_path, weights_only=False)
         self.saved_step = int(trainer.global_step)

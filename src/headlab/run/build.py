@@ -45,13 +45,17 @@ def build_module(cfg: DictConfig, datamodule: Any) -> Any:
     return module(model_config=network, optimizer=optimizer, scheduler=scheduler)
 
 
-def build_callbacks(cfg: DictConfig, run_dir: Path, signals: Any) -> list[Any]:
-    """The `callbacks/` group, with the run's `RunCheckpoint` last (signals always end in a checkpoint)."""
+def build_callbacks(cfg: DictConfig, run_dir: Path, signals: Any, run_id: str | None = None) -> list[Any]:
+    """The `callbacks/` group, with the run's `RunCheckpoint` last (signals always end in a checkpoint);
+    `run_id` (the run record's, kept from the first start) goes to every callback that writes rows without one."""
     from headlab.lit.checkpointing import RunCheckpoint
     from headlab.store import RunDir
 
     group = cfg.get("callbacks") or {}
     callbacks = [instantiate(node) for node in group.values() if node is not None and "_target_" in node]
+    for callback in callbacks:
+        if run_id is not None and getattr(callback, "run_id", "") is None:
+            callback.run_id = run_id
     run_checkpoints = [c for c in callbacks if isinstance(c, RunCheckpoint)]
     run_checkpoint = run_checkpoints[0] if run_checkpoints else RunCheckpoint(dirpath=str(RunDir(run_dir).checkpoints_dir))
     run_checkpoint.use_signals(signals)

@@ -1,5 +1,12 @@
 """metrics.csv across a restart: Lightning's CSV logger deletes an existing metrics.csv when it
-starts, which would lose every row logged before the restart."""
+starts, which would lose every row logged before the restart.
+
+The rows logged up to the resumed step are set aside in one stash file, `.metrics.kept.csv`, and
+merged back when the run ends. Every step is safe against a kill at any instant, also a second
+kill during the resume: the stash is only ever replaced atomically by a superset of what it held
+(a resume that finds a stash from an earlier, killed resume merges it in first), and metrics.csv
+is recognised as already merged when it starts with the stash's rows, so nothing is lost or doubled.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ from headlab.store import atomic_write_with
 from headlab.store.run_dir import METRICS_CSV
 
 log = logging.getLogger("headlab.train")
+KEPT = ".metrics.kept.csv"
 
 
 @contextlib.contextmanager
@@ -26,30 +34,56 @@ def keep_csv_rows(output_dir: Path, resume_step: int | None) -> Iterator[None]:
             _restore(output_dir, stash)
 
 
-def _stash(output_dir: Path, step: int) -> Path | None:
-    """A file cut short by a kill keeps the rows that parse."""
-    metrics = output_dir / METRICS_CSV
-    if not metrics.is_file():
-        return None
+def _read(path: Path):
+    """A CSV as text cells ('' for empty), the rows that parse (a kill may cut the last line short)."""
     import pandas as pd
 
-    try:
-        rows = pd.read_csv(metrics, on_bad_lines="skip")
-    except (ValueError, pd.errors.ParserError) as err:  # empty or unreadable: nothing to keep
-        log.warning("%s unreadable (%s): starting it afresh", metrics, err)
+    if not path.is_file():
         return None
-    rows = rows[pd.to_numeric(rows.get("step"), errors="coerce") <= step] if "step" in rows else rows.iloc[0:0]
-    stash = output_dir / f".metrics.before-step{step}.csv"
-    atomic_write_with(stash, lambda tmp: rows.to_csv(tmp, index=False))
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, on_bad_lines="skip")
+    except (ValueError, pd.errors.ParserError) as err:  # empty or unreadable: nothing to keep
+        log.warning("%s unreadable (%s): starting it afresh", path, err)
+        return None
+
+
+def _starts_with(rows, kept) -> bool:
+    """`rows` begins with exactly the rows of `kept` (metrics.csv already holds the stash merged in)."""
+    if rows is None or len(rows) < len(kept) or not set(kept.columns) <= set(rows.columns):
+        return False
+    head = rows.iloc[: len(kept)][list(kept.columns)].fillna("").reset_index(drop=True)
+    return bool((head.values == kept.fillna("").reset_index(drop=True).values).all())
+
+
+def _all_rows(output_dir: Path):
+    """Every row the run has: the stash of an earlier resume (if its merge never happened) + metrics.csv."""
+    import pandas as pd
+
+    current, kept = _read(output_dir / METRICS_CSV), _read(output_dir / KEPT)
+    if kept is None or len(kept) == 0 or _starts_with(current, kept):
+        return current
+    if current is None:
+        return kept
+    # a row of the resumed step flushed after its checkpoint is logged again by the resume: same cells
+    return pd.concat([kept, current], ignore_index=True).drop_duplicates(ignore_index=True)
+
+
+def _stash(output_dir: Path, step: int) -> Path | None:
+    import pandas as pd
+
+    rows = _all_rows(output_dir)
+    if rows is None:
+        return None
+    rows = rows[pd.to_numeric(rows["step"], errors="coerce") <= step] if "step" in rows else rows.iloc[0:0]
+    stash = output_dir / KEPT
+    atomic_write_with(stash, lambda tmp: rows.to_csv(tmp, index=False))  # replaces a stash only by a superset
     return stash
 
 
 def _restore(output_dir: Path, stash: Path) -> None:
-    import pandas as pd
-
-    parts = [pd.read_csv(stash)]
-    if (output_dir / METRICS_CSV).is_file():
-        parts.append(pd.read_csv(output_dir / METRICS_CSV))
-    merged = pd.concat(parts, ignore_index=True)
-    atomic_write_with(output_dir / METRICS_CSV, lambda tmp: merged.to_csv(tmp, index=False))
-    stash.unlink()
+    merged = _all_rows(output_dir)
+    if merged is not None:
+        merged = merged.drop_duplicates(ignore_index=True)
+    if merged is not None:
+        atomic_write_with(output_dir / METRICS_CSV, lambda tmp: merged.to_csv(tmp, index=False))
+    stash.unlink(missing_ok=True)  # a kill before this line: the next resume sees metrics.csv starts with it

@@ -25,7 +25,7 @@ def experiment_settings(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config as flat `key: value` pairs, without output paths and resume switches:
     equal settings = the same experiment (also the input of `run_info.config_digest`)."""
     container = OmegaConf.to_container(cfg, resolve=True)
-    for key in ("paths", "hydra", "resume", "resume_allow"):
+    for key in ("paths", "hydra", "resume", "resume_allow", "overwrite"):
         container.pop(key, None)
     for group, path_key in (("callbacks", "output_dir"), ("callbacks", "dirpath"), ("logger", "save_dir")):
         for member in (container.get(group) or {}).values():

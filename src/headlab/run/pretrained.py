@@ -24,6 +24,10 @@ def analyze_pretrained(cfg: Any) -> dict[str, Any]:
 
     from headlab.hf.texts import SOURCES
 
+    from headlab.run.lock import refuse_occupied
+
+    if cfg.run_dir:  # before any loading: never a write into a folder holding another run (or a file)
+        refuse_occupied(Path(cfg.run_dir), "run_dir", "headlab-analyze-hf's tables and figures")
     if cfg.data.source not in SOURCES:  # before any loading: a typo answers at once
         raise ConfigError("data.source", cfg.data.source, f"one of {list(SOURCES)}")
     if cfg.data.source == "files" and not cfg.data.get("path"):

@@ -22,12 +22,12 @@ from headlab.errors import HeadlabError
 from headlab.run import history
 from headlab.run.rank import is_rank_zero
 from headlab.store import RunDir, atomic_write_json
-from headlab.store.run_dir import HYDRA_DIR, TRAIN_LOG
+from headlab.store.run_dir import HYDRA_DIR, LOCK_FILE, TRAIN_LOG
 
 log = logging.getLogger("headlab.train")
 
-# What Hydra writes into a run dir before train() starts.
-_HYDRA_STARTUP = {HYDRA_DIR, TRAIN_LOG}
+# What Hydra writes into a run dir before train() starts, and train()'s lock.
+_HYDRA_STARTUP = {HYDRA_DIR, TRAIN_LOG, LOCK_FILE}
 
 
 class RunRecord:
@@ -35,6 +35,8 @@ class RunRecord:
         self.cfg, self.run_dir = cfg, run_dir
         self.fresh = not run_dir.exists() or {p.name for p in run_dir.iterdir()} <= _HYDRA_STARTUP
         run_dir.mkdir(parents=True, exist_ok=True)
+        # the id every table row carries: chosen once, at the first start, so a moved run dir still resumes
+        self.run_id = str(RunDir(run_dir).summary.get("run_id") or run_dir.name)
         self.summary: dict[str, Any] = {}
         self.trainer: Any = None
         self._started = time.perf_counter()
@@ -49,7 +51,7 @@ class RunRecord:
         previous = _previous_status(self.run_dir)
         if is_rank_zero():  # under DDP the other ranks share this dir: one record, written once
             history.record_segment(self.run_dir, self.cfg, resume.step if resume else 0, job_override_list())
-        self.summary = {"status": "running", "run_id": self.run_dir.name, "run_dir": str(self.run_dir.resolve()),
+        self.summary = {"status": "running", "run_id": self.run_id, "run_dir": str(self.run_dir.resolve()),
                         "config_digest": config_digest(self.cfg), "overrides": job_overrides(),
                         "swept": swept_values(self.cfg), "config_history": history.history(self.run_dir)}
         if resume:

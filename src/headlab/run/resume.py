@@ -158,3 +158,26 @@ def _refuse_pruned(path: Path, checkpoint: dict[str, Any], model: dict[str, Any]
     raise ConfigError("resume", True, f"a training checkpoint; {path} was pruned by headlab-prune (heads per layer: "
                       f"checkpoint {kept} vs config {[model['n_heads']] * len(pruned)}); resume from the run's own "
                       "last.ckpt, or read the pruned network with headlab.lit.checkpointing.load_network")
+
+
+def refuse_fresh_over_run(cfg: DictConfig, run_dir: Path) -> None:
+    """A fresh start (`resume=false`) in a folder that holds a run would replace its checkpoints and
+    tables: refused (and `.hydra/` put back to the run's own), unless `overwrite=true` asks for it, which
+    deletes the old run's files first so nothing of it mixes into the new one."""
+    if cfg.get("resume") not in (False, None):
+        return
+    run = RunDir(run_dir)
+    found = run.run_files()
+    if not found:
+        return
+    if not cfg.get("overwrite"):
+        restore_first_hydra(run_dir)
+        status = run.summary.get("status")
+        held = f"a run (status {status})" if status else f"a run's files ({', '.join(found[:4])})"
+        raise ConfigError("hydra.run.dir", str(run_dir), f"a new or empty folder for a fresh start; it holds {held}: "
+                          "resume=true to continue it, overwrite=true to replace it, or another hydra.run.dir")
+    import shutil
+
+    for name in found:
+        path = run.path / name
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()

@@ -85,13 +85,28 @@ def run_facts(trainer: Any) -> dict[str, Any]:
         timing = getattr(callback, "timing", None)
         if timing is not None:
             facts.update(measure_s=round(timing.capture_s + timing.metrics_s, 3), measure_capture_s=round(timing.capture_s, 3),
-                         measure_metrics_s=round(timing.metrics_s, 3), n_measurements=timing.n,
+                         measure_metrics_s=round(timing.metrics_s, 3), n_measurements=_n_measurements(callback, timing.n),
+                         n_measurements_this_start=timing.n,
                          head_metrics_s=round(timing.hooks_s, 3), head_metrics_grad_norm_s=round(timing.grad_norm_s, 3),
                          head_metrics_write_s=round(timing.write_s, 3), figures_s=round(timing.figures_s, 3))
             if callback.last_measurement is not None:
                 facts["final_roles"] = callback.last_measurement.roles
                 facts.update(final_redundancy(callback.last_measurement.head_pairs))
     return facts
+
+
+def _n_measurements(callback: Any, this_start: int) -> int:
+    """Measurement points of the whole run, every start included (a resumed run's callback counts only its
+    own): the distinct steps of the run's head_metrics table, else this start's count."""
+    output_dir = getattr(callback, "output_dir", None)
+    if output_dir is None:
+        return this_start
+    from headlab.store import RunDir
+
+    try:
+        return int(RunDir(output_dir).head_metrics()["step"].nunique())
+    except (FileNotFoundError, KeyError, ValueError, OSError):
+        return this_start
 
 
 def final_redundancy(head_pairs: list[dict[str, Any]]) -> dict[str, Any]:

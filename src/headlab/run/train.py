@@ -24,17 +24,38 @@ log = logging.getLogger("headlab.train")
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
-    """Fit, validate and test one configuration; returns the summary written to `summary.json`."""
+    """Fit, validate and test one configuration; returns the summary written to `summary.json`.
+    The run dir is locked for the whole run (`headlab.run.lock`: one writer; under DDP rank 0 holds it)."""
+    import contextlib
+
+    from headlab.run.history import restore_first_hydra
+    from headlab.run.lock import RunDirBusy, RunLock
+
     run_dir = Path(cfg.paths.output_dir)
+    try:
+        lock = RunLock(run_dir) if is_rank_zero() else contextlib.nullcontext()
+        lock.__enter__()
+    except RunDirBusy:
+        restore_first_hydra(run_dir)  # Hydra rewrote .hydra/ for this refused launch
+        raise
+    try:
+        return _train(cfg, run_dir)
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     configure_cache_dirs(Path(cfg.paths.log_dir))
     from headlab.run.history import restore_first_hydra
-    from headlab.run.resume import finished_run
+    from headlab.run.resume import finished_run, refuse_fresh_over_run
 
     done = finished_run(cfg, run_dir)
     if done is not None:  # resume=auto on a run completed with these settings: nothing to do
         restore_first_hydra(run_dir)  # Hydra rewrote .hydra/ for this launch
         log.info("%s: completed already with these settings (resume=auto): not trained again", run_dir)
         return done
+    if is_rank_zero():
+        refuse_fresh_over_run(cfg, run_dir)  # before the record: a finished run is never silently replaced
     with RunRecord(cfg, run_dir) as record:
         validate_config(cfg)  # before data, imports or files: a typo costs milliseconds
         setup_job(cfg)
@@ -59,8 +80,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 resume.check_data_shape(module.net.config)
             if is_rank_zero():
                 datamodule.tokenizer.save(RunDir(run_dir).vocab_path)
-            loggers = build_loggers(cfg, run_dir.name)
-            record.trainer = trainer = instantiate(cfg.trainer, callbacks=build_callbacks(cfg, run_dir, signals),
+            loggers = build_loggers(cfg, record.run_id)
+            record.trainer = trainer = instantiate(cfg.trainer, callbacks=build_callbacks(cfg, run_dir, signals, record.run_id),
                                                    logger=loggers or False, plugins=[AtomicCheckpointIO()])
             log_config(loggers, cfg)
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume.path if resume else None, weights_only=True)

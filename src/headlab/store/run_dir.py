@@ -55,6 +55,8 @@ HYDRA_FILES = (CONFIG_FILE, HYDRA_FILE, OVERRIDES_FILE)
 SEGMENTS_DIR = "segments"
 SEGMENT_SETTINGS = "resolved.json"
 SEGMENT_INFO = "segment.json"
+# held (fcntl lock) by the one process writing the run dir; holds that process's pid (headlab.run.lock)
+LOCK_FILE = ".lock"
 # figures/ of a run
 ATTENTION_GRID_FIGURE = "attention_grid.png"
 METRIC_TRAJECTORIES_FIGURE = "metric_trajectories.png"
@@ -210,6 +212,18 @@ class RunDir:
         return self.hydra_dir / OVERRIDES_FILE
 
     @property
+    def lock_path(self) -> Path:
+        return self.path / LOCK_FILE
+
+    def run_files(self) -> list[str]:
+        """The names in the folder that are a run's own output (not Hydra's startup files, the lock or
+        hidden files): a folder with any of them holds a run that a fresh start would clobber."""
+        if not self.path.is_dir():
+            return []
+        startup = {HYDRA_DIR, TRAIN_LOG, LOCK_FILE}
+        return sorted(p.name for p in self.path.iterdir() if p.name not in startup and not p.name.startswith("."))
+
+    @property
     def segments_dir(self) -> Path:
         return self.path / SEGMENTS_DIR
 
@@ -263,13 +277,15 @@ class RunDir:
         return last if last.is_file() else None
 
     def best_checkpoint(self) -> Path | None:
-        """The summary's `best_checkpoint` when that file exists, else the file of that name in this
-        run's `checkpoints/` (the run dir may have moved); None when the run recorded none."""
+        """The file of the summary's `best_checkpoint` name in this run's `checkpoints/` (the run dir may
+        have moved), else that path when it lies inside this run dir; None otherwise."""
         best = self.summary.get("best_checkpoint")
         if not best:
             return None
-        for candidate in (Path(best), self.checkpoints_dir / Path(best).name):
-            if candidate.is_file():
+        # only a file inside this run dir: a copied or moved run's summary may still name the original's
+        # absolute path, and loading another run's checkpoint through it would be silently wrong
+        for candidate in (self.checkpoints_dir / Path(best).name, Path(best)):
+            if candidate.is_file() and candidate.resolve().is_relative_to(self.path.resolve()):
                 return candidate
         return None
 

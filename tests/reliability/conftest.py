@@ -64,3 +64,12 @@ def _forget_hydra_config():
     from hydra.core.hydra_config import HydraConfig
 
     HydraConfig.instance().cfg = None
+
+
+# One uninterrupted run of RESUMABLE per test module: what every killed-and-resumed run must equal.
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("reference")
+    result = run_cli(tmp, *RESUMABLE, f"hydra.run.dir={tmp / 'run'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return tmp / "run"

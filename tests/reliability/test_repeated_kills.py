@@ -20,12 +20,6 @@ from tests.reliability.conftest import RESUMABLE, cli_command, cli_env, run_cli,
 FINAL = ("val_acc", "val_f1", "test_acc", "test_f1", "best_step", "global_step", "final_roles")
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("reference")
-    result = run_cli(tmp, *RESUMABLE, f"hydra.run.dir={tmp / 'run'}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return tmp / "run"
 
 
 def _checkpoint_step(run: Path) -> int:

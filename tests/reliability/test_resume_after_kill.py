@@ -21,12 +21,6 @@ FINAL = ("val_acc", "val_f1", "val_loss", "test_acc", "test_f1", "test_loss", "b
 KEYS = ["step", "layer", "head", "metric"]
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("reference")
-    result = run_cli(tmp, *RESUMABLE, f"hydra.run.dir={tmp / 'run'}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return tmp / "run"
 
 
 def _kill_after_first_checkpoint(tmp_path: Path, run: Path, signum: int) -> subprocess.CompletedProcess:

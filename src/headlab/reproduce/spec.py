@@ -57,7 +57,7 @@ SWEEP_PROGRAMS = {SweepProgram.train: "headlab-train", SweepProgram.distill: "he
 # evidence.per_job commands -> the settings prefix of their `threads` key (the runner sets it)
 PER_JOB_COMMANDS = {"headlab-prune": "prune", "headlab-importance": "importance"}
 _SEEDED_TABLES = ("sweep_runs.csv", "sweep_heads.csv", "sweep_layer_pairs.parquet", "sweep_redundancy_runs.csv",
-                  "intervention_runs.csv")
+                  "intervention_runs.csv", "sweep_seed_pairs.csv")  # seed pairs: a pair's first seed
 _DIFFERENCES = (StatisticKind.paired_difference, StatisticKind.group_difference)
 
 

@@ -6,9 +6,10 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 |---|---|
 | `sweep_runs.csv` | job: status, why skipped, final metrics, steps to converge, per-run head statistics |
 | `sweep.parquet` | (run, step, layer, head, metric) of every usable run, tagged with its swept values |
-| `sweep_heads.csv` | (run, layer, head): bifurcation steps, final role, movement, specificity |
+| `sweep_heads.csv` | (run, layer, head): bifurcation steps, step-0 / final / acquired role, movement, early gradient, specificity |
 | `sweep_layer_pairs.parquet` | (run, step, layer, metric): mean JS, 1 - corr, W_Q / W_Q W_K^T cosine RMS |
 | `sweep_matches.csv` | (config, layer, seed pair): Hungarian head matching vs random |
+| `sweep_seed_pairs.csv` | (config, disjoint seed pair): same-role share, its chance level and Cohen's kappa over layers (`headlab.sweep.seed_pairs`) |
 | `sweep_summary.csv` | config (overrides without `seed`): means and 95% t-intervals over seeds |
 | `division_of_labour.csv` | config: within-layer JS, role entropy, cross-seed same role (`headlab.sweep.division`) |
 | `intervention_effects.csv`, `convergence.csv` | config of a knockout / freeze_pattern sweep, of a template-mode sweep: `headlab.sweep.interventions`, `headlab.sweep.convergence` |
@@ -50,6 +51,7 @@ from headlab.sweep.interventions import write_intervention_effects
 from headlab.sweep.pruning import write_sweep_prune
 from headlab.sweep.redundancy import write_sweep_redundancy
 from headlab.sweep.runs import Run, discover_runs
+from headlab.sweep.seed_pairs import SEED_PAIRS_CSV, seed_pair_table
 from headlab.stats import mean_ci
 from headlab.view import write_view
 from headlab.sweep.stats import TextColumn, config_column, format_interval, steps_to_converge, text_table
@@ -102,6 +104,7 @@ def aggregate_sweep(
     result.written.append(atomic_write_csv(result.out_dir / "sweep_runs.csv", per_run))
     if not usable:
         return result
+    heads = _with_run_accuracy(heads, per_run)
     pairs = _concat([head_stats.layer_pair_means(r.head_pairs).assign(job=r.job) for r in usable])
     matches = _concat([head_stats.seed_matches(group).assign(config=config) for config, group in _by_config(usable).items()])
     summary = config_summary(per_run, heads, pairs, matches, tags)
@@ -112,6 +115,7 @@ def aggregate_sweep(
         atomic_write_csv(out / "sweep_heads.csv", heads),
         _write_parquet(out / "sweep_layer_pairs.parquet", pairs),
         atomic_write_csv(out / "sweep_matches.csv", matches),
+        atomic_write_csv(out / SEED_PAIRS_CSV, seed_pair_table(matches, per_run, tags)),
         atomic_write_csv(out / "sweep_summary.csv", summary),
     ]
     result.written += write_sweep_importance(out, _by_config(usable))
@@ -142,6 +146,14 @@ def format_results(summary: pd.DataFrame) -> str:
 
 
 # ---------------------------------------------------------------- tags
+def _with_run_accuracy(heads: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
+    """Each head row gets its run's `test_acc`, so a per-head statistic can be read beside (or
+    guarded by) how well its run learned without joining two tables."""
+    if heads.empty or "test_acc" not in per_run.columns:
+        return heads
+    return heads.merge(per_run[["job", "test_acc"]], on="job", how="left")
+
+
 def run_tags(runs: list[Run]) -> pd.DataFrame:
     """One row per job: job, run_id, config, config_label, seed, status, and the swept values.
 

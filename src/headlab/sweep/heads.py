@@ -1,7 +1,7 @@
 """Head-level analyses of a sweep's runs: tables in, tables out (pandas around analysis/).
 
-Per run: each head's bifurcation steps, final role and movement (`head_summary`); the
-"winners move farther" correlations (`winner_correlations`); the layer-mean head-to-head
+Per run: each head's bifurcation steps, step-0 and final role, movement and early gradient
+(`head_summary`); the "winners move farther" correlations (`winner_correlations`); the layer-mean head-to-head
 divergence over steps (`layer_pair_means`); the init-vs-final cosine geometry
 (`cosine_geometry`). Across seeds of one config: every seed pair's head matching
 (`seed_matches`, with `headlab.sweep.matching.match_layer`).
@@ -36,9 +36,20 @@ def layer_cube(head_metrics: pd.DataFrame, layer: int, metrics: Sequence[str]) -
     return steps, wide.to_numpy(dtype=np.float64).reshape(len(steps), len(heads), len(metrics))
 
 
+# "Early" gradients (C18, the article's 5.3): the running gradient-norm sum up to this step.
+EARLY_GRAD_STEPS = 100
+KEPT_ROLE = "kept"  # `acquired_role` of a head whose final role is the role it had at step 0
+
+
 def head_summary(run: Run, importance: pd.Series | None) -> pd.DataFrame:
-    """One row per (layer, head): role / metric bifurcation step, final role, movement, specificity,
-    ablation importance.
+    """One row per (layer, head): role / metric bifurcation step, step-0 and final role, movement,
+    early gradient, specificity, ablation importance.
+
+    `initial_role`: the role at the first measurement (step 0: the random init's preference);
+    `acquired_role`: the final role when it differs from that one, else "kept", so a head that was
+    sharp at init and only kept its random role does not count as having specialised in training.
+    `early_grad_norm`: the head's gradient norm summed over the first `EARLY_GRAD_STEPS` steps
+    (`cum_grad_norm` at the last measurement at or before that step; NaN when that is step 0).
 
     `specificity = 1 - entropy_norm` at the last step: the attention-specificity importance proxy.
     `ablation_dloss`: `importance`, the measured importance (val loss increase when the head is
@@ -57,15 +68,27 @@ def head_summary(run: Run, importance: pd.Series | None) -> pd.DataFrame:
         frame = pd.DataFrame({"layer": int(layer), "head": np.arange(roles.shape[1])})
         frame["role_bifurcation_step"] = _safe_steps(role_bifurcation_steps, steps, roles[:, :, 0], roles.shape[1])
         frame["metric_bifurcation_step"] = _safe_steps(metric_bifurcation_steps, steps, desc, roles.shape[1])
+        frame["initial_role"] = [_role_name(r) for r in roles[0, :, 0]] if len(steps) else None
+        frame["early_grad_norm"] = _early_grad(df, layer, roles.shape[1])
         frames.append(frame)
     heads = pd.concat(frames, ignore_index=True).set_index(["layer", "head"])
     heads["final_step"] = int(df["step"].max())
     heads["final_role"] = final.get(ROLE_METRIC, pd.Series(dtype=float)).reindex(heads.index).map(_role_name)
+    kept = heads["final_role"].notna() & (heads["final_role"] == heads["initial_role"])
+    heads["acquired_role"] = heads["final_role"].where(~kept, KEPT_ROLE)
     for column in ("cum_grad_norm", "dist_from_init", "entropy_norm", "confidence"):
         heads[column] = final[column].reindex(heads.index) if column in final else math.nan
     heads["specificity"] = 1.0 - heads["entropy_norm"]
     heads["ablation_dloss"] = importance.reindex(heads.index) if importance is not None else math.nan
     return heads.reset_index()
+
+
+def _early_grad(head_metrics: pd.DataFrame, layer: int, n_heads: int) -> np.ndarray:
+    steps, cum = layer_cube(head_metrics, layer, ["cum_grad_norm"])
+    early = np.flatnonzero((steps <= EARLY_GRAD_STEPS) & (steps > 0))
+    if early.size == 0:
+        return np.full(n_heads, math.nan)
+    return cum[early[-1], :, 0]
 
 
 def _safe_steps(fn, steps: np.ndarray, values: np.ndarray, n_heads: int) -> np.ndarray:
@@ -89,8 +112,9 @@ def winner_correlations(heads: pd.DataFrame) -> dict[str, float]:
     over all heads of one run (all layers pooled: every head competes for the same loss).
 
     Importance twice: the attention-specificity proxy (`rho_*_specificity`), and the measured
-    ablation importance (`rho_*_ablation`; NaN unless the run holds `head_importance.parquet`)."""
-    out: dict[str, float] = {}
+    ablation importance (`rho_*_ablation`; NaN unless the run holds `head_importance.parquet`).
+    `rho_early_grad_ablation`: `early_gradient_correlation`, the early gradient as a predictor."""
+    out: dict[str, float] = {"rho_early_grad_ablation": early_gradient_correlation(heads)}
     for name, column in WINNER_IMPORTANCE.items():
         for movement, short in (("cum_grad_norm", "grad"), ("dist_from_init", "dist")):
             if heads.empty or column not in heads:
@@ -99,6 +123,18 @@ def winner_correlations(heads: pd.DataFrame) -> dict[str, float]:
             corr = movement_importance_correlation(heads[movement].to_numpy(float), heads[column].to_numpy(float))
             out[f"rho_{short}_{name}"] = corr.spearman
     return out
+
+
+def early_gradient_correlation(heads: pd.DataFrame) -> float:
+    """Spearman rho of the early gradient norm (first `EARLY_GRAD_STEPS` steps) with ablation
+    importance, both ranked WITHIN each layer before pooling the layers: layers differ in gradient
+    scale and in how much a head matters, so a pooled rank would mostly compare layers.
+    NaN without both columns or fewer than 3 heads with both."""
+    if heads.empty or not {"early_grad_norm", "ablation_dloss", "layer"} <= set(heads.columns):
+        return math.nan
+    ranks = heads.groupby("layer")[["early_grad_norm", "ablation_dloss"]].rank()
+    corr = movement_importance_correlation(ranks["early_grad_norm"].to_numpy(float), ranks["ablation_dloss"].to_numpy(float))
+    return corr.spearman
 
 
 def layer_pair_means(head_pairs: pd.DataFrame | None) -> pd.DataFrame:

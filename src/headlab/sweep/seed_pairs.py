@@ -1,0 +1,83 @@
+"""Cross-seed role agreement on DISJOINT seed pairs, chance-corrected: `sweep_seed_pairs.csv`.
+
+`sweep_matches.csv` matches every pair of a config's seeds, so its rows share seeds and are not
+independent units: ten seeds give 45 pairs but only ten independent runs. A verdict needs
+independent units, so here a config's seeds, sorted, are paired off (s0, s1), (s2, s3), ...:
+each seed is in at most one pair (an odd one out is left out), and the pairs are independent
+replicates. One row per pair, its values averaged over the layers that matched:
+
+- `same_role`: the share of heads (after the Hungarian matching of `headlab.sweep.heads.seed_matches`)
+  whose role is the same in both seeds; `same_role_baseline`: its expectation under a random
+  matching of the same two role sets, sum over roles of p_a(role) * p_b(role);
+- `same_role_kappa`: Cohen's kappa of the matched roles, (same - chance) / (1 - chance): 1 is the
+  same division in both seeds, 0 no more agreement than the role frequencies give by chance. A
+  layer whose two role sets leave no room above chance (chance = 1: one role everywhere) has no
+  kappa and is left out of the mean;
+- `test_acc`: the mean test accuracy of the two runs, so an arm's agreement is read beside how
+  well it learned.
+
+The seed of a pair (`seed`) is its first seed, and `job` its first job: two configs run on the same
+seeds pair up on `seed` (`paired_difference` in `headlab.reproduce.statistics`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+SEED_PAIRS_CSV = "sweep_seed_pairs.csv"
+PAIR_COLUMNS = ["job", "job_b", "seed", "seed_b", "n_layers", "same_role", "same_role_baseline", "same_role_kappa",
+                "test_acc"]
+
+
+def kappa(same: float, chance: float) -> float:
+    """Cohen's kappa from the observed agreement and the chance agreement; NaN when chance is 1.
+
+    >>> kappa(0.75, 0.5), kappa(0.5, 0.5), kappa(1.0, 1.0) != kappa(1.0, 1.0)
+    (0.5, 0.0, True)
+    """
+    if not (math.isfinite(same) and math.isfinite(chance)) or chance >= 1.0:
+        return math.nan
+    return (same - chance) / (1.0 - chance)
+
+
+def disjoint_pairs(seeds) -> list[tuple[int, int]]:
+    """The config's seeds, sorted and paired off; an odd one out is left out.
+
+    >>> disjoint_pairs([13, 10, 11, 12, 14])
+    [(10, 11), (12, 13)]
+    """
+    ordered = sorted(int(s) for s in seeds)
+    return [(ordered[i], ordered[i + 1]) for i in range(0, len(ordered) - 1, 2)]
+
+
+def seed_pair_table(matches: pd.DataFrame, runs: pd.DataFrame, tags: pd.DataFrame) -> pd.DataFrame:
+    """`sweep_seed_pairs.csv` from `seed_matches` rows (with `config`), `sweep_runs.csv` rows (job,
+    config, seed, usable, test_acc) and the job tags (job, config_label, swept factors); the tags of
+    a pair are its first job's."""
+    if matches is None or matches.empty or runs.empty:
+        return pd.DataFrame(columns=PAIR_COLUMNS)
+    ok = matches[matches["error"] == ""].copy()
+    ok["kappa"] = [kappa(s, c) for s, c in zip(ok["same_role"], ok["same_role_baseline"])]
+    used = runs[runs["usable"].astype(str) == "True"]
+    acc_of = dict(zip(used["job"], pd.to_numeric(used.get("test_acc", pd.Series(dtype=float)), errors="coerce")))
+    rows = []
+    for config, jobs in used.groupby("config"):
+        job_of = dict(zip(jobs["seed"].astype(int), jobs["job"]))
+        for seed_a, seed_b in disjoint_pairs(job_of):
+            a, b = job_of[seed_a], job_of[seed_b]
+            layers = ok[((ok["job_a"] == a) & (ok["job_b"] == b)) | ((ok["job_a"] == b) & (ok["job_b"] == a))]
+            if layers.empty:
+                continue
+            rows.append({"job": a, "job_b": b, "seed": seed_a, "seed_b": seed_b, "n_layers": int(len(layers)),
+                         "same_role": float(layers["same_role"].mean()),
+                         "same_role_baseline": float(layers["same_role_baseline"].mean()),
+                         "same_role_kappa": float(np.nanmean(layers["kappa"])) if layers["kappa"].notna().any() else math.nan,
+                         "test_acc": float(np.nanmean([acc_of.get(a, math.nan), acc_of.get(b, math.nan)]))})
+    if not rows:
+        return pd.DataFrame(columns=PAIR_COLUMNS)
+    pairs = pd.DataFrame(rows)[PAIR_COLUMNS]
+    tags = tags.drop(columns=[c for c in (*PAIR_COLUMNS, "run_id", "status") if c != "job" and c in tags.columns])
+    return tags.merge(pairs, on="job", how="right").assign(usable=True)

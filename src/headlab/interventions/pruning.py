@@ -155,22 +155,29 @@ def _drop(scores: Tensor, chosen: dict[int, list[int]]) -> Tensor:
 
 
 def finetune_steps(net: nn.Module, batches: Sequence[Batch], steps: int, lr: float, seed: int = 0) -> None:
-    """`steps` AdamW steps at learning rate `lr` on `batches` (cycled in a seeded order), in place."""
+    """`steps` AdamW steps at learning rate `lr` on `batches` (cycled in a seeded order), in place.
+
+    `seed` also seeds dropout, inside a forked RNG (the caller's global RNG state is untouched): the
+    same network, batches and seed give the same fine-tuned weights in every process."""
     if steps <= 0:
         return
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=0.0)
-    net.train()
-    done = 0
-    while done < steps:
-        for i in torch.randperm(len(batches), generator=generator).tolist():
-            batch = batches[i]
-            loss = nn.functional.cross_entropy(net(batch["input_ids"], batch["attention_mask"]).logits, batch["labels"])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-            optimizer.step()
-            done += 1
-            if done == steps:
-                break
+    device = next(net.parameters()).device
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(seed)
+        net.train()
+        done = 0
+        while done < steps:
+            for i in torch.randperm(len(batches), generator=generator).tolist():
+                batch = batches[i]
+                loss = nn.functional.cross_entropy(net(batch["input_ids"], batch["attention_mask"]).logits, batch["labels"])
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                optimizer.step()
+                done += 1
+                if done == steps:
+                    break
     net.eval()

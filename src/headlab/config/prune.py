@@ -31,7 +31,7 @@ class PruneSettings:
     finetune_lr: float = 1e-4  # a low lr: recover, not retrain
     recompute: bool = True  # re-rank the remaining heads after every round (always, when fine-tuning)
     normalize_layers: bool = True  # gradient ranking: per-layer L2-normalised scores, as Michel et al. prune
-    random_seed: int = 0  # the random ranking's scores, and the fine-tune batch order
+    random_seed: int = 0  # the random ranking's scores, and the fine-tune batch order and dropout
     checkpoint: str = "last"  # last or best: the checkpoint to prune
     batch_size: int = 128  # examples per forward
     max_rows: int = 4096  # batched ablation: sequences per forward

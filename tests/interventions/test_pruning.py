@@ -73,3 +73,59 @@ def test_finetune_moves_the_weights_and_keeps_the_pruned_shape():
     finetune_steps(net, planted_batches(), steps=3, lr=1e-2)
     assert not torch.equal(before, net.blocks[0].attn.v_proj.weight)
     assert net.heads_per_layer == [3, 4] and not net.training
+
+
+def _garbage(batches):
+    """The same examples with every label flipped: the planted head now HURTS, so a loop that read this
+    split would rank it least important and remove it first."""
+    return [{**b, "labels": 1 - b["labels"]} for b in batches]
+
+
+@pytest.mark.parametrize("ranking", ["ablation", "gradient", "random"])
+def test_only_the_selected_split_ranks_and_stops(monkeypatch, ranking):
+    """select="a": the heads removed and each round's verdict are those of a run that only has "a",
+    whatever the other splits hold; they are scored for the record, never ranked on."""
+    import headlab.interventions.pruning as pruning
+
+    a = planted_batches()
+    alone = iterative_prune(planted_model(), {"a": a}, ranking=ranking, fraction_per_step=0.3, max_drop=0.1,
+                            count_parameters=count_parameters, select="a", random_seed=3)
+    ranked_on = []
+    for name in ("single_head_ablation", "gradient_importance"):
+        real = getattr(pruning, name)
+        monkeypatch.setattr(pruning, name, lambda net, batches, *args, _real=real, **kw: (ranked_on.append(batches), _real(net, batches, *args, **kw))[1])
+    splits = {"a": a, "b": _garbage(planted_batches(seed=2)), "test": _garbage(planted_batches(seed=3))}
+    both = iterative_prune(planted_model(), splits, ranking=ranking, fraction_per_step=0.3, max_drop=0.1,
+                           count_parameters=count_parameters, select="a", random_seed=3)
+    assert [(s.removed, s.accepted) for s in both.steps] == [(s.removed, s.accepted) for s in alone.steps]
+    assert both.removed == alone.removed and len(both.steps) > 2
+    assert all(batches is a for batches in ranked_on) and (ranking == "random") == (not ranked_on)
+    assert all(set(s.scores) == {"a", "b", "test"} for s in both.steps)  # the held-out splits are on the record
+    assert float(both.steps[0].scores["b"].acc[0]) == 0.0  # and they really are garbage to this network
+    assert PLANTED not in [h for s in both.steps if s.accepted for h in s.removed]
+
+
+def test_select_must_name_a_split():
+    with pytest.raises(ValueError, match="select must name one of the splits"):
+        iterative_prune(planted_model(), {"val": planted_batches()}, ranking="ablation", fraction_per_step=0.5,
+                        max_drop=0.0, count_parameters=count_parameters, select="val_a")
+
+
+def test_finetune_is_repeatable_with_dropout_and_leaves_the_global_rng_alone():
+    """Dropout draws from the seeded fork: the same seed gives the same weights, another seed others."""
+    from headlab.model import HeadlabClassifier, ModelConfig
+
+    def tuned(seed: int) -> torch.Tensor:
+        torch.manual_seed(1234)  # the net's init, then an unrelated global state
+        net = HeadlabClassifier(ModelConfig(vocab_size=10, n_classes=2, max_len=8, n_layers=1, n_heads=2, d_model=8,
+                                            d_ff=8, dropout=0.5, pos_encoding="none", pooling="cls"))
+        torch.rand(int(seed == 99) + 1)  # a different global RNG state for the same fine-tune seed
+        finetune_steps(net, planted_batches(), steps=3, lr=1e-2, seed=seed % 99)
+        return torch.cat([p.detach().flatten() for p in net.parameters()])
+
+    assert torch.equal(tuned(0), tuned(99))  # seed 0 both times, the global state differs
+    assert not torch.equal(tuned(0), tuned(1))
+    net, batches = planted_model(), planted_batches()
+    state = torch.get_rng_state()
+    finetune_steps(net, batches, steps=2, lr=1e-2, seed=5)
+    assert torch.equal(state, torch.get_rng_state())

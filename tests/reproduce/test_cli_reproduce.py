@@ -20,7 +20,7 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert zh.endswith("sweep_name=heads-zh_reviews callbacks.head_metrics.figures=false")  # the quick default
     assert all(line.count("head_metrics.figures=false") == 1 for line in lines if " -m sweep=" in line)  # C11 sets it too
     assert lines[at + 2] == ("  then on each completed job with model.n_heads=8: "
-                             "headlab-prune JOB_DIR prune.ranking=ablation prune.max_drop=0.005")  # C10
+                             "headlab-prune JOB_DIR prune.ranking=ablation prune.max_drop=0.005 prune.selection=val_half")  # C10
     assert lines[at + 3].endswith("headlab-aggregate logs/sweeps/heads-zh_reviews/reproduce")
     assert sum("-m sweep=heads " in line for line in lines) == 2  # synthetic and zh_reviews
     assert lines[-2].endswith("headlab-analyze-hf data=en_news threads=1 run_dir=logs/runs/reproduce/c17-minilm-en_news")

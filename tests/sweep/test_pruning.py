@@ -135,3 +135,35 @@ def test_the_figure_shows_each_seed_and_the_mean_beside_the_articles_range(hand_
     written = write_sweep_prune(tmp_path, *hand_sweep, figures=True)
     assert [p.name for p in written] == ["sweep_prune_runs.csv", "sweep_prune.csv", "prune_sweep.png"]
     assert written[-1].parent.name == "figures" and written[-1].stat().st_size > 0
+
+
+# sweep_prune_runs.csv's columns before prune.selection existed (job tags sit between config and label)
+RUNS_COLUMNS = ["label", "ranking", "finetune_steps", "max_drop", "checkpoint_step", "n_heads_before", "n_heads_after",
+                "fraction_heads_pruned", "fraction_params_pruned", "val_acc_before", "val_acc_after", "val_acc_drop",
+                "test_acc_before", "test_acc_after", "test_acc_drop", "speedup_b1", "speedup_b64"]
+SELECTION_COLUMNS = ["selection", "heldout_acc_before", "heldout_acc_after", "heldout_acc_drop"]
+
+
+def test_the_selection_and_the_held_out_drop_are_added_columns(tmp_path):
+    """A val_half entry carries its selection and half B's accuracy; an entry written before the
+    setting reads as val with no held-out reading; the columns of before keep their order and values."""
+    half = {**entry(0.25, (0.80, 0.79), (1.0, 1.1)), "selection": "val_half", "heldout_acc": [0.81, 0.78],
+            "heldout_acc_drop": 0.03, "test_acc_drop": 0.01}
+    runs = [make_run(tmp_path, 0, 8, 0, {"ablation-ft0": EIGHT[0], "ablation-valhalf-ft0": half}),
+            make_run(tmp_path, 1, 8, 1, {"ablation-valhalf-ft0": {**half, "heldout_acc": [0.8, 0.8]}})]
+    tags = pd.DataFrame({"job": ["0", "1"], "config_label": ["model.n_heads=8"] * 2, "model.n_heads": [8, 8]})
+    per_run, per_config = prune_tables({runs[0].config: runs}, tags)
+    columns = list(per_run.columns)
+    assert columns[columns.index("label"):] == RUNS_COLUMNS + SELECTION_COLUMNS
+    assert per_run["label"].tolist() == ["ablation-ft0", "ablation-valhalf-ft0", "ablation-valhalf-ft0"]
+    assert per_run["selection"].tolist() == ["val", "val_half", "val_half"]
+    assert math.isnan(per_run["heldout_acc_drop"].iloc[0]) and math.isnan(per_run["heldout_acc_before"].iloc[0])
+    assert per_run["heldout_acc_drop"].tolist()[1:] == pytest.approx([0.03, 0.0])
+    assert per_run["test_acc_drop"].tolist() == pytest.approx([0.002, 0.01, 0.01])
+    old, _ = prune_tables({runs[0].config: runs[:1]}, tags)
+    pd.testing.assert_frame_equal(old[old.label == "ablation-ft0"][RUNS_COLUMNS],
+                                  per_run[per_run.label == "ablation-ft0"][RUNS_COLUMNS])
+    by_label = per_config.set_index("label")
+    assert by_label.loc["ablation-valhalf-ft0", "selection"] == "val_half"
+    assert by_label.loc["ablation-valhalf-ft0", "heldout_acc_drop_mean"] == pytest.approx(0.015)
+    assert by_label.loc["ablation-ft0", "selection"] == "val" and math.isnan(by_label.loc["ablation-ft0", "heldout_acc_drop_mean"])

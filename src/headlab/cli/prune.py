@@ -2,10 +2,11 @@
 
 Each round removes `prune.fraction_per_step` of the remaining heads (lowest first by
 `prune.ranking`), optionally fine-tunes, re-ranks, and stops before validation accuracy falls more
-than `prune.max_drop` below the unpruned network's; with `prune.speedup` the pruned network is
-timed against the unpruned one (`headlab.run.pruning`). Writes `prune_curve.parquet`, `prune.json`,
-`pruned/<ranking>-ft<N>.ckpt` and `figures/prune_curve.png` into RUN_DIR. `-m run_dir=a,b` prunes
-several runs. Settings: `headlab.config.prune` (`--cfg job` prints them). Exit 2: a bad run dir,
+than `prune.max_drop` below the unpruned network's (on the whole validation split, or with
+`prune.selection=val_half` on its half A, half B and test held out); with `prune.speedup` the pruned
+network is timed against the unpruned one (`headlab.run.pruning`). Writes `prune_curve.parquet`,
+`prune.json`, `pruned/<label>.ckpt` (`<ranking>[-valhalf]-ft<N>`) and `figures/prune_curve.png`
+into RUN_DIR. `-m run_dir=a,b` prunes several runs. Settings: `headlab.config.prune` (`--cfg job` prints them). Exit 2: a bad run dir,
 checkpoint or setting, one line, nothing written.
 """
 

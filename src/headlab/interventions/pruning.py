@@ -1,8 +1,8 @@
 """Iterative head pruning: remove the least important heads, optionally fine-tune, re-rank, repeat.
 
 Heads are removed physically (`HeadlabClassifier.prune_heads`), so the pruned network is really
-smaller and faster. The loop stops before the step whose validation accuracy falls more than
-`max_drop` below the unpruned network's; that step is still recorded (`accepted=False`) so the
+smaller and faster. The loop stops before the step whose accuracy on the selection split (validation,
+or one half of it: `select`) falls more than `max_drop` below the unpruned network's; that step is still recorded (`accepted=False`) so the
 curve shows where the drop happened, and the returned network is the last accepted one.
 """
 
@@ -97,20 +97,24 @@ def least_important(scores: Tensor, n: int) -> dict[int, list[int]]:
 def iterative_prune(net: nn.Module, splits: dict[str, Sequence[Batch]], *, ranking: str, fraction_per_step: float,
                     max_drop: float, recompute: bool = True, normalize: bool = False, random_seed: int = 0,
                     finetune: Callable[[nn.Module], None] | None = None, max_rows: int = 4096,
-                    count_parameters: Callable[[nn.Module], int], fixed_scores: Tensor | None = None) -> PruneResult:
-    """Prune `net` (a copy; the argument is untouched). `splits["val"]` ranks heads and decides when
-    to stop; every split in `splits` is scored after each step. `fixed_scores`: the `seed_avg`
+                    count_parameters: Callable[[nn.Module], int], fixed_scores: Tensor | None = None,
+                    select: str = "val") -> PruneResult:
+    """Prune `net` (a copy; the argument is untouched). `splits[select]` (default `val`) ranks heads and
+    decides when to stop, and nothing else does; every split in `splits` is scored after each step, for
+    the record only (a held-out split read there never steers the loop). `fixed_scores`: the `seed_avg`
     ranking's `[layer, original head]` scores."""
     if not 0.0 < fraction_per_step < 1.0:
         raise ValueError(f"fraction_per_step must be in (0, 1); got {fraction_per_step}")
     if max_drop < 0:
         raise ValueError(f"max_drop must be >= 0; got {max_drop}")
+    if select not in splits:
+        raise ValueError(f"select must name one of the splits {sorted(splits)}; got {select!r}")
     current = copy.deepcopy(net).eval()
     origin = [list(range(n)) for n in heads_per_layer(current)]
     result = PruneResult(current, [[] for _ in origin])
     base = {name: evaluate_gated(current, batches) for name, batches in splits.items()}
     result.steps.append(PruneStep(0, [], sum(map(len, origin)), count_parameters(current), base, True))
-    scores = _scores(current, splits["val"], ranking, normalize, random_seed, origin, max_rows, fixed_scores)
+    scores = _scores(current, splits[select], ranking, normalize, random_seed, origin, max_rows, fixed_scores)
     while True:
         n_live = sum(map(len, origin))
         chosen = least_important(scores, max(1, round(fraction_per_step * n_live)))
@@ -123,7 +127,7 @@ def iterative_prune(net: nn.Module, splits: dict[str, Sequence[Batch]], *, ranki
         candidate.eval()
         removed = sorted((layer, origin[layer][h]) for layer, hs in chosen.items() for h in hs)
         after = {name: evaluate_gated(candidate, batches) for name, batches in splits.items()}
-        accepted = float(base["val"].acc[0] - after["val"].acc[0]) <= max_drop
+        accepted = float(base[select].acc[0] - after[select].acc[0]) <= max_drop
         result.steps.append(PruneStep(len(result.steps), removed, n_live - len(removed), count_parameters(candidate),
                                       after, accepted))
         if not accepted:
@@ -133,7 +137,7 @@ def iterative_prune(net: nn.Module, splits: dict[str, Sequence[Batch]], *, ranki
             result.removed[layer].append(head)
         result.net = current
         if recompute or finetune is not None:
-            scores = _scores(current, splits["val"], ranking, normalize, random_seed, origin, max_rows, fixed_scores)
+            scores = _scores(current, splits[select], ranking, normalize, random_seed, origin, max_rows, fixed_scores)
         else:
             scores = _drop(scores, chosen)
     return result
@@ -155,22 +159,29 @@ def _drop(scores: Tensor, chosen: dict[int, list[int]]) -> Tensor:
 
 
 def finetune_steps(net: nn.Module, batches: Sequence[Batch], steps: int, lr: float, seed: int = 0) -> None:
-    """`steps` AdamW steps at learning rate `lr` on `batches` (cycled in a seeded order), in place."""
+    """`steps` AdamW steps at learning rate `lr` on `batches` (cycled in a seeded order), in place.
+
+    `seed` also seeds dropout, inside a forked RNG (the caller's global RNG state is untouched): the
+    same network, batches and seed give the same fine-tuned weights in every process."""
     if steps <= 0:
         return
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=0.0)
-    net.train()
-    done = 0
-    while done < steps:
-        for i in torch.randperm(len(batches), generator=generator).tolist():
-            batch = batches[i]
-            loss = nn.functional.cross_entropy(net(batch["input_ids"], batch["attention_mask"]).logits, batch["labels"])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-            optimizer.step()
-            done += 1
-            if done == steps:
-                break
+    device = next(net.parameters()).device
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(seed)
+        net.train()
+        done = 0
+        while done < steps:
+            for i in torch.randperm(len(batches), generator=generator).tolist():
+                batch = batches[i]
+                loss = nn.functional.cross_entropy(net(batch["input_ids"], batch["attention_mask"]).logits, batch["labels"])
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                optimizer.step()
+                done += 1
+                if done == steps:
+                    break
     net.eval()

@@ -7,6 +7,7 @@ setting. Each problem is one `HeadlabError` line (exit 2 in the command lines).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +81,16 @@ def load_matching_network(path: Path, cfg: DictConfig, datamodule: Any) -> Any:
         raise CheckpointError(path, f"its weights do not fit the model it describes: {first[1] if len(first) > 1 else first[0]}") from None
 
 
-def eval_batches(datamodule: Any, split: str, batch_size: int, device: str) -> list[dict[str, Any]]:
-    """Every example of the `val` or `test` split once, on `device`, batched by length (less padding,
-    same sums: padded keys get exactly zero attention)."""
+def eval_batches(datamodule: Any, split: str, batch_size: int, device: str,
+                 positions: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """Every example of the `val` or `test` split once (or only those at `positions` in the split's
+    order), on `device`, batched by length (less padding, same sums: padded keys get exactly zero
+    attention)."""
     from torch.utils.data import DataLoader, Subset
 
     loader = getattr(datamodule, f"{split}_dataloader")()
     dataset = loader.dataset
-    order = sorted(range(len(dataset)), key=lambda i: len(dataset[i][0]))
+    order = sorted(range(len(dataset)) if positions is None else positions, key=lambda i: len(dataset[i][0]))
     loader = DataLoader(Subset(dataset, order), batch_size=batch_size, shuffle=False, collate_fn=loader.collate_fn)
     batches = [{k: batch[k].to(device) for k in ("input_ids", "attention_mask", "labels")} for batch in loader]
     if not batches:

@@ -2,8 +2,14 @@
 
 `compute` prunes the run's checkpoint round by round (`headlab.interventions.pruning`), optionally
 fine-tuning, and times the pruned network against the unpruned one, all before anything is
-written; `write_outputs` adds `prune_curve.parquet`, `prune.json`, `pruned/<ranking>-ft<N>.ckpt` and
+written; `write_outputs` adds `prune_curve.parquet`, `prune.json`, `pruned/<label>.ckpt` and
 `figures/prune_curve.png`. `headlab-prune` (`headlab.cli.prune`) is the command line.
+
+`prune.selection` says which examples steer the loop: `val` (the whole validation split ranks the
+heads and decides the stop; the drop it reports is read on those same examples) or `val_half`
+(`val_halves`: half A, the even positions of the validation split in the order the datamodule
+gives it, ranks and stops; half B, the odd positions, and the test split are only scored for the
+record, so their drops are held-out readings).
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from headlab.store import RunDir
 from headlab.store.run_dir import PRUNE_CURVE_FIGURE
 
 SPLITS = ("val", "test")
+# selection=val_half: the split names of validation half A (ranks the heads, decides the stop) and half B (held out)
+HALF_A, HALF_B = "val_a", "val_b"
+HALVES_RULE = "even / odd positions of the validation split in the datamodule's order (half A: 0, 2, 4, ...; half B: 1, 3, 5, ...)"
 
 
 @dataclass
@@ -32,6 +41,44 @@ class PruneOutcome:
     result: Any  # headlab.interventions.pruning.PruneResult
     n_params: int
     speedup: dict[str, Any] | None = None  # prune.json's `speedup` (None: prune.speedup=false)
+    halves: dict[str, Any] | None = None  # selection=val_half: prune.json's `val_halves` (rule, n_a, n_b)
+
+    @property
+    def select(self) -> str:
+        """The split that ranked the heads and decided the stop (a key of each step's `scores`)."""
+        return selected_split(self.settings.selection)
+
+
+def selected_split(selection: str) -> str:
+    return HALF_A if selection == "val_half" else "val"
+
+
+def val_halves(n: int) -> tuple[list[int], list[int]]:
+    """Positions of validation half A (even) and half B (odd) among the split's `n` examples: disjoint,
+    covering, sizes ceil(n/2) and floor(n/2). The split is already a seeded, stratified shuffle
+    (`headlab.data.split`), so alternate positions are two random halves with the class mix kept.
+
+    >>> val_halves(5)
+    ([0, 2, 4], [1, 3])
+    """
+    return list(range(0, n, 2)), list(range(1, n, 2))
+
+
+def eval_splits(datamodule: Any, settings: PruneSettings) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The batched splits the loop scores: `val`, `test` (selection=val), or `val_a`, `val_b`, `test`
+    (val_half), with val_half's `val_halves` record (None for val)."""
+    from headlab.errors import DataError
+    from headlab.run.inputs import eval_batches
+
+    batches = functools.partial(eval_batches, datamodule, batch_size=settings.batch_size, device=settings.device)
+    if settings.selection == "val":
+        return {name: batches(name) for name in SPLITS}, None
+    n = len(datamodule.val_dataloader().dataset)
+    if n < 2:
+        raise DataError("val", f"prune.selection=val_half needs two or more val examples to halve; the split has {n}")
+    half_a, half_b = val_halves(n)
+    splits = {HALF_A: batches("val", positions=half_a), HALF_B: batches("val", positions=half_b), "test": batches("test")}
+    return splits, {"rule": HALVES_RULE, "n_a": len(half_a), "n_b": len(half_b)}
 
 
 def compute(run_dir: Path, settings: PruneSettings) -> PruneOutcome:
@@ -46,7 +93,7 @@ def compute(run_dir: Path, settings: PruneSettings) -> PruneOutcome:
     from headlab.model.encoder import count_parameters
 
     datamodule = build_datamodule(cfg)
-    splits = {name: eval_batches(datamodule, name, settings.batch_size, settings.device) for name in SPLITS}
+    splits, halves = eval_splits(datamodule, settings)
     net = load_matching_network(checkpoint.path, cfg, datamodule).to(settings.device)
     finetune = None  # None: prune without fine-tuning
     if settings.finetune_steps > 0:
@@ -59,11 +106,12 @@ def compute(run_dir: Path, settings: PruneSettings) -> PruneOutcome:
     result = iterative_prune(net, splits, ranking=settings.ranking, fraction_per_step=settings.fraction_per_step,
                              max_drop=settings.max_drop, recompute=settings.recompute, normalize=settings.normalize_layers,
                              random_seed=settings.random_seed, finetune=finetune, max_rows=settings.max_rows,
-                             count_parameters=lambda m: count_parameters(m, non_embedding=False), fixed_scores=fixed)
+                             count_parameters=lambda m: count_parameters(m, non_embedding=False), fixed_scores=fixed,
+                             select=selected_split(settings.selection))
     speedup = None
     if settings.speedup:
         speedup = measured_speedup(net, result.net, int(cfg.data.max_len), settings.speedup_rounds, settings.device, threads)
-    return PruneOutcome(run_id_of(run_dir), settings, checkpoint, result, n_params, speedup)
+    return PruneOutcome(run_id_of(run_dir), settings, checkpoint, result, n_params, speedup, halves)
 
 
 SPEEDUP_BATCHES = (1, 64)
@@ -121,20 +169,30 @@ def seed_avg_scores(run_dir: Path, heads_per_layer: list[int]) -> Any:
 
 
 def curve_frame(outcome: PruneOutcome) -> Any:
-    """Long rows: one per (prune round, split metric), with the round's heads and parameter counts."""
+    """Long rows: one per (prune round, split metric), with the round's heads and parameter counts, and
+    the `selection` that steered the loop. Under val_half each round also has the held-out drops from
+    the unpruned network, `val_b_acc_drop` and `test_acc_drop` (before - after: positive = worse)."""
     import pandas as pd
 
     s, records = outcome.settings, []
-    total_heads = outcome.result.steps[0].n_heads
+    base = outcome.result.steps[0]
+    total_heads = base.n_heads
     for step in outcome.result.steps:
         common = (outcome.run_id, outcome.checkpoint.step, outcome.checkpoint.epoch, s.ranking, s.finetune_steps,
-                  step.index, step.n_heads, 1 - step.n_heads / total_heads, step.n_params,
+                  s.selection, step.index, step.n_heads, 1 - step.n_heads / total_heads, step.n_params,
                   1 - step.n_params / outcome.n_params, ",".join(f"L{l}H{h}" for l, h in step.removed), step.accepted)
         for split, scores in step.scores.items():
             records += [(*common, f"{split}_{m}", float(getattr(scores, m)[0])) for m in ("loss", "acc", "f1")]
-    columns = ["run_id", "step", "epoch", "ranking", "finetune_steps", "prune_step", "n_heads", "fraction_heads_pruned",
-               "n_params", "fraction_params_pruned", "removed", "accepted", "metric", "value"]
+        if s.selection == "val_half":
+            records += [(*common, f"{split}_acc_drop", _drop(base, step, split)) for split in (HALF_B, "test")]
+    columns = ["run_id", "step", "epoch", "ranking", "finetune_steps", "selection", "prune_step", "n_heads",
+               "fraction_heads_pruned", "n_params", "fraction_params_pruned", "removed", "accepted", "metric", "value"]
     return pd.DataFrame(records, columns=columns)
+
+
+def _drop(before: Any, after: Any, split: str) -> float:
+    """Accuracy of `split` at round `before` minus at round `after` (PruneSteps)."""
+    return float(before.scores[split].acc[0]) - float(after.scores[split].acc[0])
 
 
 def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
@@ -147,7 +205,10 @@ def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
     rows = curve_frame(outcome)
     if path.is_file():
         old = pd.read_parquet(path)
-        same = (old["ranking"] == s.ranking) & (old["finetune_steps"] == s.finetune_steps) & (old["step"] == outcome.checkpoint.step)
+        if "selection" not in old.columns:  # a curve written before prune.selection existed: all of it was val
+            old.insert(old.columns.get_loc("finetune_steps") + 1, "selection", "val")
+        same = ((old["ranking"] == s.ranking) & (old["finetune_steps"] == s.finetune_steps)
+                & (old["selection"] == s.selection) & (old["step"] == outcome.checkpoint.step))
         rows = pd.concat([old[~same], rows], ignore_index=True)
     atomic_write_with(path, lambda tmp: rows.to_parquet(tmp, index=False))
     pruned = save_pruned(run.pruned_checkpoint(s.label), outcome.result.net, outcome.result.removed,
@@ -157,15 +218,20 @@ def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
     report_path = run.prune_report_path
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
     kept = [st for st in outcome.result.steps if st.accepted][-1]
-    base = outcome.result.steps[0]
+    base, select = outcome.result.steps[0], outcome.select
     report[s.label] = {
         "checkpoint": str(outcome.checkpoint.path), "step": outcome.checkpoint.step, "settings": asdict(s),
         "pruned_checkpoint": str(written[1]), "heads_removed": [f"L{l}H{h}" for l, hs in enumerate(outcome.result.removed) for h in sorted(hs)],
         "n_heads": [base.n_heads, kept.n_heads], "n_params": [outcome.n_params, kept.n_params],
         "fraction_heads_pruned": 1 - kept.n_heads / base.n_heads, "fraction_params_pruned": 1 - kept.n_params / outcome.n_params,
-        "val_acc": [float(base.scores["val"].acc[0]), float(kept.scores["val"].acc[0])],
+        "val_acc": [float(base.scores[select].acc[0]), float(kept.scores[select].acc[0])],
         "test_acc": [float(base.scores["test"].acc[0]), float(kept.scores["test"].acc[0])],
+        "selection": s.selection, "test_acc_drop": _drop(base, kept, "test"),
+        "heldout_acc": None, "heldout_acc_drop": None,
     }
+    if s.selection == "val_half":  # val_acc is half A's (what the stop read); half B is the held-out reading
+        report[s.label].update({"heldout_acc": [float(base.scores[HALF_B].acc[0]), float(kept.scores[HALF_B].acc[0])],
+                                "heldout_acc_drop": _drop(base, kept, HALF_B), "val_halves": outcome.halves})
     if outcome.speedup is not None:
         report[s.label]["speedup"] = outcome.speedup
     atomic_write_json(report_path, report)
@@ -176,16 +242,21 @@ def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
         configure_cache_dirs(run_dir)
         from headlab.plots.importance import plot_prune_curve
 
-        written.append(plot_prune_curve(rows, run.figure(PRUNE_CURVE_FIGURE)))
+        shown = rows[rows["selection"] == s.selection]  # the accuracy the stop rule read: val_acc or val_a_acc
+        written.append(plot_prune_curve(shown, run.figure(PRUNE_CURVE_FIGURE), metric=f"{outcome.select}_acc"))
     return written
 
 
 def summary_lines(outcome: PruneOutcome) -> list[str]:
     """What the command prints after the files: heads and parameters removed, accuracy, speed-up."""
-    kept = [s for s in outcome.result.steps if s.accepted][-1]
-    lines = [f"removed {sum(map(len, outcome.result.removed))} of {outcome.result.steps[0].n_heads} heads "
-             f"({1 - kept.n_params / outcome.n_params:.1%} of parameters); val acc {kept.scores['val'].acc[0]:.4f} "
-             f"vs {outcome.result.steps[0].scores['val'].acc[0]:.4f} unpruned"]
+    kept, base, select = [s for s in outcome.result.steps if s.accepted][-1], outcome.result.steps[0], outcome.select
+    lines = [f"removed {sum(map(len, outcome.result.removed))} of {base.n_heads} heads "
+             f"({1 - kept.n_params / outcome.n_params:.1%} of parameters); "
+             f"{'val' if select == 'val' else 'val half A'} acc {kept.scores[select].acc[0]:.4f} "
+             f"vs {base.scores[select].acc[0]:.4f} unpruned"]
+    if select != "val":
+        lines.append(f"held out: val half B acc {kept.scores[HALF_B].acc[0]:.4f} vs {base.scores[HALF_B].acc[0]:.4f}, "
+                     f"test acc {kept.scores['test'].acc[0]:.4f} vs {base.scores['test'].acc[0]:.4f} unpruned")
     sp = outcome.speedup
     if sp is not None and sp["rounds"] == 0:
         lines.append("speed-up 1.0 (no head removed: not timed)")

@@ -3,15 +3,19 @@ usually lose 20-30 % of its heads with almost no drop in the metric, and inferen
 15-20 % faster"), written by headlab-aggregate.
 
 Every usable job whose run dir holds `prune.json` gives one row per prune label
-(`<ranking>-ft<N>`, e.g. `ablation-ft0`): what was removed, the accuracy before / after, and the
+(`<ranking>[-valhalf]-ft<N>`, e.g. `ablation-ft0`): what was removed, the accuracy before / after, and the
 measured speed-up (prune.json `speedup`; NaN when the job was pruned with `prune.speedup=false`).
+`selection` says which examples chose the heads and the stop (`val`: the whole validation split, so
+`val_acc_*` is read on the set that chose; `val_half`: validation half A, so `val_acc_*` is half A's
+and `heldout_acc_*` is half B's, a held-out reading like `test_acc_*`; NaN under `val`; a prune.json
+from before the setting existed reads as `val`).
 `*_drop` = before - after (positive: the pruned network is worse). A prune.json that cannot be read
 as JSON, or an entry without the fields, is left out. Written only when some job has prune.json:
 
 | file | one row per |
 |---|---|
-| `sweep_prune_runs.csv` | (job, label): seed, config tags and swept factors, ranking, finetune_steps, max_drop, n_heads_before / _after, fraction_heads_pruned, fraction_params_pruned, val_acc / test_acc before, after and drop, speedup_b1, speedup_b64 |
-| `sweep_prune.csv` | (config, label), with the swept factors: mean and 95% t-interval over seeds of fraction_heads_pruned, test_acc_drop and speedup_b64 |
+| `sweep_prune_runs.csv` | (job, label): seed, config tags and swept factors, ranking, finetune_steps, max_drop, n_heads_before / _after, fraction_heads_pruned, fraction_params_pruned, val_acc / test_acc before, after and drop, speedup_b1, speedup_b64, selection, heldout_acc before, after and drop |
+| `sweep_prune.csv` | (config, label), with the swept factors: mean and 95% t-interval over seeds of fraction_heads_pruned, test_acc_drop and speedup_b64; selection and mean heldout_acc_drop |
 | `figures/prune_sweep.png` | (with figures) the three per seed, with mean and interval, beside the article's range (`headlab.plots.prune_sweep`) |
 """
 
@@ -67,7 +71,14 @@ def _row(label: str, entry: dict[str, Any]) -> dict[str, Any]:
             "val_acc_drop": float(val_before) - float(val_after),
             "test_acc_before": float(test_before), "test_acc_after": float(test_after),
             "test_acc_drop": float(test_before) - float(test_after),
-            "speedup_b1": _number(speedup.get("batch_1")), "speedup_b64": _number(speedup.get("batch_64"))}
+            "speedup_b1": _number(speedup.get("batch_1")), "speedup_b64": _number(speedup.get("batch_64")),
+            "selection": str(entry.get("selection", "val")), **_heldout(entry.get("heldout_acc"))}
+
+
+def _heldout(pair: Any) -> dict[str, float]:
+    """heldout_acc_before / _after / _drop from prune.json's `heldout_acc` ([before, after]; NaN without one)."""
+    before, after = (float(pair[0]), float(pair[1])) if pair is not None else (math.nan, math.nan)
+    return {"heldout_acc_before": before, "heldout_acc_after": after, "heldout_acc_drop": before - after}
 
 
 def _number(value: Any) -> float:
@@ -100,6 +111,8 @@ def prune_tables(runs_by_config: dict[str, list[Run]], tags: pd.DataFrame) -> tu
             row.update(mean_ci(group[column], bounds=bounds).columns(column))
         row["fraction_params_pruned_mean"] = float(group["fraction_params_pruned"].mean())
         row["speedup_b1_mean"] = float(group["speedup_b1"].mean())
+        row["selection"] = first["selection"]
+        row["heldout_acc_drop_mean"] = float(group["heldout_acc_drop"].mean())  # NaN under selection=val
         rows.append(row)
     return runs_table, pd.DataFrame(rows)
 

@@ -56,8 +56,8 @@ def interleaved(rounds: int, warmup: int) -> dict[str, Any]:
     data.setup("fit")
     module = build_module(cfg, data)
     net = module.net.train()
-    optimizer = module.configure_optimizers()
-    optimizer = optimizer["optimizer"] if isinstance(optimizer, dict) else optimizer
+    module.scheduler_factory = None  # adamw_constant's schedule is a constant lr; without a Trainer it cannot size itself
+    optimizer = module.configure_optimizers()["optimizer"]  # the module's own (fused) AdamW and parameter groups
     batches = iter(data.train_dataloader())
     step_ms, measure_ms = [], []
     for r in range(warmup + rounds):

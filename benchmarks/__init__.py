@@ -22,9 +22,14 @@ One module per section, each a `section(args, out)` that prints its table and fi
   streamed (`headlab.measure`, what the callback does) vs all maps materialised first, each in a
   fresh process.
 - `sweep` (``sweep``): the `smoke` sweep with the basic launcher vs joblib `n_jobs=2`.
+- `lm` (``lm``): `experiment=induction`'s causal LM: the training step and one LM probe
+  measurement interleaved round by round in one process, the overhead of one measurement per
+  `every_n_steps`, and a shortened whole run in a fresh process (the callback's `measure_s` over
+  `wall_s`). `python -m benchmarks --sections lm` runs it alone (~1-2 min).
 
 The fresh-process arms are public entry points too, each printing one JSON line:
-`python -m benchmarks.overhead --arm on|off` and `python -m benchmarks.memory --mode stream|materialise --size N`.
+`python -m benchmarks.overhead --arm on|off`, `python -m benchmarks.memory --mode stream|materialise --size N` and
+`python -m benchmarks.lm --arm run|interleaved`.
 
 `--quick` is a ~1-minute version (fewer steps, a shortened epoch, smaller probes, no compile or
 sweep) that checks the benchmark works; its numbers are not meant to be quoted. A candidate whose

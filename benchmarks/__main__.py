@@ -9,14 +9,14 @@ import sys
 import time
 from typing import Any
 
-from benchmarks import compiled, memory, overhead, pruning, speed, step_profile, sweep
+from benchmarks import compiled, lm, memory, overhead, pruning, speed, step_profile, sweep
 from benchmarks.options import SECTIONS, configure_process, parse_args
 from benchmarks.report import machine_info
 from headlab.store import atomic_write_text
 
 RUNNERS = {"train": speed.section, "profile": step_profile.section, "compile": compiled.section,
            "overhead": overhead.section, "memory": memory.section, "sweep": sweep.section,
-           "pruning": pruning.section}
+           "pruning": pruning.section, "lm": lm.section}
 
 
 def main(argv: list[str] | None = None) -> int:

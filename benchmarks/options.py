@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-SECTIONS = ("train", "profile", "compile", "overhead", "memory", "sweep", "pruning")
+SECTIONS = ("train", "profile", "compile", "overhead", "memory", "sweep", "pruning", "lm")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 HEADINGS = ("## Training step", "## Profile of one headlab", "## torch.compile", "## Measurement overhead",
-            "## Probe memory", "## Sweep throughput")
+            "## Probe memory", "## Sweep throughput", "## Language model")
 
 
 @pytest.mark.slow

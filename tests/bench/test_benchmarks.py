@@ -12,6 +12,7 @@ import pytest
 from lightning.pytorch.demos.boring_classes import BoringModel
 
 import benchmarks.fresh
+import benchmarks.lm
 import benchmarks.memory
 import benchmarks.overhead
 import benchmarks.report
@@ -23,7 +24,7 @@ from benchmarks.options import SECTIONS, machine_argv, parse_args
 from benchmarks.steps import Candidate, headlab_config
 
 
-@pytest.mark.parametrize("module", [benchmarks.fresh, benchmarks.memory, benchmarks.overhead, benchmarks.report,
+@pytest.mark.parametrize("module", [benchmarks.fresh, benchmarks.lm, benchmarks.memory, benchmarks.overhead, benchmarks.report,
                                     benchmarks.speed])
 def test_docstring_examples_hold(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
@@ -31,7 +32,7 @@ def test_docstring_examples_hold(module):
 
 
 def test_every_section_runs_in_the_documented_order():
-    assert tuple(RUNNERS) == SECTIONS == ("train", "profile", "compile", "overhead", "memory", "sweep", "pruning")
+    assert tuple(RUNNERS) == SECTIONS == ("train", "profile", "compile", "overhead", "memory", "sweep", "pruning", "lm")
 
 
 def test_overhead_fractions_come_from_the_arms_numbers():

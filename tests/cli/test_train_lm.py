@@ -59,3 +59,24 @@ def compose_train_config_with_hydra(tmp_path, overrides):
     GlobalHydra.instance().clear()
     with initialize_config_module("headlab.conf", version_base="1.3"):
         return compose("train", overrides=overrides, return_hydra_config=True)
+
+
+def test_a_character_lm_on_the_users_own_csv_trains_and_reports_roles(tmp_path, one_thread):
+    csv = tmp_path / "texts.csv"
+    csv.write_text("text\n" + "\n".join(f"今天天气很好{i % 7}，我们去公园散步。" for i in range(80)) + "\n", encoding="utf-8")
+    run = tmp_path / "run"
+    overrides = ["experiment=induction", "data=files_lm", f"data.files.train={csv}", "data.max_len=17", "data.min_freq=1",
+                 "data.probe_half_len=4", "data.probe_max_gap=4", "data.probe_size=4", "data.probe_vocab=8",
+                 "trainer.max_steps=6", "callbacks.lm_metrics.every_n_steps=3", "trainer.enable_model_summary=false"]
+    summary = train_keeping_threads(compose_train_config(run, overrides))
+    assert summary["status"] == "completed" and summary["data"]["source"] == "files_lm"
+    assert summary["data"]["probe_vocab"] == 8
+    roles = summary["lm"]["final_roles"]  # per layer, per head
+    assert len(roles) == 2 and all(len(layer) == 4 and set(layer) <= {"previous", "duplicate", "induction", "other"} for layer in roles)
+
+
+def test_experiment_induction_zh_is_the_induction_model_on_the_reviews(tmp_path):
+    cfg = compose_train_config(tmp_path / "r", ["experiment=induction_zh"])
+    assert cfg.data._target_.endswith("ReviewsLMDataModule") and cfg.module._target_.endswith("CausalLMModule")
+    assert cfg.model.n_layers == 2 and cfg.model.attn_only is True and cfg.data.probe_vocab == 256
+    assert 1 + cfg.data.probe_max_gap + 2 * cfg.data.probe_half_len <= cfg.data.max_len == cfg.model.max_len

@@ -79,3 +79,11 @@ def test_reviews_lm_windows_and_probe_use_the_reviews_characters():
     for row in data.probe:  # the last block occurred earlier
         assert any(torch.equal(row[s:s + 8], row[-8:]) for s in range(1, 18))
     assert data.vocab_size > 1000  # thousands of distinct characters in the reviews
+    # the probe draws from the 256 most frequent train characters: none rarer than any left out
+    counts = torch.bincount(data.splits["train"].reshape(-1), minlength=data.vocab_size)
+    chosen = torch.zeros(data.vocab_size, dtype=torch.bool)
+    chosen[data.probe_ids] = True
+    assert chosen.sum() == 256 and not chosen[: len(SPECIAL_TOKENS)].any()
+    assert counts[chosen].min() >= counts[~chosen][len(SPECIAL_TOKENS):].max()  # none left out is more frequent
+    assert set(data.probe[:, 1:].unique().tolist()) <= set(data.probe_ids.tolist())
+    assert counts[data.probe[:, 1:]].min() > 500  # every probe character is common in train

@@ -35,6 +35,7 @@ GRIDS = {
     "distill": ({"distill": ["ce", "logits", "logits_attn_last", "logits_attn_first_middle", "attn_last", "attn_first_middle"],
                  "seed": SEEDS}, 18),
     "induction": ({"model.n_layers": [1, 2], "model.attn_only": [True, False], "seed": [0, 1, 2, 3, 4]}, 20),
+    "induction_scaling": ({"data.batch_size": [16, 32, 64], "data.max_len": [33, 65], "seed": [0]}, 6),
 }
 
 
@@ -90,8 +91,18 @@ def test_seeds_on_the_command_line_replace_the_sweeps_default_three():
     assert _as_grid(jobs, ["seed"]) == {(str(s),) for s in range(5)}
 
 
-# The classifier sweeps: sweep=induction trains a causal LM on repeat_tokens (its grid is checked above).
-CLASSIFIER_SWEEPS = sorted(set(GRIDS) - {"induction"})
+# The classifier sweeps: sweep=induction and induction_scaling train a causal LM on repeat_tokens (their grids are checked above).
+CLASSIFIER_SWEEPS = sorted(set(GRIDS) - {"induction", "induction_scaling"})
+
+
+def test_every_induction_scaling_job_fits_its_probe_and_segments():
+    """A context the probe or the recurring segment does not fit would fail only when that job starts."""
+    for job in _jobs("induction_scaling"):
+        cfg = _compose(*job)
+        data = cfg.data
+        assert cfg.model.max_len == data.max_len and cfg.module._target_.endswith("CausalLMModule")
+        assert 1 + data.probe_max_gap + 2 * data.probe_half_len <= data.max_len
+        assert 2 * data.max_segment <= data.max_len - 1 and cfg.trainer.max_steps == 3000
 
 
 @pytest.mark.parametrize("sweep", CLASSIFIER_SWEEPS)

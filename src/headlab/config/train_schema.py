@@ -131,6 +131,7 @@ class ReviewsLMDataSchema:
     probe_size: int = MISSING
     probe_half_len: int = MISSING
     probe_max_gap: int = MISSING
+    probe_vocab: Optional[int] = MISSING
     seed: int = MISSING
     num_workers: int = MISSING
 
@@ -208,6 +209,14 @@ class MultidomainDataSchema(TextDataSchema):
 
 @dataclass
 class FilesDataSchema(TextDataSchema):
+    files: FilesSettings = field(default_factory=FilesSettings)
+
+
+@dataclass
+class FilesLMDataSchema(ReviewsLMDataSchema):
+    """`data:` of data=files_lm (headlab.data.lm_datamodule.FilesLMDataModule's arguments)."""
+
+    _target_: str = "headlab.data.lm_datamodule.FilesLMDataModule"
     files: FilesSettings = field(default_factory=FilesSettings)
 
 
@@ -350,6 +359,7 @@ SCHEMAS: tuple[tuple[str, Any, bool], ...] = (
     ("model_lm", LMSchema, False),
     ("data/repeat_tokens", RepeatTokensDataSchema, False),
     ("data/zh_reviews_lm", ReviewsLMDataSchema, False),
+    ("data/files_lm", FilesLMDataSchema, False),
     ("optim/adamw", AdamWSchema, False),
     ("optim/sgd", SGDSchema, False),
     ("optim/warmup", WarmupScheduleSchema, False),

@@ -78,7 +78,26 @@ def _labeled(
     return LabeledTexts(rows.texts, [index[k] for k in keys], [str(n) for n in names], rows.domains, stats)
 
 
-def _read_rows(path: Path) -> _Rows:
+def load_texts(path: str | os.PathLike) -> list[str]:
+    """The non-blank `text` values of one CSV / JSON lines file, stripped, in file order: what a
+    character LM (`data=files_lm`) trains on. Other columns (`label`, `domain`) are ignored; a file
+    without a `text` column, or whose texts are all blank or not strings, is a DataError."""
+    path = Path(path)
+    records = _read_records(path, required=(TEXT,))
+    texts, not_text = [], 0
+    for _, row in records:
+        text = row.get(TEXT)
+        if isinstance(text, str) and text.strip():
+            texts.append(text.strip())
+        elif text is not None and not isinstance(text, str):
+            not_text += 1
+    if not texts:
+        detail = f" ({not_text} are not strings)" if not_text else ""
+        raise DataError(path, f"no usable text: all {len(records)} rows have a blank {TEXT!r}{detail}; a language model needs text")
+    return texts
+
+
+def _read_records(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise DataError(path, f"unsupported file type {path.suffix!r}: use one of {list(SUFFIXES)} (CSV or JSON lines)")
@@ -87,10 +106,14 @@ def _read_rows(path: Path) -> _Rows:
     content = _decode_utf8(path)
     if not content.strip():
         raise DataError(path, "the file is empty")
-    records = _csv_records(content, path) if suffix == ".csv" else _json_records(content, path)
+    records = _csv_records(content, path, required) if suffix == ".csv" else _json_records(content, path, required)
     if not records:
         raise DataError(path, "no data rows (only a header?)")
-    return _collect(records, path)
+    return records
+
+
+def _read_rows(path: Path) -> _Rows:
+    return _collect(_read_records(path, required=(TEXT, LABEL)), path)
 
 
 def _decode_utf8(path: Path) -> str:
@@ -103,9 +126,9 @@ def _decode_utf8(path: Path) -> str:
         raise DataError(path, problem) from None
 
 
-def _csv_records(content: str, path: Path) -> list[tuple[int, dict]]:
+def _csv_records(content: str, path: Path, required: tuple[str, ...] = (TEXT, LABEL)) -> list[tuple[int, dict]]:
     reader = csv.DictReader(io.StringIO(content, newline=""))
-    _check_columns([c.strip() for c in reader.fieldnames or []], path)
+    _check_columns([c.strip() for c in reader.fieldnames or []], path, required)
     records = []
     try:
         for row in reader:
@@ -116,7 +139,7 @@ def _csv_records(content: str, path: Path) -> list[tuple[int, dict]]:
     return records
 
 
-def _json_records(content: str, path: Path) -> list[tuple[int, dict]]:
+def _json_records(content: str, path: Path, required: tuple[str, ...] = (TEXT, LABEL)) -> list[tuple[int, dict]]:
     """JSON lines; a `.json` file holding one array of objects is accepted too."""
     if path.suffix.lower() == ".json" and content.lstrip().startswith("["):
         try:
@@ -135,13 +158,13 @@ def _json_records(content: str, path: Path) -> list[tuple[int, dict]]:
         where = "line"
     bad = next((n for n, obj in items if not isinstance(obj, dict)), None)
     if bad is not None:
-        raise DataError(path, f"{where} {bad} is not a JSON object with keys {TEXT!r} and {LABEL!r}")
-    _check_columns(sorted({k for _, obj in items for k in obj}), path)
+        raise DataError(path, f"{where} {bad} is not a JSON object with keys {' and '.join(map(repr, required))}")
+    _check_columns(sorted({k for _, obj in items for k in obj}), path, required)
     return items
 
 
-def _check_columns(found: list[str], path: Path) -> None:
-    for column in (TEXT, LABEL):
+def _check_columns(found: list[str], path: Path, required: tuple[str, ...] = (TEXT, LABEL)) -> None:
+    for column in required:
         if column not in found:
             raise DataError(path, f"missing column {column!r} (columns found: {found})")
 

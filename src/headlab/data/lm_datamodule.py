@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from headlab.data.repeat_tokens import BOS_ID, check_repeat_keys, induction_probe, repeat_token_batch
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, DataError
 from headlab.store import atomic_write_json
 
 
@@ -97,48 +97,70 @@ def _collate(rows: list[tuple[torch.Tensor]]) -> dict[str, torch.Tensor]:
     return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids, dtype=torch.bool)}
 
 
-class ReviewsLMDataModule(RepeatTokensDataModule):
-    """A character LM on the zh_reviews texts: the reviews, shuffled with the data seed and split
-    into train / val / test, each encoded by character ([CLS] before every review, so it marks a
-    review's start) and cut into windows of `max_len` characters. The probe is the same repeated
-    random block as repeat_tokens', drawn from the real characters (ids past the special tokens),
-    with [CLS] first, so the same scores and ICL positions apply."""
+class TextLMDataModule(RepeatTokensDataModule):
+    """A character LM on texts (`_load_texts` gives them per split): each split encoded by character
+    ([CLS] before every text, so it marks a text's start) and cut into windows of `max_len`
+    characters. The probe is the same repeated random block as repeat_tokens', with [CLS] first, so
+    the same scores and ICL positions apply; its block and filler are drawn uniformly from the
+    `probe_vocab` most frequent characters of the train split (null: every character of the
+    vocabulary). Drawn from all characters, a probe of a real-text vocabulary is mostly rare
+    characters the model has learnt to give almost no probability: it tests the unigram prior more
+    than copying (a shortened reviews run scored a probe loss above ln |vocab|)."""
+
+    source = "text_lm"
 
     def __init__(self, max_len: int = 65, batch_size: int = 32, min_freq: int = 2, val_fraction: float = 0.05,
                  test_fraction: float = 0.05, probe_size: int = 32, probe_half_len: int = 16, probe_max_gap: int = 32,
-                 seed: int = 0, num_workers: int = 0) -> None:
+                 probe_vocab: int | None = 256, seed: int = 0, num_workers: int = 0) -> None:
         L.LightningDataModule.__init__(self)
         for key, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
             if not isinstance(value, float) or not 0.0 < value < 0.5:
                 raise ConfigError(f"data.{key}", value, "a fraction in (0, 0.5)")
+        for key, value, minimum in (("max_len", max_len, 4), ("batch_size", batch_size, 1), ("probe_size", probe_size, 1),
+                                    ("seed", seed, 0), ("num_workers", num_workers, 0)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise ConfigError(f"data.{key}", value, f"an integer >= {minimum}")
+        if not isinstance(probe_max_gap, int) or probe_max_gap < 0:
+            raise ConfigError("data.probe_max_gap", probe_max_gap, "an integer >= 0")
         if not isinstance(probe_half_len, int) or not 2 <= probe_half_len <= (max_len - 1 - probe_max_gap) // 2:
             raise ConfigError("data.probe_half_len", probe_half_len,
                               f"an integer in [2, (max_len - 1 - probe_max_gap) // 2 = {(max_len - 1 - probe_max_gap) // 2}]")
+        if probe_vocab is not None and (not isinstance(probe_vocab, int) or isinstance(probe_vocab, bool) or probe_vocab < 2):
+            raise ConfigError("data.probe_vocab", probe_vocab, "null (every character) or an integer >= 2")
         self.max_len, self.batch_size, self.min_freq, self.num_workers = max_len, batch_size, min_freq, num_workers
         self.fractions = (val_fraction, test_fraction)
         self.probe_size, self.probe_half_len, self.probe_max_gap, self.seed = probe_size, probe_half_len, probe_max_gap, seed
+        self.probe_vocab = probe_vocab
         self.splits, self.probe, self.tokenizer, self.vocab_size = {}, None, None, None
+        self.probe_ids: torch.Tensor | None = None  # the character ids the probe draws from
         self._prepare()
 
-    def _prepare(self) -> None:
-        """The vocabulary is needed before the model is built (vocab_size), so it is fit at construction."""
-        from headlab.data.tokenizer import CLS_ID, SPECIAL_TOKENS, CharTokenizer
-        from headlab.data.zh_reviews import load_zh_reviews
+    def _load_texts(self) -> dict[str, list[str]]:
+        """The texts of each split: train, val, test."""
+        raise NotImplementedError
 
-        texts = load_zh_reviews().texts
+    def _split(self, texts: list[str]) -> dict[str, list[str]]:
+        """One list of texts shuffled with the data seed and split by val_fraction / test_fraction."""
         order = torch.randperm(len(texts), generator=torch.Generator().manual_seed(self.seed)).tolist()
         n_val, n_test = (int(len(texts) * f) for f in self.fractions)
         parts = {"val": order[:n_val], "test": order[n_val:n_val + n_test], "train": order[n_val + n_test:]}
-        self.tokenizer = CharTokenizer.fit([texts[i] for i in parts["train"]], min_freq=self.min_freq)
+        return {split: [texts[i] for i in index] for split, index in parts.items()}
+
+    def _prepare(self) -> None:
+        """The vocabulary is needed before the model is built (vocab_size), so it is fit at construction."""
+        from headlab.data.tokenizer import CLS_ID, CharTokenizer
+
+        texts = self._load_texts()
+        self.tokenizer = CharTokenizer.fit(texts["train"], min_freq=self.min_freq)
         self.vocab_size = self.tokenizer.vocab_size
-        longest = max(len(t) for t in texts) + 1
-        for split, index in parts.items():
-            stream = torch.tensor([token for i in index for token in self.tokenizer.encode(texts[i], longest)])
+        longest = max(len(t) for split in texts.values() for t in split) + 1
+        for split, part in texts.items():
+            stream = torch.tensor([token for text in part for token in self.tokenizer.encode(text, longest)], dtype=torch.long)
             self.splits[split] = stream[: len(stream) // self.max_len * self.max_len].view(-1, self.max_len)
-        n_special = len(SPECIAL_TOKENS)
-        probe = induction_probe(self.probe_size, self.vocab_size - n_special + 1, self.probe_half_len,
+        self.probe_ids = frequent_ids(self.splits["train"], self.vocab_size, self.probe_vocab)
+        probe = induction_probe(self.probe_size, len(self.probe_ids) + 1, self.probe_half_len,
                                 torch.Generator().manual_seed(self.seed * 4 + 3), self.probe_max_gap)
-        probe[:, 1:] += n_special - 1
+        probe = self.probe_ids[probe - 1]  # draws 1..k -> the k chosen character ids
         probe[:, 0] = CLS_ID
         self.probe = probe
 
@@ -148,7 +170,66 @@ class ReviewsLMDataModule(RepeatTokensDataModule):
     @property
     def stats(self) -> dict[str, object]:
         digest = hashlib.sha256(self.probe.numpy().tobytes()).hexdigest()[:16]
-        return {"source": "zh_reviews_lm", "vocab_size": self.vocab_size, "max_len": self.max_len,
+        return {"source": self.source, "vocab_size": self.vocab_size, "max_len": self.max_len,
                 **{f"n_{split}_windows": int(t.shape[0]) for split, t in self.splits.items()},
                 "probe_size": self.probe_size, "probe_half_len": self.probe_half_len,
-                "probe_max_gap": self.probe_max_gap, "probe_digest": digest}
+                "probe_max_gap": self.probe_max_gap, "probe_vocab": len(self.probe_ids), "probe_digest": digest}
+
+
+def frequent_ids(windows: torch.Tensor, vocab_size: int, k: int | None) -> torch.Tensor:
+    """The `k` most frequent non-special token ids in `windows` (ties: the smaller id), sorted;
+    k=None, or more than occur: every non-special id that occurs. Specials (PAD, CLS, UNK) never."""
+    from headlab.data.tokenizer import SPECIAL_TOKENS
+
+    counts = torch.bincount(windows.reshape(-1), minlength=vocab_size)[:vocab_size].clone()
+    counts[: len(SPECIAL_TOKENS)] = 0
+    seen = int((counts > 0).sum())
+    if seen < 2:
+        raise DataError("train split", f"only {seen} distinct non-special characters: the probe needs at least 2")
+    k = seen if k is None else min(k, seen)
+    order = sorted(range(vocab_size), key=lambda i: (-int(counts[i]), i))[:k]
+    return torch.tensor(sorted(order), dtype=torch.long)
+
+
+class ReviewsLMDataModule(TextLMDataModule):
+    """A character LM on the zh_reviews texts, shuffled with the data seed and split into train /
+    val / test (`TextLMDataModule`)."""
+
+    source = "zh_reviews_lm"
+
+    def _load_texts(self) -> dict[str, list[str]]:
+        from headlab.data.zh_reviews import load_zh_reviews
+
+        return self._split(load_zh_reviews().texts)
+
+
+class FilesLMDataModule(TextLMDataModule):
+    """A character LM on the user's own texts: the `text` column of a CSV / JSON lines file
+    (`headlab.data.files.load_texts`; a `label` column is not needed and is ignored). Without val /
+    test files the train file is split by val_fraction / test_fraction with the data seed."""
+
+    source = "files_lm"
+
+    def __init__(self, files: dict | None = None, **kwargs: object) -> None:
+        files = dict(files or {})
+        unknown = sorted(set(files) - {"train", "val", "test"})
+        if unknown:
+            raise ConfigError(f"data.files.{unknown[0]}", files[unknown[0]], "one of the keys train, val, test")
+        if not files.get("train"):
+            raise ConfigError("data.files.train", files.get("train"), "the path of a CSV or JSONL file with a 'text' column")
+        self.files = files
+        super().__init__(**kwargs)
+
+    def _load_texts(self) -> dict[str, list[str]]:
+        from headlab.data.files import load_texts
+
+        train = load_texts(self.files["train"])
+        given = {split: load_texts(self.files[split]) for split in ("val", "test") if self.files.get(split)}
+        if len(given) == 2:
+            return {"train": train, **given}
+        parts = self._split(train)
+        if "val" in given:
+            return {"train": parts["train"] + parts["val"], "val": given["val"], "test": parts["test"]}
+        if "test" in given:
+            return {"train": parts["train"] + parts["test"], "val": parts["val"], "test": given["test"]}
+        return parts

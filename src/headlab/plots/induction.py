@@ -5,6 +5,9 @@ line per head, coloured by layer), the probe loss and the ICL score beneath, sha
 each head's onset (`summary.json` lm.induction_onset_steps) is a dotted vertical line, the loss drop
 a dashed one. `plot_induction_grid`: one head's mean attention on the repeated probe, where an
 induction head shows as the off-diagonal stripe half a probe back, one step right of the diagonal.
+`build_scaling_figure` / `plot_induction_scaling`: a sweep's measured onsets in tokens against
+sqrt(B C), with Aoyama et al.'s prediction N = T sqrt(B C) and the T that fits the measurements
+(`headlab.sweep.induction_scaling`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import numpy as np
 import pandas as pd
 
 from headlab.errors import DataError
+from matplotlib.figure import Figure
+
 from headlab.plots._figure import categorical_palette, figure_style, new_figure, save_figure
 
 
@@ -70,4 +75,53 @@ def plot_induction_grid(pattern: np.ndarray, path: str | os.PathLike, title: str
         ax.set_ylabel("query position")
         ax.set_title(title, fontsize="small")
         fig.colorbar(image, ax=ax, shrink=0.8)
+    return save_figure(fig, path)
+
+
+MEASURED_LABEL = "measured onset (mean, 95 % CI over seeds)"
+PREDICTED_LABEL = "prediction N = T sqrt(BC), T = 10^{t:g}"
+FITTED_LABEL = "fit to the measurements, T = 10^{t:.2f}"
+SCALING_COLUMNS = ("batch_size", "context", "onset_tokens_mean", "onset_tokens_ci95_low", "onset_tokens_ci95_high",
+                   "predicted_tokens", "log10_T_implied")
+
+
+def build_scaling_figure(table: pd.DataFrame) -> Figure:
+    """table: `induction_scaling.csv`'s rows. Log-log: x = sqrt(B C), y = onset tokens; the measured
+    configs as points with their interval (annotated B, C), the prediction as a line, and the line of
+    the same slope through the measurements (T = 10^mean log10 T implied), when any config has an onset."""
+    missing = set(SCALING_COLUMNS) - set(table.columns)
+    if missing or table.empty:
+        raise DataError("induction_scaling", f"expected a non-empty table with columns {sorted(SCALING_COLUMNS)}; "
+                                             f"missing {sorted(missing) or 'rows'}")
+    x = np.sqrt(table["batch_size"].to_numpy(float) * table["context"].to_numpy(float))
+    predicted_t = float(np.log10(table["predicted_tokens"].iloc[0] / x[0]))
+    line_x = np.geomspace(x.min() / 1.3, x.max() * 1.3, 50)
+    fig = new_figure(5.5, 4.2)
+    ax = fig.subplots()
+    measured = table["onset_tokens_mean"].to_numpy(float)
+    has = np.isfinite(measured) & (measured > 0)
+    if has.any():
+        low = np.nan_to_num(measured - table["onset_tokens_ci95_low"].to_numpy(float), nan=0.0)
+        high = np.nan_to_num(table["onset_tokens_ci95_high"].to_numpy(float) - measured, nan=0.0)
+        ax.errorbar(x[has], measured[has], yerr=[low[has], high[has]], fmt="o", color="tab:blue", capsize=3,
+                    label=MEASURED_LABEL)
+        for xi, yi, b, c in zip(x[has], measured[has], table["batch_size"][has], table["context"][has]):
+            ax.annotate(f"B={b}, C={c}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+        fitted_t = float(np.nanmean(table["log10_T_implied"].to_numpy(float)[has]))
+        ax.plot(line_x, 10.0 ** fitted_t * line_x, color="tab:blue", ls="--", lw=1, label=FITTED_LABEL.format(t=fitted_t))
+    ax.plot(line_x, 10.0 ** predicted_t * line_x, color="black", lw=1.2, label=PREDICTED_LABEL.format(t=round(predicted_t, 2)))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("sqrt(batch size x context length)")
+    ax.set_ylabel("training tokens at the induction onset")
+    n_none = int((~has).sum())
+    ax.set_title("induction onset vs Aoyama et al. (2025)" + (f"; {n_none} config(s) without an onset" if n_none else ""),
+                 fontsize="small")
+    ax.legend(fontsize="x-small", loc="upper left")
+    return fig
+
+
+def plot_induction_scaling(table: pd.DataFrame, path: str | os.PathLike) -> Path:
+    with figure_style():
+        fig = build_scaling_figure(table)
     return save_figure(fig, path)

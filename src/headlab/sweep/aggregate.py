@@ -17,6 +17,7 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 | `sweep_importance.csv`, `sweep_importance_tau.csv` | only when runs hold `head_importance.parquet`: see `headlab.sweep.importance` |
 | `sweep_redundancy.csv`, `sweep_redundancy_runs.csv` | config (and run): near-duplicate head fraction at the last measurement, mean and 95% t-interval over seeds: see `headlab.sweep.redundancy` |
 | `sweep_prune.csv`, `sweep_prune_runs.csv` | (config, prune label) and (run, prune label): share of heads pruned, accuracy drop and measured speed-up of each job's `headlab-prune` (only when jobs hold prune.json): see `headlab.sweep.pruning` |
+| `induction_onsets.csv`, `induction_scaling.csv` (+ `figures/induction_scaling.png`) | config of LM runs: onsets with seed CIs (`headlab.sweep.induction`); onset tokens vs N = T sqrt(B C) when the runs span several (B, C) (`headlab.sweep.induction_scaling`) |
 | `figures/*.png` | see `headlab.plots.sweep` |
 | `<sweep_dir>/view.html` | with the figures: headlab-view's page of the sweep (`headlab.view`, docs/view.md) |
 
@@ -47,6 +48,7 @@ from headlab.sweep.division import write_division
 from headlab.sweep.domains import write_domain_accuracy
 from headlab.sweep.importance import final_importance, write_sweep_importance
 from headlab.sweep.induction import write_induction_onsets
+from headlab.sweep.induction_scaling import write_induction_scaling
 from headlab.sweep.interventions import write_intervention_effects
 from headlab.sweep.pruning import write_sweep_prune
 from headlab.sweep.redundancy import write_sweep_redundancy
@@ -127,6 +129,7 @@ def aggregate_sweep(
     result.written += write_sweep_redundancy(out, _by_config(usable), factor_tags)
     result.written += write_sweep_prune(out, _by_config(usable), factor_tags, figures)
     result.written += write_induction_onsets(out, _by_config(usable), tags)
+    result.written += write_induction_scaling(out, _by_config(usable), figures)
     if figures:
         from headlab.plots.sweep import write_sweep_figures  # plotting only when asked
 

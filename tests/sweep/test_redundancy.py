@@ -112,3 +112,26 @@ def test_aggregate_writes_the_tables(aggregated):
     per_run = pd.read_csv(out / "sweep_redundancy_runs.csv")
     assert per_run["job"].tolist() == [0, 1, 2, 5, 6] and (per_run["step"] == 40).all()
 
+
+
+def test_the_calibrated_bar_is_a_quantile_of_the_sweeps_pooled_pairs_and_flags_the_closer_config():
+    from headlab.sweep.redundancy import _calibrated, calibrated_bar
+
+    twins = [[[0.0, 0.05, 0.5, 0.5], [0.05, 0.0, 0.5, 0.5], [0.5, 0.5, 0.0, 0.06], [0.5, 0.5, 0.06, 0.0]]]
+    apart = [[[0.0, 0.4, 0.5, 0.5], [0.4, 0.0, 0.5, 0.5], [0.5, 0.5, 0.0, 0.45], [0.5, 0.5, 0.45, 0.0]]]
+    # 12 pairs pooled: 0.05, 0.06, 0.4, 0.45 and eight 0.5; numpy's linear quantile at 0.25 is 0.4375
+    bar = calibrated_bar([twins, apart], quantile=0.25)
+    assert bar == pytest.approx(np.quantile([0.05, 0.06, 0.4, 0.45] + [0.5] * 8, 0.25))
+    assert _calibrated(twins, bar) == (2.0, 0.5)   # two twin pairs: one head of each is redundant
+    assert _calibrated(apart, bar) == (1.0, 0.25)  # only the 0.4 pair lies under the bar
+    assert all(math.isnan(v) for v in _calibrated(twins, math.nan))
+
+
+def test_calibrated_columns_in_the_hand_made_sweep(aggregated):
+    result, _ = aggregated
+    runs = pd.read_csv(result.out_dir / "sweep_redundancy_runs.csv")
+    # every off-diagonal pair is at JS 0.4 at the last step (0.01 x step 40): the bar is 0.4 and, at
+    # complete linkage, every layer is one cluster: (n - 1) / n of the heads are redundant
+    assert runs["calibrated_js_bar"].tolist() == pytest.approx([0.4] * len(runs))
+    by_heads = runs.groupby("n_heads")["calibrated_duplicate_fraction"].unique()
+    assert by_heads[4].tolist() == pytest.approx([0.5]) and by_heads[8].tolist() == pytest.approx([0.75])

@@ -14,7 +14,7 @@ SCALES = ("quick", "cpu", "full")
 
 @dataclass
 class ReproduceCommand:
-    """`headlab-reproduce [run=true] [jobs=true] [scale=quick|full] [KEY=VALUE ...]`."""
+    """`headlab-reproduce [run=true] [jobs=true] [scale=quick|cpu|full] [KEY=VALUE ...]`."""
 
     run: bool = False  # run the sweeps and commands first (resumable), then report
     jobs: bool = False  # print the commands run=true would run at this scale and exit (= run + dry_run)

@@ -86,12 +86,18 @@ def test_per_run_reductions_of_the_head_table():
                                 ("b0", 0, "rope", ["local", "local", "long_range", "vertical"]),
                                 ("b1", 1, "rope", ["local", "previous_token", "long_range", "vertical"]))
         for h, role in enumerate(roles)])
-    spec = load_spec(SPECS / "c06_posenc.yaml").statistics["mixed_gain"]
+    spec = StatisticConfig(StatisticKind.paired_difference, a={"model.pos_encoding": "none"}, b={"model.pos_encoding": "rope"},
+                           column="final_role", reduce=Reduction.fraction_in, values=["mixed"])
     s = table_statistic(spec, heads)
     assert s.n == 2 and s.mean == pytest.approx(((1 - 0) + (0.75 - 0)) / 2)  # per seed: none minus rope
     distinct = StatisticConfig(StatisticKind.mean, where={"model.pos_encoding": "rope"}, column="final_role",
                                reduce=Reduction.distinct_per_layer)
     assert table_statistic(distinct, heads).mean == pytest.approx(3.5)
+    # the article's three types (C2): a run whose heads are all untyped has 0 types, and still counts
+    typed = load_spec(SPECS / "c02_split_roles.yaml").statistics["types"]
+    typed.where = {"model.pos_encoding": "none"}
+    found = table_statistic(typed, heads)
+    assert found.n == 2 and found.mean == pytest.approx((0 + 1) / 2)  # a0: all mixed; a1: one local head
     distinct.where = {"model.n_heads": 4}
     with pytest.raises(EvidenceMissing, match="no column 'model.n_heads'"):
         table_statistic(distinct, heads)

@@ -21,7 +21,8 @@ A per-run value is a column of ``sweep_runs.csv`` (usable runs only), or a reduc
 of the rows a run has in a per-head / per-layer table (``sweep_heads.csv``,
 ``sweep_layer_pairs.parquet``): ``mean``, ``median``, ``nan_fraction`` (heads that never settled),
 ``fraction_in`` (share of rows whose ``column`` is in ``values``), ``distinct_per_layer`` (number of
-different values of ``column`` in a layer, averaged over layers), ``last_step_mean`` (mean of
+different values of ``column`` in a layer, averaged over layers; with ``types``, of types, so a layer
+with no head of any type has 0), ``last_step_mean`` (mean of
 ``column`` over the rows of the run's last ``step``). ``exclude`` drops rows first
 (``{final_role: [mixed, broad]}``); ``metric`` keeps the rows of one ``metric`` (long tables).
 """
@@ -200,7 +201,11 @@ def _filtered(spec: StatisticConfig, rows: pd.DataFrame) -> pd.DataFrame:
         raise EvidenceMissing(f"the table has no column {spec.column!r}")
     if spec.types:
         kind = {str(v): name for name, members in spec.types.items() for v in members}
-        rows = rows.assign(**{spec.column: rows[spec.column].astype(str).map(kind)}).dropna(subset=[spec.column])
+        rows = rows.assign(**{spec.column: rows[spec.column].astype(str).map(kind)})
+        if spec.reduce is not Reduction.distinct_per_layer:
+            rows = rows.dropna(subset=[spec.column])
+        # distinct_per_layer keeps the rows of no type (NaN, which nunique does not count): a layer
+        # with none of the types has 0 of them, and a run with no typed head still counts
     if rows.empty:
         raise EvidenceMissing(f"no rows left for {spec.column!r} after the filters")
     return rows

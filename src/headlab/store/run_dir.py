@@ -329,16 +329,30 @@ class RunDir:
         candidates = [d / CONFIG_FILE for d in reversed(self.segment_dirs())] + [self.hydra_config_path]
         return next((p for p in candidates if p.is_file()), None)
 
-    def config(self) -> Any:
-        """The `config_path` file loaded as a plain DictConfig (interpolations kept, nothing instantiated)."""
-        from omegaconf import OmegaConf
+    def config(self, required: tuple[str, ...] = ()) -> Any:
+        """The `config_path` file loaded as a plain DictConfig (interpolations kept, nothing instantiated).
+        The ONE reader of a run's saved config: a missing or unreadable file, one that holds no mapping,
+        or one that lacks a `required` group (`data`, `model`) is a `DataError` naming the file, so every
+        command that reads saved configs says so in one line."""
+        import yaml
+        from omegaconf import DictConfig, OmegaConf
+        from omegaconf.errors import OmegaConfBaseException
 
         if not self.path.is_dir():
             raise DataError(self.path, "no such run directory")
         path = self.config_path
         if path is None:
             raise DataError(self.path, "not a headlab run directory (no segments/<n>/config.yaml or .hydra/config.yaml)")
-        return OmegaConf.load(path)
+        try:
+            cfg = OmegaConf.load(path)
+        except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as err:
+            raise DataError(path, f"the run's saved config cannot be read ({' '.join(str(err).split())[:200]})") from None
+        if not isinstance(cfg, DictConfig):
+            raise DataError(path, "the run's saved config is not a mapping of groups")
+        missing = [g for g in required if not OmegaConf.is_dict(cfg._get_node(g))]  # noqa: SLF001 - unresolved
+        if missing:
+            raise DataError(path, f"the run's saved config lacks the {', '.join(missing)} group(s) a training run records")
+        return cfg
 
     # --- the tables ------------------------------------------------------------------------------
     def table(self, name: str) -> pd.DataFrame:

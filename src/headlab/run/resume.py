@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, HeadlabError
 from headlab.run.history import experiment_settings, latest_settings, restore_first_hydra
 from headlab.store import RunDir
 
@@ -68,7 +68,7 @@ def find_resume(cfg: DictConfig, run_dir: Path) -> ResumePoint | None:
             _refuse_shape(last, differ)
         _refuse_pruned(last, checkpoint, model)
         _refuse_changed_settings(cfg, run_dir)
-    except ConfigError:
+    except HeadlabError:  # a refused setting, an unreadable saved one: .hydra/ back to the run's own
         restore_first_hydra(run_dir)
         raise
     return ResumePoint(str(last), int(checkpoint.get("global_step", 0)), saved)

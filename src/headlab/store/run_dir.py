@@ -354,6 +354,30 @@ class RunDir:
             raise DataError(path, f"the run's saved config lacks the {', '.join(missing)} group(s) a training run records")
         return cfg
 
+    def latest_settings(self) -> dict[str, Any] | None:
+        """The settings of the newest segment (`segments/<n>/resolved.json`, what resume compares);
+        None for a run from before segments were kept. An unreadable file is a `DataError` naming it."""
+        for segment in reversed(self.segment_dirs()):
+            path = segment / SEGMENT_SETTINGS
+            if path.is_file():
+                return self._json_object(path, "the run's saved settings")
+        return None
+
+    def segment_infos(self) -> list[dict[str, Any]]:
+        """`segment.json` of every segment, oldest first; an unreadable one is a `DataError` naming it."""
+        return [self._json_object(s / SEGMENT_INFO, "the run's segment record") for s in self.segment_dirs()
+                if (s / SEGMENT_INFO).is_file()]
+
+    @staticmethod
+    def _json_object(path: Path, what: str) -> dict[str, Any]:
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise DataError(path, f"{what} cannot be read ({' '.join(str(err).split())[:200]})") from None
+        if not isinstance(loaded, dict):
+            raise DataError(path, f"{what} is not a JSON object")
+        return loaded
+
     # --- the tables ------------------------------------------------------------------------------
     def table(self, name: str) -> pd.DataFrame:
         """A per-run table: a dataset folder through `store.read_table` (sorted), a single parquet file

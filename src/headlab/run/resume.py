@@ -75,11 +75,12 @@ def find_resume(cfg: DictConfig, run_dir: Path) -> ResumePoint | None:
 
 
 def finished_run(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
-    """`resume=auto` on a run that already completed with exactly these settings: its summary, so a
-    re-launched sweep (make reproduce-quick, a requeued array) skips it instead of training again.
-    None when anything is left to do: no completed summary, unknown or changed settings, or more
-    epochs / steps asked for (that is a resume)."""
-    if cfg.get("resume") != "auto":
+    """`resume=auto` (or `resume=true`) on a run that already completed with exactly these settings: its
+    summary, so a re-launched sweep (make reproduce-quick, a requeued array) skips it instead of training
+    again, and nothing is appended (a resumed fit of a finished run would log its final val and test
+    rows to metrics.csv a second time). None when anything is left to do: no completed summary,
+    unknown or changed settings, or more epochs / steps asked for (that is a resume)."""
+    if cfg.get("resume") not in ("auto", True):
         return None
     summary = RunDir(run_dir).summary
     if summary.get("status") != "completed" or latest_settings(run_dir) is None:

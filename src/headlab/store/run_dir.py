@@ -280,11 +280,14 @@ class RunDir:
         """The file of the summary's `best_checkpoint` name in this run's `checkpoints/` (the run dir may
         have moved), else that path when it lies inside this run dir; None otherwise."""
         best = self.summary.get("best_checkpoint")
-        if not best:
-            return None
-        # only a file inside this run dir: a copied or moved run's summary may still name the original's
-        # absolute path, and loading another run's checkpoint through it would be silently wrong
-        for candidate in (self.checkpoints_dir / Path(best).name, Path(best)):
+        return self.own_checkpoint(best) if best else None
+
+    def own_checkpoint(self, recorded: str | os.PathLike) -> Path | None:
+        """A checkpoint path a run recorded (summary.json, a checkpoint's callback state), as this run's
+        own file: the same name in `checkpoints/`, else the path itself when it lies inside this run dir;
+        None otherwise. A copied or moved run's records still name the original's absolute paths, and
+        loading another run's checkpoint through them would be silently wrong."""
+        for candidate in (self.checkpoints_dir / Path(recorded).name, Path(recorded)):
             if candidate.is_file() and candidate.resolve().is_relative_to(self.path.resolve()):
                 return candidate
         return None

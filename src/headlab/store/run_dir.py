@@ -168,6 +168,22 @@ class RunDir:
         """Where headlab-prune saves the network pruned under `label`."""
         return self.pruned_dir / f"{label}{CHECKPOINT_SUFFIX}"
 
+    def relative(self, path: str | os.PathLike) -> str:
+        """`path` as recorded inside the run dir: relative to it when it lies inside (`checkpoints/last.ckpt`),
+        so the record works from any directory and after the run dir moves; else absolute."""
+        resolved = Path(path).resolve()
+        root = self.path.resolve()
+        return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(resolved)
+
+    def recorded_path(self, recorded: str | os.PathLike) -> Path:
+        """A path a record of this run holds, as a file to open: absolute as is; relative, against the run
+        dir (`relative` wrote it), else, for a record from before, against the working directory."""
+        path = Path(recorded)
+        if path.is_absolute() or not (self.path / path).exists() and path.exists():
+            return path
+        return self.path / path
+
+
     @property
     def doctor_report_path(self) -> Path:
         return self.path / DOCTOR_REPORT
@@ -418,3 +434,8 @@ def _one_per_step(files: list[RunCheckpointFile]) -> list[RunCheckpointFile]:
     for f in sorted(files, key=lambda f: (f.step, f.path.name != LAST_CHECKPOINT)):
         by_step.setdefault(f.step, f)
     return [by_step[s] for s in sorted(by_step)]
+
+
+def run_dir_of_pruned(pruned: str | os.PathLike) -> RunDir:
+    """The run dir a `pruned/<label>.ckpt` file belongs to."""
+    return RunDir(Path(pruned).parent.parent)

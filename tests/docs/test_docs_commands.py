@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.test_readme_commands import TRAIN_TINY, _run, scratch  # noqa: F401 - scratch: the fixture
+from tests.docs.test_readme_commands import TRAIN_TINY, _run, scratch, sweep_firsts  # noqa: F401 - scratch: the fixture
 
 pytestmark = pytest.mark.slow  # real commands, a few minutes per page
 
@@ -58,16 +58,6 @@ PAGES = {p.name: doc_commands(p.read_text(encoding="utf-8")) for p in sorted((RO
 PAGES = {name: commands for name, commands in PAGES.items() if commands}
 
 
-def _sweep_firsts(args: list[str], given: list[str]) -> list[str]:
-    """`key=first` for each sweeper parameter the command's config sweeps and the command line (`given`) does not set."""
-    from headlab.config.overrides import compose_train
-
-    cfg = compose_train([a for a in args if "=" in a and not a.startswith("-")], return_hydra_config=True)
-    given = {a.split("=", 1)[0].lstrip("+~") for a in given if "=" in a}
-    params = dict(cfg.hydra.sweeper.params or {})
-    return [f"{key}={str(value).split(',')[0]}" for key, value in params.items() if key not in given]
-
-
 def _argv(command: str, run: Path) -> list[str]:
     for placeholder in PLACEHOLDERS:
         command = command.replace(placeholder, str(run))
@@ -80,7 +70,7 @@ def _argv(command: str, run: Path) -> list[str]:
         if multirun:
             distill = Path(args[0]).name == "headlab-distill"  # composed as headlab-distill does: +distill=default
             train_args = ["+distill=default", *[a for a in args[1:] if not a.startswith("teacher=")], "teacher=x"] if distill else args[1:]
-            args += _sweep_firsts(train_args, args[1:])
+            args += sweep_firsts(train_args, args[1:])
             args = [a for a in args if a != "hydra/launcher=joblib"]  # one job: no pool of workers to start
     return args
 

@@ -85,7 +85,11 @@ def finished_run(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     summary = RunDir(run_dir).summary
     if summary.get("status") != "completed" or latest_settings(run_dir) is None:
         return None
-    return None if _changed_settings(cfg, run_dir, extendable=False) else summary
+    if _changed_settings(cfg, run_dir, extendable=False):
+        return None
+    if cfg.get("resume") is True:
+        find_resume(cfg, run_dir)  # resume=true still refuses a last.ckpt of another network (a pruned one)
+    return summary
 
 
 def _refuse_changed_settings(cfg: DictConfig, run_dir: Path) -> None:

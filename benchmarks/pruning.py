@@ -46,11 +46,13 @@ def build_pair(args: argparse.Namespace) -> tuple[nn.Module, nn.Module]:
 def load_pair(path: str) -> tuple[nn.Module, nn.Module]:
     """A headlab-prune checkpoint and the unpruned checkpoint it names in `pruned_from`."""
     from headlab.lit.checkpointing import load_checkpoint, load_network
+    from headlab.store.run_dir import run_dir_of_pruned
 
     source = load_checkpoint(path).get("pruned_from")
     if not source:
         raise SystemExit(f"{path}: not a headlab-prune checkpoint (no 'pruned_from')")
-    return load_network(source), load_network(path)
+    # recorded relative to the run dir (checkpoints/last.ckpt): works from any directory
+    return load_network(run_dir_of_pruned(path).recorded_path(source)), load_network(path)
 
 
 def measure(full: nn.Module, pruned: nn.Module, args: argparse.Namespace, seq: int, vocab: int) -> dict[str, Any]:

@@ -18,15 +18,44 @@ from headlab.config.overrides import check_overrides
 from headlab.errors import ConfigError
 
 
-def test_an_unknown_key_is_one_line_with_hydras_advice():
+def test_an_unknown_key_is_one_line_listing_the_keys_never_advising_plus():
     with pytest.raises(ConfigError) as info:
         check_overrides(["data=synthetic", "foo=1"])
-    assert str(info.value) == ("invalid config foo='1': expected an override Hydra accepts "
-                               "(Could not override 'foo'. To append to your config use +foo=1)")
+    message = str(info.value)
+    assert message.startswith("invalid config foo=1: expected a key of the config (one of module, seed, resume,")
+    assert "+foo" not in message  # Hydra's advice: +foo=1 would add a key no code reads
+
+
+@pytest.mark.parametrize("override, message", [
+    ("seeed=1", "invalid config seeed=1: expected a key of the config (did you mean seed?)"),
+    ("trainer.max_epoch=3", "invalid config trainer.max_epoch=3: expected a key of trainer (did you mean max_epochs?)"),
+])
+def test_a_key_typo_suggests_the_close_key_not_plus(override, message):
+    with pytest.raises(ConfigError) as info:
+        check_overrides(["data=synthetic", override])
+    assert str(info.value) == message  # on the parent commit: "... +seeed=... adds a new key" / "use +trainer.max_epoch=3"
+
+
+@pytest.mark.parametrize("override, message", [
+    ("+foo=1", "invalid config foo=1: expected a key of the config (one of "),
+    ("++foo=1", "invalid config foo=1: expected a key of the config (one of "),
+    ("+seeed=1", "invalid config seeed=1: expected a key of the config (did you mean seed?)"),
+    ("+model.n_head=2", "invalid config model.n_head=2: expected a key of model (did you mean n_heads?)"),
+])
+def test_a_key_added_with_plus_must_be_a_key_the_config_knows(override, message):
+    with pytest.raises(ConfigError) as info:
+        check_overrides(["data=synthetic", override])  # on the parent commit: accepted silently
+    assert str(info.value).startswith(message)
+
+
+def test_plus_still_selects_a_group_and_sets_its_keys():
+    check_overrides(["data=synthetic", "+distill=default", "teacher=x"])
+    check_overrides(["data=synthetic", "+distill=logits", "+teacher=x"])  # teacher: a key distill/ adds
+    check_overrides(["data=synthetic", "++seed=3", "+hydra.job.env_set.FOO=1", "+data.train_labels=10"])
 
 
 def test_a_misspelt_nested_key_is_named():
-    with pytest.raises(ConfigError, match=r"^invalid config trainer\.max_epoch='3'"):
+    with pytest.raises(ConfigError, match=r"^invalid config trainer\.max_epoch=3"):
         check_overrides(["trainer.max_epoch=3"])
 
 
@@ -77,7 +106,7 @@ def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("overrides, first_words", [
-    (["data=synthetic", "foo=1"], "invalid config foo='1'"),
+    (["data=synthetic", "foo=1"], "invalid config foo=1"),
     (["callbacks.head_metrics.query_tokens=[的,！]"], "invalid config callbacks.head_metrics.query_tokens="),
     (["data=files"], "invalid config data.files.train='???'"),
     (["data=synthetic", "trainer.max_epochs=abc"], "invalid config trainer.max_epochs='abc'"),

@@ -20,9 +20,9 @@ EXPECTED = {
     "headlab-train": ("seed", "model.n_head=3", "did you mean n_heads"),
     "headlab-distill": ("distill", "model.n_head=3", "headlab-distill: error: invalid config model.n_head=3"),
     "headlab-aggregate": ("figures", "figure=false", "figures"),
-    "headlab-importance": ("importance", "importance.batchsize=3", "importance.batch_size"),
-    "headlab-prune": ("prune", "prune.max_dorp=0.1", "prune.max_drop"),
-    "headlab-analyze-hf": ("measure", "measure.map_lenn=8", "measure.map_len"),
+    "headlab-importance": ("importance", "importance.batchsize=3", "key of importance (did you mean batch_size?)"),
+    "headlab-prune": ("prune", "prune.max_dorp=0.1", "key of prune (did you mean max_drop?)"),
+    "headlab-analyze-hf": ("measure", "measure.map_lenn=8", "key of measure (did you mean map_len?)"),
     "headlab-doctor": ("plan", "optim.lrr=0.1", "did you mean lr"),
     "headlab-reproduce": ("scale", "lanse=2", "lanes"),
     "headlab-view": ("path", "pth=runs/a", "did you mean path"),
@@ -50,3 +50,20 @@ def test_help_and_cfg_job_and_a_misspelt_key(script, tmp_path):
     lines = wrong.stderr.strip().splitlines()
     assert wrong.returncode == 2 and len(lines) == 1 and close in lines[0], wrong.stderr[-800:]
     assert not any(tmp_path.iterdir()) or set(p.name for p in tmp_path.iterdir()) <= {"logs"}
+
+
+ADDED = {  # a key added with `+` that the command does not know, and the key it is close to
+    "headlab-train": ("+seeed=1", "seed"), "headlab-distill": ("+teachr=x", "teacher"),
+    "headlab-aggregate": ("+figurs=false", "figures"), "headlab-importance": ("+checkpont=all", "checkpoint"),
+    "headlab-prune": ("+prun=1", "prune"), "headlab-analyze-hf": ("+measur=1", "measure"),
+    "headlab-doctor": ("+seeed=1", "seed"), "headlab-reproduce": ("+lanse=2", "lanes"), "headlab-view": ("+pth=x", "path"),
+}
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_a_key_added_with_plus_is_refused_naming_the_close_key(script, tmp_path):
+    added, close = ADDED[script]
+    wrong = run(script, added, cwd=tmp_path)  # on the parent commit: accepted silently (or another key's complaint)
+    lines = wrong.stderr.strip().splitlines()
+    assert wrong.returncode == 2 and len(lines) == 1, wrong.stderr[-800:]
+    assert f"invalid config {added[1:].split('=')[0]}=" in lines[0] and f"did you mean {close}?" in lines[0], lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -27,7 +28,7 @@ def trained(tmp_path_factory, compose_tiny):
 def test_pruned_checkpoint_is_smaller_by_the_removed_slices_and_equals_gating(run_copy):
     assert main([str(run_copy), "prune.ranking=gradient", "prune.fraction_per_step=0.5", "prune.max_drop=1.0"]) == 0
     report = json.loads((run_copy / "prune.json").read_text())["gradient-ft0"]
-    pruned = load_network(report["pruned_checkpoint"])
+    pruned = load_network(run_copy / report["pruned_checkpoint"])
     original = load_network(run_copy / "checkpoints" / "last.ckpt")
     assert pruned.heads_per_layer == [1, 1]  # max_drop 1.0: pruned down to one head per layer
 
@@ -86,5 +87,23 @@ def test_fine_tune_changes_weights_but_keeps_the_pruned_shape(run_copy):
     assert main([str(run_copy), "prune.ranking=random", "prune.fraction_per_step=0.5", "prune.max_drop=1.0",
                  "prune.finetune_steps=2", "prune.figures=false"]) == 0
     report = json.loads((run_copy / "prune.json").read_text())["random-ft2"]
-    pruned = load_network(report["pruned_checkpoint"])
+    pruned = load_network(run_copy / report["pruned_checkpoint"])
     assert sum(pruned.heads_per_layer) == 8 - len(report["heads_removed"])
+
+
+def test_the_pruned_checkpoint_records_paths_that_work_from_any_directory(run_copy, tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))  # benchmarks/ is not installed
+    from benchmarks.pruning import load_pair
+
+    monkeypatch.chdir(run_copy.parent)
+    assert main([run_copy.name, "prune.ranking=random", "prune.max_drop=1.0", "prune.speedup=false",
+                 "prune.figures=false"]) == 0  # a relative run dir, as a user types it
+    report = json.loads((run_copy / "prune.json").read_text())["random-ft0"]
+    # on the parent commit: "run/checkpoints/last.ckpt", valid only from the folder the command ran in
+    assert report["checkpoint"] == "checkpoints/last.ckpt" and report["pruned_checkpoint"] == "pruned/random-ft0.ckpt"
+    moved = Path(shutil.move(str(run_copy), str(tmp_path / "elsewhere" / "run")))
+    monkeypatch.chdir(tmp_path)
+    full, pruned = load_pair(str(moved / report["pruned_checkpoint"]))
+    assert sum(full.heads_per_layer) == 8 and sum(pruned.heads_per_layer) < 8

@@ -133,3 +133,40 @@ def test_val_domain_unknown_to_train_is_kept_and_counted(write_file):
     assert splits["val"].stats["unknown_domain"] == 2
     assert "unknown_domain" not in splits["train"].stats
 
+
+
+_ROWS = "".join(f"text {i},{'ab'[i % 2]}\n" for i in range(40))
+
+
+def test_an_unclosed_quote_is_a_csv_problem_on_its_line(write_file):
+    path = write_file("quote.csv", "text,label\n" + _ROWS[:_ROWS.index("text 20")] + '"never closed,a\n'
+                      + _ROWS[_ROWS.index("text 20"):])
+    message = _error(path)  # on the parent commit: "line 62: 'label' must be ... got None", the rest one text
+    assert "malformed CSV at line 22" in message and "never closes" in message
+
+
+def test_a_row_with_more_fields_than_the_header_is_a_csv_problem(write_file):
+    message = _error(write_file("extra.csv", "text,label\n" + _ROWS[:30] + "a, b, unquoted,a\n"))  # silently kept
+    assert "malformed CSV at line" in message and "4 field(s) where the header has 2 (text, label)" in message
+
+
+def test_a_long_field_is_read_whole_and_truncated_when_encoded(write_file):
+    from headlab.data import TextDataModule
+
+    long_text = "长" * 200_000  # above the csv module's default 131,072-character field limit
+    path = write_file("long.csv", "text,label\n" + _ROWS + f"{long_text},a\n")
+    assert long_text in load_files(path).texts  # on the parent commit: "field larger than field limit (131072)"
+    dm = TextDataModule(source="files", files={"train": str(path)}, max_len=16, val_fraction=0.25, test_fraction=0.25)
+    dm.setup()
+    assert max(len(ids) for split in dm._data().splits.values() for ids in split.input_ids) <= 16
+
+
+def test_data_too_small_to_split_names_the_split_sizes(write_file):
+    from headlab.data import TextDataModule
+
+    dm = TextDataModule(source="files", files={"train": str(write_file("small.csv", "text,label\nx,a\ny,b\nz,a\n"))})
+    with pytest.raises(DataError) as info:
+        dm.setup()  # before 756cf99: "expected an integer in [1, 0]" for data.probe_size
+    message = str(info.value)
+    assert "val split is empty (splits: 3 train, 0 val, 0 test rows" in message and "too small" in message
+    assert "probe_size" not in message

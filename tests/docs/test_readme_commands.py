@@ -25,7 +25,17 @@ ROOT = Path(__file__).parents[2]
 SKIPPED = ("make demo", "make test", "make reproduce")
 TRAIN_TINY = ["trainer.max_steps=3", "trainer.limit_val_batches=2", "trainer.limit_test_batches=2",
               "trainer.enable_progress_bar=false", "callbacks.progress_bar=null", "callbacks.head_metrics.figures=false"]
-SWEEP_TINY = ["model.n_heads=2"]  # one job per seed: command-line values win over the sweep's params
+
+
+def sweep_firsts(args: list[str], given: list[str]) -> list[str]:
+    """`key=first` for each sweeper parameter the config of `args` sweeps and the command line (`given`)
+    does not set: command-line values win over a sweep's params, so the sweep is one job."""
+    from headlab.config.overrides import compose_train
+
+    cfg = compose_train([a for a in args if "=" in a and not a.startswith("-")], return_hydra_config=True)
+    set_here = {a.split("=", 1)[0].lstrip("+~") for a in given if "=" in a}
+    params = dict(cfg.hydra.sweeper.params or {})
+    return [f"{key}={str(value).split(',')[0]}" for key, value in params.items() if key not in set_here]
 
 
 def readme_commands(text: str) -> list[str]:
@@ -46,14 +56,15 @@ COMMANDS = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
 def _argv(command: str, run: Path | None) -> list[str]:
     """The command as this test runs it: the venv's scripts, tiny overrides, the placeholders filled."""
     args = shlex.split(command.replace("logs/runs/<run>", str(run) if run else "<run>"))
-    if args[0] == "make":  # make sweep: the venv exists already (-o: do not rebuild it), tiny jobs through ARGS
+    if args[0] == "make":  # make sweep: the venv exists already (-o: do not rebuild it), one tiny job through ARGS
+        sweep = next(a.split("=", 1)[1] for a in args if a.startswith("SWEEP="))
         return ["make", "-o", ".venv/.installed", f"BIN={Path(sys.executable).parent}", *args[1:],
-                f"ARGS={' '.join(TRAIN_TINY + SWEEP_TINY + ['seed=0'])}"]
+                f"ARGS={' '.join(TRAIN_TINY + sweep_firsts([f'sweep={sweep}'], []))}"]
     args[0] = str(Path(sys.executable).parent / Path(args[0]).name)
     if Path(args[0]).name == "headlab-train":
         multirun = "-m" in args
         args = [re.sub(r"^(seed)=([^,]+),.*$", r"\1=\2", a) if multirun else a for a in args]
-        args += TRAIN_TINY + (SWEEP_TINY if multirun else [])
+        args += TRAIN_TINY + (sweep_firsts(args[1:], args[1:]) if multirun else [])
     return args
 
 

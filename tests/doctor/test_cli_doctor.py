@@ -118,3 +118,23 @@ def test_neither_both_nor_a_misspelt_key_runs(tmp_path, capsys):
         assert main(args) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("headlab-doctor: error: ") and expected in err, (args, err)
+
+
+def test_a_corrupt_table_part_is_a_failure_not_an_ok_run(tmp_path, capsys):
+    run = _write_run(tmp_path / "run")
+    part = sorted((run / HEAD_PAIRS).glob("part-*.parquet"))[1]
+    part.write_bytes(part.read_bytes()[: len(part.read_bytes()) // 2])  # truncated, as a full disk leaves it
+    assert main([str(run)]) == 1  # on the parent commit: exit 0, "ok", the pair checks quietly not measured
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"{run}: fail"
+    assert "run_files" in out and f"{HEAD_PAIRS}/{part.name}" in out and "cannot be read" in out
+    assert json.loads((run / "doctor.json").read_text())["worst"] == "fail"
+
+
+def test_an_unreadable_saved_config_is_a_failure_in_one_line(tmp_path, capsys):
+    run = _write_run(tmp_path / "run")
+    (run / ".hydra" / "config.yaml").write_text("model: [unclosed\n")
+    assert main([str(run)]) == 1  # on the parent commit: exit 0, the settings checks reading {}
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if "run_files" in l)
+    assert "config.yaml" in line and "saved config cannot be read" in line

@@ -60,3 +60,14 @@ def test_a_summary_never_points_a_run_at_another_runs_checkpoint(tmp_path):
 def test_reproduce_reports_are_ignored_by_git():
     ignored = (Path(__file__).parents[2] / ".gitignore").read_text().splitlines()
     assert "/reports/" in ignored
+
+
+def test_a_recorded_checkpoint_path_resolves_to_the_runs_own_copy(tmp_path):
+    original = _run_with_best(tmp_path / "a", tmp_path / "a" / "checkpoints" / "best-epoch00-step000010.ckpt", last=True)
+    (original / "checkpoints" / "best-epoch00-step000010.ckpt").write_bytes(b"a's weights")
+    import shutil
+
+    moved = Path(shutil.copytree(original, tmp_path / "b"))
+    recorded = str(original / "checkpoints" / "best-epoch00-step000010.ckpt")  # what a's callback state and summary hold
+    assert RunDir(moved).own_checkpoint(recorded) == moved / "checkpoints" / "best-epoch00-step000010.ckpt"
+    assert RunDir(moved).own_checkpoint(str(tmp_path / "elsewhere.ckpt")) is None

@@ -9,7 +9,6 @@ the typed object (`OmegaConf.to_object`), so the schema's `__post_init__` range 
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -82,6 +81,7 @@ def compose_command(config_name: str, overrides: Sequence[str], config_module: s
     from hydra import compose, initialize_config_module
 
     from headlab.config import register_configs
+    from headlab.config.overrides import compose_checked
 
     register_configs()
     with initialize_config_module(config_module, version_base="1.3"):
@@ -94,7 +94,7 @@ def check_command_line(config_name: str, args: list[str], config_module: str = C
     """The overrides composed (and typed) before Hydra starts: each value of a `-m` sweep too."""
     from hydra import compose, initialize_config_module
 
-    from headlab.config.overrides import override_args, parse_override, refuse_sweeps_without_multirun
+    from headlab.config.overrides import compose_checked, override_args, parse_override, refuse_sweeps_without_multirun
 
     overrides = override_args(args)
     parsed = [parse_override(o) for o in overrides]
@@ -109,67 +109,11 @@ def check_command_line(config_name: str, args: list[str], config_module: str = C
             typed(compose_checked(compose, config_name, job))
 
 
-def compose_checked(compose: Callable[..., Any], config_name: str, overrides: list[str]) -> Any:
-    """`compose`, with Hydra's multi-line composition errors turned into one ConfigError naming the override."""
-    from hydra.errors import HydraException, MissingConfigException
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        return compose(config_name, overrides=overrides)
-    except MissingConfigException as err:
-        group = next((o.partition("=") for o in overrides if f"'{o.partition('=')[0].lstrip('+~')}/" in str(err)), None)
-        if group is not None and err.options:
-            raise ConfigError(group[0].lstrip("+~"), group[2], f"one of {', '.join(sorted(err.options))}") from None
-        raise ConfigError("config", " ".join(overrides), _flatten(err)) from None
-    except (HydraException, OmegaConfBaseException) as err:
-        raise _override_error(compose, config_name, overrides, err) from None
-
-
-def _override_error(compose: Callable[..., Any], config_name: str, overrides: list[str], err: Exception) -> ConfigError:
-    """Which override broke the composition, and what it may be instead (close keys, the expected type)."""
-    from omegaconf import DictConfig, OmegaConf
-
-    base = compose(config_name, overrides=[])
-    cause = err.__cause__ or err
-    for override in overrides:
-        key, _, value = override.partition("=")
-        bare = key.lstrip("+~")
-        if f"'{bare}'" not in str(err) and f"full_key: {bare}" not in str(err) and bare != str(getattr(cause, "full_key", "")):
-            continue
-        parent, _, leaf = bare.rpartition(".")
-        node = OmegaConf.select(base, parent) if parent else base
-        if isinstance(node, DictConfig) and leaf not in node:
-            keys = sorted(str(k) for k in node.keys())
-            close = difflib.get_close_matches(leaf, keys, n=1)
-            hint = f"did you mean {parent + '.' if parent else ''}{close[0]}? " if close else ""
-            return ConfigError(bare, value, f"a setting of {parent or config_name}: {hint}(one of {', '.join(keys)})")
-        return ConfigError(bare, value, expected_type(cause))
-    return ConfigError("overrides", " ".join(overrides), _flatten(err))
-
-
-_TYPE_WORDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "String": "text"}
-
-
-def expected_type(err: BaseException) -> str:
-    """OmegaConf's "Value 'x' of type 'str' could not be converted to Integer" as "an integer"."""
-    text = first_line(err)
-    if "is not a valid bool" in text:
-        return "true or false"
-    for word, phrase in _TYPE_WORDS.items():
-        if text.endswith(f"converted to {word}"):
-            return phrase
-    return text
-
-
 def _multirun() -> bool:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-def _flatten(err: BaseException) -> str:
-    return " ".join(line.strip() for line in str(err).strip().splitlines() if line.strip())
 
 
 def positional_args(args: Sequence[str], positional: str | None, flags: dict[str, str] | None = None, *,

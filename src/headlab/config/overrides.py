@@ -7,13 +7,14 @@ job of a sweep is composed and validated, so one bad value cannot stop a sweep h
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from headlab.config import register_configs
-from headlab.config.messages import first_line, schema_error
-from headlab.config.train_schema import TrainKeys
+from headlab.config.messages import first_line, schema_error, schema_fields, unknown_key
+from headlab.config.train_schema import ADDED_KEYS, TrainKeys
 from headlab.config.validate import validate_config
 from headlab.errors import ConfigError
 
@@ -102,13 +103,13 @@ def _check_composed(overrides: list[str], parsed: list[Any], multirun: bool) -> 
     register_configs()
     with initialize_config_module("headlab.conf", version_base="1.3"):
         base = [_single(o, p) for o, p in zip(overrides, parsed)]
-        cfg = _compose(compose, base, overrides)
+        cfg = compose_checked(compose, "train", base, return_hydra_config=True)
         if not multirun:
             return
         sweeps = _sweeps(parsed, cfg)
         jobs = [base] + [_replace(base, key, value) for key, values in sweeps.items() for value in values[1:]]
         for job in jobs:
-            job_cfg = cfg if job is base else _compose(compose, job, overrides)
+            job_cfg = cfg if job is base else compose_checked(compose, "train", job, return_hydra_config=True)
             if sweeps:
                 validate_config(job_cfg)
 
@@ -145,56 +146,121 @@ def compose_train(overrides: list[str], *, return_hydra_config: bool = False) ->
 
     register_configs()
     with initialize_config_module("headlab.conf", version_base="1.3"):
-        return _compose(compose, overrides, overrides, return_hydra_config)
+        return compose_checked(compose, "train", overrides, return_hydra_config=return_hydra_config)
 
 
-def _compose(compose: Any, overrides: list[str], original: list[str], return_hydra_config: bool = True) -> DictConfig:
-    """`compose`, with Hydra's multi-line composition errors condensed to one ConfigError: a
-    schema's (wrong type, unknown key) naming what it allows, any other with Hydra's own words."""
+def compose_checked(compose: Any, config_name: str, overrides: list[str], *,
+                    return_hydra_config: bool = False) -> DictConfig:
+    """`compose`, with Hydra's multi-line composition errors condensed to one ConfigError naming the
+    override: a group option it lacks (naming the options), a key no node has (naming the close key,
+    never Hydra's advice to add it with `+`), a value of the wrong type (what the schema allows), any
+    other with Hydra's own words. Keys added with `+` must be keys the config knows. The ONE
+    translator of composition errors: headlab-train and every `run_app` command use it."""
+    from hydra.errors import MissingConfigException
+
     try:
-        return compose("train", overrides=overrides, return_hydra_config=return_hydra_config)
+        cfg = compose(config_name, overrides=overrides, return_hydra_config=return_hydra_config)
     except ConfigError:
         raise
+    except MissingConfigException as err:
+        group = next((o.partition("=") for o in overrides if f"'{o.partition('=')[0].lstrip('+~')}/" in str(err)), None)
+        if group is not None and err.options:
+            raise ConfigError(group[0].lstrip("+~"), group[2], f"one of {', '.join(sorted(err.options))}") from None
+        raise ConfigError("config", " ".join(overrides), flatten(err)) from None
     except Exception as err:
-        cause: BaseException | None = err
-        while cause is not None:
-            mistake = schema_error(cause, _values(overrides), lambda path: _schema_at(compose, overrides, path))
-            if mistake is not None:
-                raise mistake from None
-            cause = cause.__cause__ or cause.__context__
-        message = " ".join(line.strip() for line in str(err).strip().splitlines() if line.strip())
-        key, value = _culprit(message, overrides or original)
-        close = _close_root_key(compose, key, message)
-        if close:
-            raise ConfigError(key, value, f"a key of the config (did you mean {close}? +{key}=... adds a new key)") from None
-        raise ConfigError(key, value, f"an override Hydra accepts ({message})") from None
+        raise _composition_error(compose, config_name, overrides, err) from None
+    refuse_unknown_added_keys(compose, config_name, overrides)
+    return cfg
 
 
-def _close_root_key(compose: Any, key: str, message: str) -> str | None:
-    """For a top-level key Hydra cannot override (a typo of `seed`, `threads`, a group name...), the
-    closest key or group of train.yaml: more use than Hydra's advice to add it with `+`."""
-    import difflib
+def _composition_error(compose: Any, config_name: str, overrides: list[str], err: Exception) -> ConfigError:
+    cause: BaseException | None = err
+    while cause is not None:
+        mistake = schema_error(cause, _values(overrides), lambda path: _schema_at(compose, config_name, overrides, path))
+        if mistake is not None:
+            return mistake
+        cause = cause.__cause__ or cause.__context__
+    message = flatten(err)
+    key, value = _culprit(message, overrides)
+    if key != "overrides":
+        base = _base(compose, config_name, [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key])
+        unknown = unknown_key_at(base, key, _values(overrides).get(key, value)) if base is not None else None
+        if unknown is not None:
+            return unknown
+        typed = expected_type(err.__cause__ or err)
+        if typed != first_line(err.__cause__ or err):
+            return ConfigError(key, value, typed)
+    return ConfigError(key, value, f"an override Hydra accepts ({message})")
 
-    if "." in key or "Could not override" not in message:
+
+def refuse_unknown_added_keys(compose: Any, config_name: str, overrides: list[str]) -> None:
+    """`+foo=1` (`++foo=1`) adds a key Hydra accepts silently and no code reads: refused, naming the
+    close key, at the top level and in every node a schema types (the keys a schema declares, and
+    the options ADDED_KEYS lets it take). Group selections (`+distill=default`), `hydra.*` and the
+    nodes of a `_target_` without a schema (validate_config checks their signature) are left alone."""
+    added = {o.split("=", 1)[0].lstrip("+"): o.partition("=")[2] for o in overrides if o.startswith("+") and "=" in o}
+    keys = [k for k in added if not k.startswith("hydra") and "/" not in k and "@" not in k]
+    if not keys:
+        return
+    from hydra.core.global_hydra import GlobalHydra
+
+    loader = GlobalHydra.instance().config_loader()
+    keys = [k for k in keys if "." in k or not loader.get_group_options(k, config_name=config_name)]
+    if not keys:
+        return  # group selections (+distill=default)
+    others = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in keys]
+    base = _base(compose, config_name, others, return_hydra_config=True)
+    if base is None:
+        return  # the other overrides fail to compose: each reports itself
+    from omegaconf import OmegaConf
+
+    groups = [str(g) for g in OmegaConf.select(base, "hydra.runtime.choices", default={}) if "/" not in str(g)
+              and not str(g).startswith("hydra")]  # the config's own groups: +distill=default selects one
+    values = _values(overrides)
+    for key in keys:
+        parent, _, leaf = key.rpartition(".")
+        if not parent:
+            unknown = unknown_key_at(base, key, values.get(key, added[key]), extra=groups)
+            if unknown is not None:
+                raise unknown
+            continue
+        node = OmegaConf.select(base, parent)
+        schema = OmegaConf.get_type(node) if OmegaConf.is_dict(node) else None
+        if not dataclasses.is_dataclass(schema) or leaf in node.keys():
+            continue  # no schema (a `_target_`'s node: validate_config checks its signature), or a known key
+        options = next((extra for kind, extra in ADDED_KEYS if issubclass(schema, kind)), None)
+        allowed = [*schema_fields(schema), *(schema_fields(options) if options else {})]
+        if leaf not in allowed:
+            raise unknown_key(key, values.get(key, added[key]), allowed)
+
+
+def unknown_key_at(base: DictConfig, key: str, value: Any, extra: Any = ()) -> ConfigError | None:
+    """`key` absent from the composed `base`: a ConfigError naming its parent's close key; None when present."""
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(base, parent) if parent else base
+    if not isinstance(node, DictConfig) or leaf in node.keys():  # `in node` is False for a ??? value
         return None
-    try:
-        known = [str(k) for k in compose("train", overrides=[]).keys()]
-    except Exception:  # noqa: BLE001 - the base config itself fails: Hydra's words are all we have
-        return None
-    close = difflib.get_close_matches(key, known, n=1)
-    return close[0] if close else None
+    known = list(dict.fromkeys([str(k) for k in node.keys() if str(k) != "hydra"] + list(extra)))
+    return unknown_key(key, value, known)
 
 
-def _schema_at(compose: Any, overrides: list[str], path: str) -> Any:
-    """The schema of the node at `path` in the config the overrides that do not set it compose
-    (the top level, open to headlab-distill's keys, has its own: TrainKeys)."""
-    if not path:
-        return TrainKeys
-    others = [o for o in overrides if not o.split("=", 1)[0].lstrip("+~").startswith(path + ".")]
+def _base(compose: Any, config_name: str, overrides: list[str], return_hydra_config: bool = False) -> DictConfig | None:
     try:
-        node = OmegaConf.select(compose("train", overrides=others), path)
+        return compose(config_name, overrides=overrides, return_hydra_config=return_hydra_config)
     except Exception:  # noqa: BLE001 - another override fails too: the caller reports Hydra's words
         return None
+
+
+def _schema_at(compose: Any, config_name: str, overrides: list[str], path: str) -> Any:
+    """The schema of the node at `path` in the config the overrides that do not set it compose
+    (headlab-train's top level, open to headlab-distill's keys, has its own: TrainKeys)."""
+    others = [o for o in overrides if not o.split("=", 1)[0].lstrip("+~").startswith(path + ".")] if path else overrides
+    if not path and config_name == "train":
+        return TrainKeys
+    base = _base(compose, config_name, others)
+    if base is None:
+        return None
+    node = OmegaConf.select(base, path) if path else base
     return OmegaConf.get_type(node) if OmegaConf.is_dict(node) else None
 
 
@@ -215,6 +281,24 @@ def _culprit(message: str, overrides: list[str]) -> tuple[str, str]:
         if f"'{key}'" in message or f"full_key: {key}" in message or f"'{key}=" in message:
             return key, value
     return "overrides", " ".join(overrides)
+
+
+_TYPE_WORDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "String": "text"}
+
+
+def expected_type(err: BaseException) -> str:
+    """OmegaConf's "Value 'x' of type 'str' could not be converted to Integer" as "an integer"."""
+    text = first_line(err)
+    if "is not a valid bool" in text:
+        return "true or false"
+    for word, phrase in _TYPE_WORDS.items():
+        if text.endswith(f"converted to {word}"):
+            return phrase
+    return text
+
+
+def flatten(err: BaseException) -> str:
+    return " ".join(line.strip() for line in str(err).strip().splitlines() if line.strip())
 
 
 def _check_group_choices(args: list[str]) -> None:

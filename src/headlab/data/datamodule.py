@@ -170,8 +170,10 @@ class TextDataModule(L.LightningDataModule):
             raise DataError(self.source, "the train split is empty")
         val = splits["val"]
         if not val.labels:
-            raise DataError(self.source, f"the val split is empty ({len(splits['train'].labels)} train rows): the data "
-                            "is too small to split; give more rows, or a val file (data.files.val=...)")
+            sizes = ", ".join(f"{len(splits[name].labels)} {name}" for name in SPLITS)
+            raise DataError(self.source, f"the val split is empty (splits: {sizes} rows; data.val_fraction="
+                            f"{self.val_fraction}): the data is too small to split; give more rows, a larger "
+                            "data.val_fraction, or a val file (data.files.val=...)")
         size = self.probe_size
         if size == DEFAULT_PROBE_SIZE and size > len(val.labels):  # the default must fit the data it is given
             # (an explicit data.probe_size larger than the split stays an error naming it: select_probe)

@@ -126,16 +126,33 @@ def _decode_utf8(path: Path) -> str:
         raise DataError(path, problem) from None
 
 
+# No length limit on a field: a long text is truncated to data.max_len when encoded (docs/data.md),
+# never refused by the csv module's 131,072-character default.
+_NO_FIELD_LIMIT = 2**31 - 1
+
+
 def _csv_records(content: str, path: Path, required: tuple[str, ...] = (TEXT, LABEL)) -> list[tuple[int, dict]]:
-    reader = csv.DictReader(io.StringIO(content, newline=""))
-    _check_columns([c.strip() for c in reader.fieldnames or []], path, required)
-    records = []
+    """The rows of a CSV, each a problem of the CSV itself (an unclosed quote, a row with more or fewer
+    fields than the header) reported with its line, before any later check misreads its effects."""
+    csv.field_size_limit(max(csv.field_size_limit(), _NO_FIELD_LIMIT))
+    reader = csv.DictReader(io.StringIO(content, newline=""), strict=True)
+    header = [c.strip() for c in reader.fieldnames or []]
+    _check_columns(header, path, required)
+    records, last = [], reader.line_num
     try:
         for row in reader:
-            row = {(k or "").strip(): v for k, v in row.items()}
-            records.append((reader.line_num, row))
+            if None in row or None in row.values():
+                n = len(header) + len(row.get(None) or []) - sum(v is None for k, v in row.items() if k is not None)
+                raise DataError(path, f"malformed CSV at line {last + 1}: {n} field(s) where the header has {len(header)} "
+                                f"({', '.join(header)}); quote a text that holds commas: \"a, b\",label")
+            records.append((reader.line_num, {(k or "").strip(): v for k, v in row.items()}))
+            last = reader.line_num
     except csv.Error as err:
-        raise DataError(path, f"malformed CSV at line {reader.line_num}: {err}") from None
+        if "unexpected end of data" in str(err):
+            raise DataError(path, f"malformed CSV at line {last + 1}: a quoted field opens there and never closes "
+                            "(the rest of the file would be one text); double a quote inside a quoted text: "
+                            '"say ""hi"""') from None
+        raise DataError(path, f"malformed CSV at line {last + 1}: {err}") from None
     return records
 
 

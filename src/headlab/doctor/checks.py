@@ -54,6 +54,7 @@ class RunTables:
     head_metrics: pd.DataFrame | None = None
     head_pairs: pd.DataFrame | None = None
     importance: dict[str, Any] | None = None
+    unreadable: list[str] = field(default_factory=list)  # files present but corrupt: "<file>: <why>"
 
     def setting(self, key: str) -> Any:
         """A dotted config key: the summary's `swept` value first, then the resolved config."""
@@ -267,6 +268,15 @@ def check_stuck_heads(tables: RunTables, t: Thresholds) -> Finding:
     return Finding(name, OK, f"{len(stuck)} of {len(both)} heads end in their init role", evidence)
 
 
+def check_run_files(tables: RunTables, t: Thresholds) -> Finding:
+    """Every file the checks read is readable: a corrupt table part or saved config is a failure,
+    never a check quietly "not measured" in a run reported ok."""
+    if tables.unreadable:
+        return Finding("run_files", FAIL, f"{len(tables.unreadable)} file(s) cannot be read: {'; '.join(tables.unreadable)}",
+                       {"unreadable": list(tables.unreadable)}, "restore the files from a copy, or re-run: overwrite=true")
+    return Finding("run_files", OK, "every table part and the saved config read")
+
+
 CHECKS: tuple[Callable[[RunTables, Thresholds], Finding], ...] = (
     check_run_status, check_init_variance, check_warmup, check_head_width, check_redundancy,
     check_late_instability, check_stuck_heads,
@@ -278,9 +288,11 @@ def run_checks(tables: RunTables, thresholds: Thresholds | None = None) -> list[
     verdict; the table checks say they were not measured."""
     t = thresholds or Thresholds()
     findings = [check(tables, t) for check in CHECKS]
+    if tables.unreadable:  # named first after the status: the checks of those files say "not measured"
+        findings.insert(1, check_run_files(tables, t))
     if tables.summary.get("status") not in ("completed", "running", "interrupted"):
-        findings = [findings[0]] + [_not_measured(f.check, "the run did not complete") if f.status != NOT_MEASURED else f
-                                    for f in findings[1:]]
+        findings = [findings[0]] + [_not_measured(f.check, "the run did not complete")
+                                    if f.status != NOT_MEASURED and f.check != "run_files" else f for f in findings[1:]]
     return findings
 
 

@@ -9,7 +9,6 @@ config against the newest segment's (`resolved.json`).
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -48,12 +47,8 @@ def segment_dirs(run_dir: Path) -> list[Path]:
 
 
 def latest_settings(run_dir: Path) -> dict[str, Any] | None:
-    """The settings of the newest segment (None: a run from before segments were kept)."""
-    for segment in reversed(segment_dirs(run_dir)):
-        path = segment / RESOLVED
-        if path.is_file():
-            return json.loads(path.read_text(encoding="utf-8"))
-    return None
+    """The settings of the newest segment (None: a run from before segments were kept; `RunDir.latest_settings`)."""
+    return RunDir(run_dir).latest_settings()
 
 
 def record_segment(run_dir: Path, cfg: DictConfig, start_step: int, overrides: list[str]) -> Path:
@@ -87,5 +82,4 @@ def restore_first_hydra(run_dir: Path) -> None:
 
 def history(run_dir: Path) -> list[dict[str, Any]]:
     """`segment.json` of every segment, oldest first (for summary.json's `config_history`)."""
-    return [json.loads((s / SEGMENT_INFO).read_text(encoding="utf-8")) for s in segment_dirs(run_dir)
-            if (s / SEGMENT_INFO).is_file()]
+    return RunDir(run_dir).segment_infos()

@@ -24,24 +24,13 @@ def run_config(run_dir: Path) -> DictConfig:
     """The training config of the run's newest segment, else Hydra's `.hydra/config.yaml` (`RunDir.config`),
     checked as data: readable YAML, with the groups the tools rebuild, and a `data` node that builds only
     headlab classes (`headlab.config.targets`: a saved config never runs code)."""
-    import yaml
     from omegaconf.errors import OmegaConfBaseException
 
     from headlab.config.targets import refuse_foreign_targets
 
     run = RunDir(run_dir)
-    try:
-        cfg = run.config()
-    except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as err:
-        if isinstance(err, DataError):
-            raise
-        raise DataError(run.config_path, f"the run's saved config cannot be read ({' '.join(str(err).split())[:200]})") from None
+    cfg = run.config(required=REQUIRED_GROUPS)
     source = run.config_path
-    if not isinstance(cfg, DictConfig):
-        raise DataError(source, "the run's saved config is not a mapping of groups")
-    missing = [g for g in REQUIRED_GROUPS if not isinstance(cfg.get(g), DictConfig)]
-    if missing:
-        raise DataError(source, f"the run's saved config lacks the {', '.join(missing)} group(s) a training run records")
     try:
         refuse_foreign_targets(cfg.data, source, "data.")
     except OmegaConfBaseException as err:

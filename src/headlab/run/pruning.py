@@ -213,15 +213,15 @@ def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
     atomic_write_with(path, lambda tmp: rows.to_parquet(tmp, index=False))
     pruned = save_pruned(run.pruned_checkpoint(s.label), outcome.result.net, outcome.result.removed,
                           step=outcome.checkpoint.step, epoch=outcome.checkpoint.epoch,
-                          pruned_from=outcome.checkpoint.path, settings=asdict(s))
+                          pruned_from=run.relative(outcome.checkpoint.path), settings=asdict(s))
     written = [path, pruned]
     report_path = run.prune_report_path
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
     kept = [st for st in outcome.result.steps if st.accepted][-1]
     base, select = outcome.result.steps[0], outcome.select
     report[s.label] = {
-        "checkpoint": str(outcome.checkpoint.path), "step": outcome.checkpoint.step, "settings": asdict(s),
-        "pruned_checkpoint": str(written[1]), "heads_removed": [f"L{l}H{h}" for l, hs in enumerate(outcome.result.removed) for h in sorted(hs)],
+        "checkpoint": run.relative(outcome.checkpoint.path), "step": outcome.checkpoint.step, "settings": asdict(s),
+        "pruned_checkpoint": run.relative(written[1]), "heads_removed": [f"L{l}H{h}" for l, hs in enumerate(outcome.result.removed) for h in sorted(hs)],
         "n_heads": [base.n_heads, kept.n_heads], "n_params": [outcome.n_params, kept.n_params],
         "fraction_heads_pruned": 1 - kept.n_heads / base.n_heads, "fraction_params_pruned": 1 - kept.n_params / outcome.n_params,
         "val_acc": [float(base.scores[select].acc[0]), float(kept.scores[select].acc[0])],

@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, HeadlabError
 from headlab.run.history import experiment_settings, latest_settings, restore_first_hydra
 from headlab.store import RunDir
 
@@ -68,23 +68,28 @@ def find_resume(cfg: DictConfig, run_dir: Path) -> ResumePoint | None:
             _refuse_shape(last, differ)
         _refuse_pruned(last, checkpoint, model)
         _refuse_changed_settings(cfg, run_dir)
-    except ConfigError:
+    except HeadlabError:  # a refused setting, an unreadable saved one: .hydra/ back to the run's own
         restore_first_hydra(run_dir)
         raise
     return ResumePoint(str(last), int(checkpoint.get("global_step", 0)), saved)
 
 
 def finished_run(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
-    """`resume=auto` on a run that already completed with exactly these settings: its summary, so a
-    re-launched sweep (make reproduce-quick, a requeued array) skips it instead of training again.
-    None when anything is left to do: no completed summary, unknown or changed settings, or more
-    epochs / steps asked for (that is a resume)."""
-    if cfg.get("resume") != "auto":
+    """`resume=auto` (or `resume=true`) on a run that already completed with exactly these settings: its
+    summary, so a re-launched sweep (make reproduce-quick, a requeued array) skips it instead of training
+    again, and nothing is appended (a resumed fit of a finished run would log its final val and test
+    rows to metrics.csv a second time). None when anything is left to do: no completed summary,
+    unknown or changed settings, or more epochs / steps asked for (that is a resume)."""
+    if cfg.get("resume") not in ("auto", True):
         return None
     summary = RunDir(run_dir).summary
     if summary.get("status") != "completed" or latest_settings(run_dir) is None:
         return None
-    return None if _changed_settings(cfg, run_dir, extendable=False) else summary
+    if _changed_settings(cfg, run_dir, extendable=False):
+        return None
+    if cfg.get("resume") is True:
+        find_resume(cfg, run_dir)  # resume=true still refuses a last.ckpt of another network (a pruned one)
+    return summary
 
 
 def _refuse_changed_settings(cfg: DictConfig, run_dir: Path) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from headlab.store import RunDir
+
 _LAST_VAL = {"val_acc": "val/acc", "val_f1": "val/f1", "val_loss": "val/loss"}
 
 
@@ -41,6 +43,8 @@ def last_state(trainer: Any, last_checkpoint: str | None) -> dict[str, Any]:
 def evaluate_best(cfg: DictConfig, trainer: Any, module: Any, datamodule: Any) -> dict[str, Any]:
     """Validation (and test) metrics of the best checkpoint: the `best` block and its top-level copies."""
     ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+    if ckpt is not None:  # a resumed run that was moved or copied: its callback state names the old folder
+        ckpt = str(RunDir(cfg.paths.output_dir).own_checkpoint(ckpt) or ckpt)
     best: dict[str, Any] = {"step": _step_from_checkpoint(ckpt), "checkpoint": ckpt}
     val = trainer.validate(module, datamodule=datamodule, ckpt_path=ckpt, verbose=False, weights_only=True)[0]
     best.update(val_acc=val.get("val/acc"), val_f1=val.get("val/f1"), val_loss=val.get("val/loss"))

@@ -50,10 +50,10 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     from headlab.run.resume import finished_run, refuse_fresh_over_run
 
     done = finished_run(cfg, run_dir)
-    if done is not None:  # resume=auto on a run completed with these settings: nothing to do
+    if done is not None:  # resume=auto or true on a run completed with these settings: nothing to do
         restore_first_hydra(run_dir)  # Hydra rewrote .hydra/ for this launch
-        log.info("%s: completed already with these settings (resume=auto): not trained again", run_dir)
-        return done
+        log.info("%s: completed already with these settings (resume=%s): not trained again", run_dir, str(cfg.resume).lower())
+        return {**done, "run_dir": str(run_dir)}  # the folder it is now (a moved run: not the summary's)
     if is_rank_zero():
         refuse_fresh_over_run(cfg, run_dir)  # before the record: a finished run is never silently replaced
     with RunRecord(cfg, run_dir) as record:

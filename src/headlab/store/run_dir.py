@@ -168,6 +168,22 @@ class RunDir:
         """Where headlab-prune saves the network pruned under `label`."""
         return self.pruned_dir / f"{label}{CHECKPOINT_SUFFIX}"
 
+    def relative(self, path: str | os.PathLike) -> str:
+        """`path` as recorded inside the run dir: relative to it when it lies inside (`checkpoints/last.ckpt`),
+        so the record works from any directory and after the run dir moves; else absolute."""
+        resolved = Path(path).resolve()
+        root = self.path.resolve()
+        return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(resolved)
+
+    def recorded_path(self, recorded: str | os.PathLike) -> Path:
+        """A path a record of this run holds, as a file to open: absolute as is; relative, against the run
+        dir (`relative` wrote it), else, for a record from before, against the working directory."""
+        path = Path(recorded)
+        if path.is_absolute() or not (self.path / path).exists() and path.exists():
+            return path
+        return self.path / path
+
+
     @property
     def doctor_report_path(self) -> Path:
         return self.path / DOCTOR_REPORT
@@ -280,11 +296,14 @@ class RunDir:
         """The file of the summary's `best_checkpoint` name in this run's `checkpoints/` (the run dir may
         have moved), else that path when it lies inside this run dir; None otherwise."""
         best = self.summary.get("best_checkpoint")
-        if not best:
-            return None
-        # only a file inside this run dir: a copied or moved run's summary may still name the original's
-        # absolute path, and loading another run's checkpoint through it would be silently wrong
-        for candidate in (self.checkpoints_dir / Path(best).name, Path(best)):
+        return self.own_checkpoint(best) if best else None
+
+    def own_checkpoint(self, recorded: str | os.PathLike) -> Path | None:
+        """A checkpoint path a run recorded (summary.json, a checkpoint's callback state), as this run's
+        own file: the same name in `checkpoints/`, else the path itself when it lies inside this run dir;
+        None otherwise. A copied or moved run's records still name the original's absolute paths, and
+        loading another run's checkpoint through them would be silently wrong."""
+        for candidate in (self.checkpoints_dir / Path(recorded).name, Path(recorded)):
             if candidate.is_file() and candidate.resolve().is_relative_to(self.path.resolve()):
                 return candidate
         return None
@@ -329,16 +348,54 @@ class RunDir:
         candidates = [d / CONFIG_FILE for d in reversed(self.segment_dirs())] + [self.hydra_config_path]
         return next((p for p in candidates if p.is_file()), None)
 
-    def config(self) -> Any:
-        """The `config_path` file loaded as a plain DictConfig (interpolations kept, nothing instantiated)."""
-        from omegaconf import OmegaConf
+    def config(self, required: tuple[str, ...] = ()) -> Any:
+        """The `config_path` file loaded as a plain DictConfig (interpolations kept, nothing instantiated).
+        The ONE reader of a run's saved config: a missing or unreadable file, one that holds no mapping,
+        or one that lacks a `required` group (`data`, `model`) is a `DataError` naming the file, so every
+        command that reads saved configs says so in one line."""
+        import yaml
+        from omegaconf import DictConfig, OmegaConf
+        from omegaconf.errors import OmegaConfBaseException
 
         if not self.path.is_dir():
             raise DataError(self.path, "no such run directory")
         path = self.config_path
         if path is None:
             raise DataError(self.path, "not a headlab run directory (no segments/<n>/config.yaml or .hydra/config.yaml)")
-        return OmegaConf.load(path)
+        try:
+            cfg = OmegaConf.load(path)
+        except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as err:
+            raise DataError(path, f"the run's saved config cannot be read ({' '.join(str(err).split())[:200]})") from None
+        if not isinstance(cfg, DictConfig):
+            raise DataError(path, "the run's saved config is not a mapping of groups")
+        missing = [g for g in required if not OmegaConf.is_dict(cfg._get_node(g))]  # noqa: SLF001 - unresolved
+        if missing:
+            raise DataError(path, f"the run's saved config lacks the {', '.join(missing)} group(s) a training run records")
+        return cfg
+
+    def latest_settings(self) -> dict[str, Any] | None:
+        """The settings of the newest segment (`segments/<n>/resolved.json`, what resume compares);
+        None for a run from before segments were kept. An unreadable file is a `DataError` naming it."""
+        for segment in reversed(self.segment_dirs()):
+            path = segment / SEGMENT_SETTINGS
+            if path.is_file():
+                return self._json_object(path, "the run's saved settings")
+        return None
+
+    def segment_infos(self) -> list[dict[str, Any]]:
+        """`segment.json` of every segment, oldest first; an unreadable one is a `DataError` naming it."""
+        return [self._json_object(s / SEGMENT_INFO, "the run's segment record") for s in self.segment_dirs()
+                if (s / SEGMENT_INFO).is_file()]
+
+    @staticmethod
+    def _json_object(path: Path, what: str) -> dict[str, Any]:
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise DataError(path, f"{what} cannot be read ({' '.join(str(err).split())[:200]})") from None
+        if not isinstance(loaded, dict):
+            raise DataError(path, f"{what} is not a JSON object")
+        return loaded
 
     # --- the tables ------------------------------------------------------------------------------
     def table(self, name: str) -> pd.DataFrame:
@@ -377,3 +434,8 @@ def _one_per_step(files: list[RunCheckpointFile]) -> list[RunCheckpointFile]:
     for f in sorted(files, key=lambda f: (f.step, f.path.name != LAST_CHECKPOINT)):
         by_step.setdefault(f.step, f)
     return [by_step[s] for s in sorted(by_step)]
+
+
+def run_dir_of_pruned(pruned: str | os.PathLike) -> RunDir:
+    """The run dir a `pruned/<label>.ckpt` file belongs to."""
+    return RunDir(Path(pruned).parent.parent)

@@ -1,0 +1,23 @@
+"""Resuming a run that completed, with its own settings, changes nothing: no second copy of the final
+val / test rows in metrics.csv, the same summary, exit 0."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.reliability.conftest import RESUMABLE, run_cli
+
+
+@pytest.mark.parametrize("resume", ["true", "auto"])
+def test_resuming_a_completed_run_appends_no_rows(reference, tmp_path, resume):
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    rows, summary = (run / "metrics.csv").read_bytes(), (run / "summary.json").read_bytes()
+    result = run_cli(tmp_path, *RESUMABLE, f"hydra.run.dir={run}", f"resume={resume}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "completed already" in result.stdout and result.stdout.strip().splitlines()[-1] == str(run)
+    # on the parent commit, resume=true: 2 more rows (the final val and test rows logged again)
+    assert (run / "metrics.csv").read_bytes() == rows
+    assert (run / "summary.json").read_bytes() == summary

@@ -75,7 +75,8 @@ def from_values(values, unit: str, bounds: tuple[float, float] = (-math.inf, mat
     if x.size == 0:
         raise EvidenceMissing(f"no finite {unit}")
     ci = paired_ci(x, bounds=bounds)
-    method = ci.method if paired else ci.method.replace("paired t", "t")
+    method = ci.method if paired else (ci.method.replace("paired t", "t").replace("one pair", "one unit")
+                                       .replace("no spread over the pairs", "no spread over the units"))
     sd = float(x.std(ddof=1)) if x.size > 1 else math.nan
     return Statistic(ci.estimate, ci.low, ci.high, ci.n, unit, method, ci.se, ci.df, sd, seeds)
 

@@ -211,3 +211,33 @@ def test_bounds_clip_an_interval_to_what_the_value_can_be_and_bad_bounds_are_ref
     (tmp_path / "c14_seeds.yaml").write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError, match=r"same_role\.bounds=\[1\.0, 0\.0\]"):
         load_spec(tmp_path / "c14_seeds.yaml")
+
+
+def _spec_table(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows).assign(usable=True)
+
+
+def test_a_missing_secondary_is_shown_missing_and_the_claim_is_still_decided_on_its_primary():
+    from headlab.reproduce.evidence import _decided
+
+    spec = load_spec(SPECS / "c09_init_scale.yaml")
+    # every head kept its step-0 role or ended mixed: no settle step for `earlier` (secondary) to read
+    rows = [{"job": f"{scale}-{seed}", "seed": seed, "model.init_scale": scale, "optim.warmup_ratio": 0.1, "layer": 0,
+             "head": h, "acquired_role": ("kept" if h % 2 else "mixed"), "role_bifurcation_step": 40.0, "test_acc": 0.9 + 0.01 * seed}
+            for scale in (1.0, 1.5) for seed in range(4) for h in range(4)]
+    result = _decided(spec, _spec_table(rows), "table")
+    assert result.verdict not in (NOT_MEASURED, NOT_TESTABLE)
+    assert result.statistics["earlier"].n == 0 and result.statistics["earlier"].unit.startswith("missing: no rows left")
+    assert math.isfinite(result.statistics["fuller"].ci_high)
+
+
+def test_a_missing_statistic_the_prerequisite_reads_makes_the_claim_not_testable_with_why():
+    from headlab.reproduce.evidence import _decided
+
+    spec = load_spec(SPECS / "c06_posenc.yaml")
+    # without positions every head of every seed has one role: no kappa in that arm (chance agreement 1)
+    rows = [{"job": f"{pe}-{seed}", "seed": seed, "model.pos_encoding": pe, "test_acc": 0.8,
+             "same_role_kappa": (math.nan if pe == "none" else 0.1 * seed)} for pe in ("none", "rope") for seed in (10, 12, 14, 16)]
+    result = _decided(spec, _spec_table(rows), "table")
+    assert result.verdict == NOT_TESTABLE
+    assert "kappa_gap.n >= 3" in result.reason and "no finite seed pairs of same_role_kappa" in result.reason

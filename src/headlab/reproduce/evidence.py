@@ -7,6 +7,7 @@ run's evidence is `<log dir>/runs/reproduce/<run_name>/<table>` (the job list se
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Mapping
@@ -133,7 +134,7 @@ def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Ma
         if spec.evidence.kind == "run":
             run_dir = run_root(sweeps_root) / spec.run_name(scale)
             path = run_dir / spec.evidence.table
-            result = decide(spec, {n: table_statistic(s, _table(path)) for n, s in spec.statistics.items()}, str(path))
+            result = _decided(spec, _table(path), str(path))
             result.figure = _figure(run_dir, spec)
             return result
         if getattr(spec.evidence, scale) is None:
@@ -146,14 +147,35 @@ def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Ma
                                                      f"{spec.prerequisite_reason}", source=str(path), provenance=provenance)
             result.coverage = sweep_coverage(aggregate)
             return result
-        table = read_table(path)
-        result = decide(spec, {n: table_statistic(s, table) for n, s in spec.statistics.items()}, str(path))
+        result = _decided(spec, read_table(path), str(path))
         result.figure = _figure(aggregate, spec)
         result.coverage = sweep_coverage(aggregate)
         result.provenance = provenance
         return result
     except EvidenceMissing as missing:
         return not_measured(spec, str(missing))
+
+
+def _decided(spec: ClaimSpec, table: pd.DataFrame, source: str) -> ClaimResult:
+    """`decide` on the spec's statistics of `table`. A secondary statistic the table cannot give is
+    shown as missing (with why) and the claim is still decided on its primary; a missing statistic
+    the prerequisite reads makes the claim not testable (the phenomenon cannot be read), with why.
+    Only a missing primary that no prerequisite reads leaves the claim not measured."""
+    found, missing = {}, {}
+    for name, s in spec.statistics.items():
+        try:
+            found[name] = table_statistic(s, table)
+        except EvidenceMissing as err:
+            missing[name] = str(err)
+    prerequisite_reads = {n.split(".")[0] for n in spec.prerequisite.names} if spec.prerequisite is not None else set()
+    if missing and (spec.primary is None or (spec.primary in missing and spec.primary not in prerequisite_reads)):
+        raise EvidenceMissing(missing.get(spec.primary) or next(iter(missing.values())))
+    for name, why in missing.items():
+        found[name] = Statistic(math.nan, math.nan, math.nan, 0, f"missing: {why}", "no value")
+    result = decide(spec, found, source)
+    if result.verdict == NOT_TESTABLE and missing.keys() & prerequisite_reads:
+        result.reason += " (" + "; ".join(f"{n}: {missing[n]}" for n in sorted(missing.keys() & prerequisite_reads)) + ")"
+    return result
 
 
 def _figure(folder: Path, spec: ClaimSpec) -> str:

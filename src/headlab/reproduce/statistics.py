@@ -239,7 +239,13 @@ def _reduce(run: pd.DataFrame, column: str, how: Reduction, values, at_most=None
 
 def same_value(value: Any, wanted: Any) -> bool:
     """A spec's `where` value against a table's or a config's: numbers by value (4 matches 4.0 and
-    "4"), anything else as text."""
+    "4"), booleans by their YAML text (False matches "false"), anything else as text.
+
+    >>> same_value(False, "false"), same_value(4, "4.0"), same_value(True, "1")
+    (True, True, False)
+    """
+    if isinstance(value, bool) or isinstance(wanted, bool):  # a saved False against an override's "false"
+        return str(value).lower() == str(wanted).lower()
     try:
         return bool(np.isclose(float(value), float(wanted)))
     except (TypeError, ValueError):

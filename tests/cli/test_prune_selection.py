@@ -122,7 +122,8 @@ def test_recorded_drops_equal_an_independent_evaluation_of_the_saved_checkpoints
     entry = report["ablation-valhalf-ft0"]
     assert entry["selection"] == "val_half" and entry["settings"]["selection"] == "val_half"
     assert entry["pruned_checkpoint"].endswith("pruned/ablation-valhalf-ft0.ckpt") and entry["heads_removed"]
-    pruned, unpruned = load_network(entry["pruned_checkpoint"]), load_network(run_copy / "checkpoints" / "last.ckpt")
+    # prune.json records paths relative to the run dir
+    pruned, unpruned = load_network(run_copy / entry["pruned_checkpoint"]), load_network(run_copy / "checkpoints" / "last.ckpt")
     datamodule = build_datamodule(run_config(run_copy))
     val = datamodule.val_dataloader()
     half = lambda start: DataLoader(Subset(val.dataset, range(start, len(val.dataset), 2)), batch_size=16,  # noqa: E731

@@ -109,7 +109,8 @@ def test_tidy_table_holds_only_usable_runs_tagged(aggregated):
     assert list(runs.index) == [str(i) for i in range(10)]
     assert not runs.loc["8", "usable"] and "garbage" not in runs.loc["8", "reason"]
     tables = {"sweep_runs.csv", "sweep.parquet", "sweep_heads.csv", "sweep_layer_pairs.parquet", "sweep_matches.csv",
-              "sweep_summary.csv", "division_of_labour.csv", "sweep_redundancy.csv", "sweep_redundancy_runs.csv"}
+              "sweep_summary.csv", "division_of_labour.csv", "sweep_redundancy.csv", "sweep_redundancy_runs.csv",
+              "sweep_seed_pairs.csv"}
     assert {p.name for p in result.written if p.suffix != ".png"} == tables | {"view.html"}  # SWEEP_DIR/view.html
 
 

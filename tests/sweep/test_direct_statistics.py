@@ -21,7 +21,7 @@ from headlab.analysis.roles import ROLES
 from headlab.store import HEAD_METRICS, append_part, head_metric_rows
 from headlab.sweep.heads import KEPT_ROLE, early_gradient_correlation, head_summary
 from headlab.sweep.runs import Run
-from headlab.sweep.seed_pairs import SEED_PAIRS_CSV, disjoint_pairs, kappa, seed_pair_table
+from headlab.sweep.seed_pairs import SEED_PAIRS_CSV, disjoint_pairs, distance_ratio, kappa, seed_pair_table
 
 LOCAL, PREV, MIXED = ROLES.index("local"), ROLES.index("previous_token"), ROLES.index("mixed")
 
@@ -98,7 +98,20 @@ def test_seed_pair_table_from_the_hand_made_sweep(aggregated):
     assert by_heads.loc[2, "same_role_baseline"] == pytest.approx(0.5)    # roles {0, 1}: 2 x (1/2)^2
     assert by_heads.loc[4, "same_role_baseline"] == pytest.approx(0.25)   # roles {0..3}: 4 x (1/4)^2
     assert by_heads["same_role_kappa"].tolist() == [1.0, 1.0]
+    # the seeds are permutations of each other: matched heads have the same profile, distance 0
+    assert by_heads["matched_distance_ratio"].tolist() == pytest.approx([0.0, 0.0], abs=1e-9)
     assert by_heads.loc[2, "test_acc"] == pytest.approx((0.78 + 0.82) / 2)  # jobs 0 and 1
+
+
+def test_matched_distance_ratio_is_the_layer_mean_of_matched_over_random_distance():
+    matches = pd.DataFrame({"layer": [0, 1], "job_a": ["0", "0"], "job_b": ["1", "1"], "same_role": [1.0, 1.0],
+                            "same_role_baseline": [1.0, 1.0], "matched_distance": [0.5, 1.5],
+                            "random_distance": [1.0, 2.0], "error": ["", ""], "config": ["c", "c"]})
+    runs = pd.DataFrame({"job": ["0", "1"], "config": ["c", "c"], "seed": [0, 1], "usable": [True, True], "test_acc": [0.5, 0.6]})
+    row = seed_pair_table(matches, runs, runs[["job", "config"]]).iloc[0]
+    # one role everywhere: no kappa, but the ratio still reads the layers: (0.5 + 0.75) / 2
+    assert math.isnan(row["same_role_kappa"]) and row["matched_distance_ratio"] == pytest.approx(0.625)
+    assert distance_ratio(1.0, 4.0) == 0.25 and math.isnan(distance_ratio(1.0, 0.0))
 
 
 def test_seed_pair_table_skips_pairs_that_did_not_match():

@@ -13,6 +13,10 @@ replicates. One row per pair, its values averaged over the layers that matched:
   same division in both seeds, 0 no more agreement than the role frequencies give by chance. A
   layer whose two role sets leave no room above chance (chance = 1: one role everywhere) has no
   kappa and is left out of the mean;
+- `matched_distance_ratio`: the profile distance of the matched heads over the mean distance of
+  a random pairing of the same heads (`matched_distance / random_distance` of `seed_matches`): 1
+  is a division that does not repeat (matching does no better than chance), lower is one that
+  does. Unlike kappa it needs no second role, so it reads a layer whose heads all share one role;
 - `test_acc`: the mean test accuracy of the two runs, so an arm's agreement is read beside how
   well it learned.
 
@@ -29,7 +33,7 @@ import pandas as pd
 
 SEED_PAIRS_CSV = "sweep_seed_pairs.csv"
 PAIR_COLUMNS = ["job", "job_b", "seed", "seed_b", "n_layers", "same_role", "same_role_baseline", "same_role_kappa",
-                "test_acc"]
+                "matched_distance_ratio", "test_acc"]
 
 
 def kappa(same: float, chance: float) -> float:
@@ -41,6 +45,22 @@ def kappa(same: float, chance: float) -> float:
     if not (math.isfinite(same) and math.isfinite(chance)) or chance >= 1.0:
         return math.nan
     return (same - chance) / (1.0 - chance)
+
+
+def distance_ratio(matched: float, random: float) -> float:
+    """Matched over random-pairing distance; NaN when the random pairing has no distance.
+
+    >>> distance_ratio(0.5, 2.0), distance_ratio(1.0, 0.0) != distance_ratio(1.0, 0.0)
+    (0.25, True)
+    """
+    if not (math.isfinite(matched) and math.isfinite(random)) or random <= 0.0:
+        return math.nan
+    return matched / random
+
+
+def _mean(values: pd.Series) -> float:
+    """The mean over layers of the finite values; NaN when there is none."""
+    return float(np.nanmean(values)) if values.notna().any() else math.nan
 
 
 def disjoint_pairs(seeds) -> list[tuple[int, int]]:
@@ -61,6 +81,8 @@ def seed_pair_table(matches: pd.DataFrame, runs: pd.DataFrame, tags: pd.DataFram
         return pd.DataFrame(columns=PAIR_COLUMNS)
     ok = matches[matches["error"] == ""].copy()
     ok["kappa"] = [kappa(s, c) for s, c in zip(ok["same_role"], ok["same_role_baseline"])]
+    nan = pd.Series(math.nan, index=ok.index)
+    ok["ratio"] = [distance_ratio(m, r) for m, r in zip(ok.get("matched_distance", nan), ok.get("random_distance", nan))]
     used = runs[runs["usable"].astype(str) == "True"]
     acc_of = dict(zip(used["job"], pd.to_numeric(used.get("test_acc", pd.Series(dtype=float)), errors="coerce")))
     rows = []
@@ -74,7 +96,8 @@ def seed_pair_table(matches: pd.DataFrame, runs: pd.DataFrame, tags: pd.DataFram
             rows.append({"job": a, "job_b": b, "seed": seed_a, "seed_b": seed_b, "n_layers": int(len(layers)),
                          "same_role": float(layers["same_role"].mean()),
                          "same_role_baseline": float(layers["same_role_baseline"].mean()),
-                         "same_role_kappa": float(np.nanmean(layers["kappa"])) if layers["kappa"].notna().any() else math.nan,
+                         "same_role_kappa": _mean(layers["kappa"]),
+                         "matched_distance_ratio": _mean(layers["ratio"]),
                          "test_acc": float(np.nanmean([acc_of.get(a, math.nan), acc_of.get(b, math.nan)]))})
     if not rows:
         return pd.DataFrame(columns=PAIR_COLUMNS)

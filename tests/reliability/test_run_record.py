@@ -101,3 +101,12 @@ def test_summary_says_which_model_each_number_comes_from(tmp_path, tiny_config):
     metrics = __import__("pandas").read_csv(run / "metrics.csv")
     epoch_end_val = metrics.loc[metrics["val/acc"].notna() & (metrics["step"] == 11), "val/acc"]
     assert last["val_acc"] == pytest.approx(float(epoch_end_val.iloc[0]))
+
+
+def test_summary_records_the_commit_of_the_code_that_ran(finished):
+    import subprocess
+
+    # headlab.reproduce.provenance reads it to name the commit a verdict's evidence came from
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], check=False).returncode != 0
+    assert summary(finished)["git_commit"] == head + ("-dirty" if dirty else "")

@@ -10,7 +10,6 @@ evidence with the reason. A sweep with no saved job configs cannot be checked an
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,17 +75,6 @@ def check_sweep(folder: Path, grid: dict[str, list[str]]) -> Check:
             problems.append(f"{key} is {', '.join(outside)} in its jobs, the spec asks {','.join(allowed)}")
     commits = sorted({str(RunDir(j).summary.get("git_commit") or RunDir(j).summary.get("commit") or "") for j in jobs} - {""})
     return Check(folder, len(jobs), tuple(problems), ", ".join(commits) or "not recorded by its jobs")
-
-
-def code_commit() -> str:
-    """The commit of the headlab checkout the report runs from ("unknown" outside a git checkout)."""
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() or "unknown"
 
 
 def unmet_settings(folder: Path, settings: tuple[tuple[str, Any], ...]) -> list[str]:

@@ -22,7 +22,7 @@ from headlab.reproduce.verdict import ClaimResult
 from headlab.store import atomic_write_text, atomic_write_with
 
 COLUMNS = ("claim", "version", "section", "title", "verdict", "reason", "statistics", "primary", "margin", "p_value",
-           "p_holm", "seeds", "supported_if", "contradicted_if", "source", "provenance", "coverage", "figure")
+           "p_holm", "look", "first_look", "seeds", "supported_if", "contradicted_if", "source", "provenance", "coverage", "figure")
 _COLOUR = {"supported": "#1a7f37", "contradicted": "#cf222e", "direction only": "#0969da", "inconclusive": "#9a6700",
            "not testable at this scale": "#8250df", "not measured": "#57606a"}
 # what the seeds of a scale are: quick's were seen before the rules of issue 25 were written
@@ -45,7 +45,8 @@ def seeds_used(r: ClaimResult) -> str:
     s = r.statistics.get(r.spec.primary or "")
     if s is None or not s.seeds:
         return ""
-    kinds = [name for name, group in (("confirmatory", r.spec.confirmatory_seeds), ("exploratory", r.spec.exploratory_seeds))
+    kinds = [name for name, group in (("confirmatory", r.spec.confirmatory_seeds), ("exploratory", r.spec.exploratory_seeds),
+                                      ("fresh, look 2", r.spec.replication_seeds))
              if set(s.seeds) & set(group)]
     return f"{','.join(map(str, s.seeds))} ({' and '.join(kinds) or 'neither list'})"
 
@@ -69,7 +70,8 @@ def claims_table(results: list[ClaimResult], figure_names: dict[str, str] | None
                      "verdict": r.verdict, "reason": r.reason,
                      "statistics": "; ".join(_shown(r, n, s) for n, s in _ordered(r)),
                      "primary": r.spec.primary or "", "margin": "" if m is None else f"{m.direction.name} {m.value:g}",
-                     "p_value": r.p_value, "p_holm": r.p_holm, "seeds": seeds_used(r), "provenance": r.provenance,
+                     "p_value": r.p_value, "p_holm": r.p_holm, "look": r.look, "first_look": r.first_look,
+                     "seeds": seeds_used(r), "provenance": r.provenance,
                      "supported_if": r.spec.supported_if.text if r.spec.supported_if else "",
                      "contradicted_if": r.spec.contradicted_if.text if r.spec.contradicted_if else "",
                      "source": r.source, "coverage": r.coverage, "figure": (figure_names or {}).get(r.spec.claim, "")})
@@ -82,7 +84,7 @@ def write_report(results: list[ClaimResult], out_dir: str | os.PathLike, title: 
     `scale` the title says whether its seeds are exploratory or confirmatory."""
     out = Path(out_dir)
     if scale is not None:
-        from headlab.reproduce.provenance import code_commit
+        from headlab.run.info import code_commit
 
         title = f"{title}: {scale} scale, {SCALE_LABEL.get(scale, scale)}; headlab {code_commit()}"
     figures = _copy_figures(results, out / "figures")
@@ -113,7 +115,10 @@ def _decision_lines(r: ClaimResult) -> list[str]:
     lines = [f"- primary: `{r.spec.primary}`; margin {m.value:g} ({m.direction.name}; no effect {m.no_effect:g}): {m.reason}",
              f"- prerequisite: {'`' + r.spec.prerequisite.text + '` ' if r.spec.prerequisite else ''}"
              f"{' '.join(f'{k}={v}' for k, v in r.spec.prerequisite_config)} {r.spec.prerequisite_reason}".rstrip(),
-             f"- one-sided p {_p(r.p_value)}, Holm-adjusted {_p(r.p_holm)}"]
+             f"- one-sided p {_p(r.p_value)}, Holm-adjusted {_p(r.p_holm)}"
+             + (" (within look 2's family)" if r.look == 2 else "")]
+    if r.look == 2:
+        lines.append(f"- decided at look 2, on fresh seeds read on their own; {r.first_look}")
     if seeds_used(r):
         lines.append(f"- decided on seeds {seeds_used(r)}; rules version {r.spec.version}, frozen {r.spec.rules_frozen or '-'}")
     if r.spec.proxy:
@@ -131,9 +136,12 @@ def _markdown(results: list[ClaimResult], table: pd.DataFrame, title: str) -> st
     from headlab.reproduce.multiplicity import METHOD
     from headlab.reproduce.power import power_markdown, power_rows
 
-    lines = [f"# {title}", "", f"Multiplicity: {METHOD}. Intervals: 95 %, each says what it resampled.", "",
+    from headlab.reproduce.looks import DESIGN
+
+    second = f" Adaptive allocation: {DESIGN}." if any(r.look == 2 for r in results) else ""
+    lines = [f"# {title}", "", f"Multiplicity: {METHOD}.{second} Intervals: 95 %, each says what it resampled.", "",
              "| claim | section | verdict | statistic | title |", "|---|---|---|---|---|"]
-    lines += [f"| {r.claim} | {r.section} | {r.verdict}{_partial(r.coverage)} | {r.statistics or '-'} | {r.title} |"
+    lines += [f"| {r.claim} | {r.section} | {r.verdict}{_look(r.look)}{_partial(r.coverage)} | {r.statistics or '-'} | {r.title} |"
               for r in table.itertuples()]
     for r, row in zip(results, table.itertuples()):
         lines += ["", f"## {r.spec.claim} ({r.spec.section}): {r.spec.title}", "", f"> {r.spec.zh}", ">", f"> {r.spec.en}", "",
@@ -155,7 +163,7 @@ def _markdown(results: list[ClaimResult], table: pd.DataFrame, title: str) -> st
 def _html(results: list[ClaimResult], table: pd.DataFrame, figures: dict[str, Path], title: str) -> str:
     e = html.escape
     rows = "".join(f'<tr><td><a href="#{e(r.claim)}">{e(r.claim)}</a></td><td>{e(r.section)}</td>'
-                   f'<td style="color:{_COLOUR.get(r.verdict, "#000")}"><b>{e(r.verdict)}</b>{e(_partial(r.coverage))}</td>'
+                   f'<td style="color:{_COLOUR.get(r.verdict, "#000")}"><b>{e(r.verdict)}</b>{e(_look(r.look))}{e(_partial(r.coverage))}</td>'
                    f"<td>{e(r.statistics or '-')}</td><td>{e(r.title)}</td></tr>" for r in table.itertuples())
     sections = "".join(_html_section(r, figures.get(r.spec.claim)) for r in results) + _html_power(results)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title><style>'
@@ -198,6 +206,11 @@ def _html_power(results: list[ClaimResult]) -> str:
     return (f'<section id="power"><h2>Power of the undecided claims</h2><p>{e(lines[3])}</p><table><thead><tr>'
             f"{cells(head, 'th')}</tr></thead><tbody>{''.join('<tr>' + cells(row, 'td') + '</tr>' for row in body)}"
             "</tbody></table></section>")
+
+
+def _look(look: int) -> str:
+    """" (look 2)" for a claim the cpu scale's second look decided."""
+    return " (look 2)" if look == 2 else ""
 
 
 def _partial(coverage: str) -> str:

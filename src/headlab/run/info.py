@@ -64,3 +64,24 @@ def configure_cache_dirs(log_dir: Path) -> None:
         if var not in os.environ:
             (cache / sub).mkdir(parents=True, exist_ok=True)
             os.environ[var] = str(cache / sub)
+
+
+def code_commit() -> str:
+    """The commit of the headlab checkout this code runs from, `-dirty` when tracked files differ
+    from it ("unknown" outside a git checkout): every run records it, so a verdict can name the
+    code its evidence came from."""
+    import subprocess
+
+    here = str(Path(__file__).resolve().parent)
+
+    def git(*args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(["git", "-C", here, *args], capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    head = git("rev-parse", "--short", "HEAD")
+    if head is None or head.returncode != 0 or not head.stdout.strip():
+        return "unknown"
+    clean = git("diff", "--quiet", "HEAD")
+    return head.stdout.strip() + ("" if clean is not None and clean.returncode == 0 else "-dirty")

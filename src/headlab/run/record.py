@@ -46,14 +46,15 @@ class RunRecord:
 
     def start(self, resume: Any) -> None:
         """Status "running", the config segment of this start, and where a resume continues from."""
-        from headlab.run.info import config_digest, job_override_list, job_overrides, swept_values
+        from headlab.run.info import code_commit, config_digest, job_override_list, job_overrides, swept_values
 
         previous = _previous_status(self.run_dir)
         if is_rank_zero():  # under DDP the other ranks share this dir: one record, written once
             history.record_segment(self.run_dir, self.cfg, resume.step if resume else 0, job_override_list())
         self.summary = {"status": "running", "run_id": self.run_id, "run_dir": str(self.run_dir.resolve()),
                         "config_digest": config_digest(self.cfg), "overrides": job_overrides(),
-                        "swept": swept_values(self.cfg), "config_history": history.history(self.run_dir)}
+                        "swept": swept_values(self.cfg), "config_history": history.history(self.run_dir),
+                        "git_commit": code_commit()}
         if resume:
             self.summary["resumed_from"] = {"step": resume.step, "previous_status": previous}
         self._write()

@@ -90,8 +90,9 @@ def test_the_walk_reaches_every_kind_of_field():
     assert {"claim", "version", "article.zh", "evidence.computed", "evidence.program", "evidence.quick.teacher.where",
             "evidence.per_job[0].quick_where", "statistics.gap.kind", "statistics.gap.bounds", "statistics.gap.seeds",
             "statistics.gap.field", "rule.supported_if", "notes", "evidence.cpu.sweep_name", "margin.value",
-            "margin.direction", "prerequisite.rule", "seeds.confirmatory"} <= keys
-    assert len(LEAVES) == 68
+            "margin.direction", "prerequisite.rule", "seeds.confirmatory", "evidence.replication.sweep_name",
+                "seeds.replication", "evidence.per_job[0].replication_where"} <= keys
+    assert len(LEAVES) == 76  # 68 + the second look: a ScaleConfig (6), its per-job selection, its seeds
 
 
 @pytest.mark.parametrize("path, tp", LEAVES, ids=[_key_text(p) for p, _ in LEAVES])
@@ -123,8 +124,8 @@ def test_a_field_given_a_wrong_type_is_one_line_naming_the_file_the_key_and_the_
     (("article",), "words", "a mapping of zh, en"),
     (("evidence", "quick"), ["heads-synthetic"], "a mapping of sweep_name, overrides, teacher, run_name, command"),
     (("evidence", "per_job"), {"command": "headlab-prune"}, "a list of mappings of command, args, where, quick_where, "
-                                                            "cpu_where, full_where"),
-    (("evidence", "per_job"), ["headlab-prune"], "a mapping of command, args, where, quick_where, cpu_where, full_where"),
+                                                            "cpu_where, full_where, replication_where"),
+    (("evidence", "per_job"), ["headlab-prune"], "a mapping of command, args, where, quick_where, cpu_where, full_where, replication_where"),
     (("statistics", "gap", "a"), ["model.n_heads=8"], "a mapping of key -> value"),
     (("statistics",), ["gap"], "a mapping of name -> a mapping of kind, column, where, a, b, reduce, values, exclude, "
                                "at_most, types, metric, bounds, measurement, seeds, args, field"),

@@ -127,22 +127,30 @@ def test_only_selects_claims_in_any_case_and_order_of_the_specs():
 
 
 def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_time(capsys):
-    """make reproduce-cpu: seeds 10-17 (10-19 on the heads synthetic sweep, run first), zh reviews at
-    max_len 128 with cls pooling, and a wall time from the 2026-11-30 quick run's step times that
-    stays under 2 hours on 2 cores."""
+    """make reproduce-cpu: seeds 10-17 (10-19 on the heads synthetic sweep, run first; C6's version 5
+    on fresh seeds 20-35), zh reviews at max_len 128 with cls pooling, a wall time from the 2026-11-30
+    quick run's step times that stays under 2 hours on 2 cores, then look 2: fresh seeds only."""
     import re
 
     assert main(["--jobs", "--scale", "cpu", "--specs", str(SPECS)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    sweeps = [line for line in lines if " -m sweep=" in line]
-    ten, eight = "seed=10,11,12,13,14,15,16,17,18,19", "seed=10,11,12,13,14,15,16,17 "
+    header = lines.index("# look 2, only for the claims look 1 leaves inconclusive: fresh seeds, read on their own")
+    sweeps = [line for line in lines[:header] if " -m sweep=" in line]
+    ten, eight, fresh = "seed=10,11,12,13,14,15,16,17,18,19", "seed=10,11,12,13,14,15,16,17 ", "seed=" + ",".join(map(str, range(20, 36)))
     assert len(sweeps) == 9
     assert [line for line in sweeps if ten in line] == [line for line in sweeps if "sweep_name=heads-synthetic-cpu" in line]
-    assert all(eight in line for line in sweeps if ten not in line)
+    assert [line for line in sweeps if fresh in line] == [line for line in sweeps if "sweep_name=posenc-synthetic-cpu-v5" in line]
+    assert all(eight in line for line in sweeps if ten not in line and fresh not in line)
     zh = next(line for line in sweeps if "sweep_name=heads-zh_reviews-cpu" in line)
     assert "data.max_len=128" in zh and "model.pooling=cls" in zh
     assert "model.template=positional" in next(line for line in sweeps if "sweep=templates" in line)
-    estimate = lines[-1]
+    second = [line for line in lines[header:] if " -m sweep=" in line]
+    assert [re.search(r"sweep_name=(\S+)", line).group(1) for line in second] == ["templates-synthetic-rep", "heads-synthetic-rep"]
+    assert all(fresh + " " in line for line in second) and "model.n_heads=4 " in second[1]
+    estimate = next(line for line in lines if line.startswith("# estimated wall time"))
     minutes = float(re.search(r"2 lanes: (\d+) min", estimate).group(1))
     # heads-zh_reviews: 878 s x 8/3 seeds x 2 (max_len), then the distill students 174 s x 8/3
     assert minutes == pytest.approx((878 * 8 / 3 * 2 + 174 * 8 / 3) / 60, abs=1) and minutes <= 120
+    look2 = float(re.search(r"2 lanes: (\d+) min", lines[-1]).group(1))
+    # templates 152 s x 32/6 jobs, beside heads 187 s x 16/6 jobs (the 4-head config only)
+    assert lines[-1].startswith("# look 2, at most") and look2 == pytest.approx(152 * 32 / 6 / 60, abs=1)

@@ -235,9 +235,14 @@ def test_a_missing_statistic_the_prerequisite_reads_makes_the_claim_not_testable
     from headlab.reproduce.evidence import _decided
 
     spec = load_spec(SPECS / "c06_posenc.yaml")
-    # without positions every head of every seed has one role: no kappa in that arm (chance agreement 1)
-    rows = [{"job": f"{pe}-{seed}", "seed": seed, "model.pos_encoding": pe, "test_acc": 0.8,
-             "same_role_kappa": (math.nan if pe == "none" else 0.1 * seed)} for pe in ("none", "rope") for seed in (10, 12, 14, 16)]
+    # no arm-none pair could be matched (no distance ratio): the primary the prerequisite reads is missing
+    rows = [{"job": f"{pe}-{seed}", "seed": seed, "model.pos_encoding": pe, "test_acc": 0.8, "same_role_kappa": math.nan,
+             "matched_distance_ratio": (math.nan if pe == "none" else 0.7)} for pe in ("none", "rope") for seed in (20, 22, 24, 26)]
     result = _decided(spec, _spec_table(rows), "table")
     assert result.verdict == NOT_TESTABLE
-    assert "kappa_gap.n >= 3" in result.reason and "no finite seed pairs of same_role_kappa" in result.reason
+    assert "ratio_gap.n >= 3" in result.reason and "no finite seed pairs of matched_distance_ratio" in result.reason
+    # kappa, a secondary since version 5, has no value at all (one role everywhere) and blocks nothing
+    rows = [{**r, "matched_distance_ratio": 0.9 if r["model.pos_encoding"] == "none" else 0.7 + 0.001 * r["seed"],
+             "test_acc": 0.9 + 0.001 * r["seed"]} for r in rows]
+    result = _decided(spec, _spec_table(rows), "table")
+    assert result.verdict not in (NOT_TESTABLE, NOT_MEASURED) and result.statistics["kappa_gap"].unit.startswith("missing")

@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 def reproduce(cmd) -> int:
     from headlab.reproduce.command import plan_for, plan_summary, write_times
     from headlab.reproduce.evidence import evaluate_claim
+    from headlab.reproduce.looks import run_second_look, second_look_specs, with_second_look
     from headlab.reproduce.multiplicity import control
     from headlab.reproduce.report import write_report
     from headlab.reproduce.runner import run_plan
@@ -48,6 +49,8 @@ def reproduce(cmd) -> int:
     plan = plan_for(cmd)  # every setting checked before anything runs
     if cmd.jobs or (cmd.run and cmd.dry_run):
         run_plan(plan.runner, plan.sweeps, plan.runs)
+        if cmd.scale == "cpu":
+            run_second_look(plan.runner, plan.specs)
         print(plan_summary(plan))
         return 0
     explicit, failed = plan.explicit, False
@@ -57,6 +60,11 @@ def reproduce(cmd) -> int:
         failed = any(r.status == "failed" for r in plan.runner.results)
         print(f"{PROG}: ran the plan in {time.monotonic() - started:.0f} s" + ("; some steps failed" if failed else ""))
     results = control([evaluate_claim(spec, plan.sweeps_root, explicit, cmd.scale) for spec in plan.specs])
+    if cmd.scale == "cpu":  # the second look: fresh seeds for what look 1 left inconclusive
+        if cmd.run:
+            explicit = {**run_second_look(plan.runner, second_look_specs(results)), **explicit}
+            failed = any(r.status == "failed" for r in plan.runner.results)
+        results = with_second_look(results, plan.sweeps_root, explicit)
     out = Path(cmd.out) if cmd.out else Path("reports") / dt.date.today().isoformat()
     for path in write_report(results, out, scale=cmd.scale):
         print(f"wrote {path}")

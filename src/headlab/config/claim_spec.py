@@ -140,6 +140,7 @@ class PerJobConfig:
     quick_where: Optional[Dict[str, Any]] = None  # the selection at one scale, when they differ
     cpu_where: Optional[Dict[str, Any]] = None
     full_where: Optional[Dict[str, Any]] = None
+    replication_where: Optional[Dict[str, Any]] = None
 
 
 @dataclass
@@ -154,6 +155,9 @@ class EvidenceConfig:
     quick: Optional[ScaleConfig] = None
     cpu: Optional[ScaleConfig] = None        # make reproduce-cpu: the confirmatory run on one CPU machine
     full: Optional[ScaleConfig] = None
+    # the cpu scale's second look (headlab.reproduce.looks): fresh seeds for a claim its first look
+    # leaves undecided, read on their own
+    replication: Optional[ScaleConfig] = None
     table: Optional[str] = None              # the aggregate (or run) table the statistics read
     figure: Optional[str] = None             # the figure shown beside the verdict
     per_job: List[PerJobConfig] = field(default_factory=list)
@@ -218,6 +222,7 @@ class SeedsConfig:
 
     exploratory: List[int] = field(default_factory=lambda: [0, 1, 2])
     confirmatory: List[int] = field(default_factory=list)  # run only after the rules were versioned
+    replication: List[int] = field(default_factory=list)   # the second look's fresh seeds (evidence.replication)
     rules_frozen: str = ""                   # the date the rules of this version were fixed (YYYY-MM-DD)
 
 

@@ -77,7 +77,14 @@ def plan_summary(plan: Plan) -> str:
         from headlab.reproduce.estimate import estimate_line
         from headlab.reproduce.jobs import sweep_jobs
 
-        line += "\n" + estimate_line(sweep_jobs(plan.specs, "quick"), plan.sweeps, plan.runs, "cpu", plan.runner.lanes)
+        from headlab.reproduce.looks import second_look_jobs
+
+        quick = sweep_jobs(plan.specs, "quick")
+        line += "\n" + estimate_line(quick, plan.sweeps, plan.runs, "cpu", plan.runner.lanes)
+        second = second_look_jobs(plan.specs)
+        if second:
+            line += "\n" + estimate_line(quick, second, [], "cpu", plan.runner.lanes).replace(
+                "# estimated wall time", "# look 2, at most (every claim that may be retried):", 1)
     return line
 
 

@@ -1,8 +1,8 @@
 """How long a scale's plan takes on this machine, from the step times `make reproduce-quick`
 measured (docs/results/2026-11-30-reproduce-quick.md: commit 753d192, 2 CPU cores, two lanes).
 
-Each step of the new plan is the quick step that ran the same grid, scaled by its number of seeds
-(jobs grow with the seeds) and by its sequence length where it changes (data.max_len 64 -> 128:
+Each step of the new plan is the quick step of the same claims, scaled by its number of jobs (the
+product of its overrides' comma lists: seeds x the grid it keeps) and by its sequence length where it changes (data.max_len 64 -> 128:
 x2, since every layer's work grows at least linearly with the tokens), then packed onto the lanes
 the way the runner does (teachers' sweeps first, a student after its teacher's sweep). The 2026-11-30
 quick run had one thread per lane on 2 cores: with more cores, more lanes shorten the total but a
@@ -29,11 +29,18 @@ class StepEstimate:
     how: str
 
 
-def _seeds(overrides) -> int:
+def _jobs(overrides) -> int:
+    """The multirun's job count from its overrides' comma lists (an axis the sweep file sets and
+    the overrides leave alone counts the same at both scales, so it cancels out of a ratio).
+
+    >>> _jobs(["seed=10,11,12", "model.n_heads=4,8", "data.max_len=128"])
+    6
+    """
+    count = 1
     for o in overrides:
-        if o.startswith("seed="):
-            return len(o.split("=", 1)[1].split(","))
-    return 1
+        if "=" in o and not o.startswith(("+", "~")):
+            count *= len(o.split("=", 1)[1].split(","))
+    return count
 
 
 def _max_len(overrides) -> float | None:
@@ -45,19 +52,21 @@ def _max_len(overrides) -> float | None:
 
 
 def step_estimates(quick_sweeps, sweeps, runs, scale: str) -> list[StepEstimate]:
-    """Seconds per step of the plan at `scale`, from its quick counterpart (same name less `-<scale>`)."""
-    quick = {j.sweep_name: j for j in quick_sweeps}
+    """Seconds per step of the plan at `scale`, from its quick counterpart: the quick sweep of the
+    same claims (a sweep renamed with its rule version still has one)."""
+    twin_of = {claim: j for j in quick_sweeps for claim in j.claims}
     out = []
     for job in sweeps:
-        base = job.sweep_name.removesuffix(f"-{scale}")
-        if base not in QUICK_SECONDS or base not in quick:
+        twin = next((twin_of[c] for c in job.claims if c in twin_of), None)
+        if twin is None or twin.sweep_name not in QUICK_SECONDS:
             out.append(StepEstimate(job.sweep_name, float("nan"), "no measured quick step"))
             continue
-        seeds = _seeds(job.overrides) / _seeds(quick[base].overrides)
-        before, after = _max_len(quick[base].overrides), _max_len(job.overrides)
+        base = twin.sweep_name
+        jobs = _jobs(job.overrides) / _jobs(twin.overrides)
+        before, after = _max_len(twin.overrides), _max_len(job.overrides)
         length = after / before if before and after else 1.0
-        out.append(StepEstimate(job.sweep_name, QUICK_SECONDS[base] * seeds * length,
-                                f"{QUICK_SECONDS[base]} s x {seeds:.3g} (seeds)" + (f" x {length:g} (max_len)" if length != 1 else "")))
+        out.append(StepEstimate(job.sweep_name, QUICK_SECONDS[base] * jobs * length,
+                                f"{QUICK_SECONDS[base]} s x {jobs:.3g} (jobs)" + (f" x {length:g} (max_len)" if length != 1 else "")))
     for job in runs:
         base = job.run_name.removesuffix(f"-{scale}")
         out.append(StepEstimate(job.run_name, float(QUICK_SECONDS.get(base, float("nan"))), "one run, as measured"))

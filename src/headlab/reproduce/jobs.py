@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from headlab.errors import ConfigError
-from headlab.reproduce.spec import RUN_COMMANDS, SCALES, ClaimSpec, PerJob
+from headlab.reproduce.spec import EVIDENCE_SCALES, RUN_COMMANDS, ClaimSpec, PerJob
 
 LAUNCHERS = {"quick": "joblib", "cpu": "joblib", "full": "slurm"}  # the Hydra launcher each scale runs its sweeps with
 
@@ -28,8 +28,8 @@ class SweepJob:
 def sweep_jobs(specs: list[ClaimSpec], scale: str) -> list[SweepJob]:
     """One job per sweep folder name, in first-claim order. Two specs that give one folder name
     different sweeps or overrides would read each other's evidence: a ConfigError."""
-    if scale not in SCALES:
-        raise ConfigError("scale", scale, f"one of {', '.join(SCALES)}")
+    if scale not in EVIDENCE_SCALES:
+        raise ConfigError("scale", scale, f"one of {', '.join(EVIDENCE_SCALES)}")
     jobs: dict[str, tuple[tuple, list[str], list[PerJob]]] = {}
     for spec in specs:
         if spec.evidence.kind != "sweep" or getattr(spec.evidence, scale) is None:

@@ -18,13 +18,15 @@ from headlab.stats.decisions import ALPHA, holm
 METHOD = "Holm over the claims' primary statistics (statsmodels multipletests), alpha 0.05"
 
 
-def control(results: list[ClaimResult], alpha: float = ALPHA) -> list[ClaimResult]:
-    """Set `p_holm` on every claim with a margin and a p-value; demote decisive verdicts that do not survive."""
+def control(results: list[ClaimResult], alpha: float = ALPHA, label: str = "") -> list[ClaimResult]:
+    """Set `p_holm` on every claim with a margin and a p-value; demote decisive verdicts that do not
+    survive. `label` names the family in the reason (the cpu scale's look 2 has its own)."""
     family = [r for r in results if r.spec.primary is not None and math.isfinite(r.p_value)]
     for r, adjusted in zip(family, holm([r.p_value for r in family], alpha)):
         r.p_holm = adjusted
         if r.verdict in DECISIVE and adjusted > alpha:
-            r.reason = (f"{r.verdict} before the correction (p {r.p_value:.3g}), but Holm-adjusted p {adjusted:.3g} > {alpha}: "
+            r.reason = (f"{r.verdict} before the correction (p {r.p_value:.3g}), but Holm-adjusted p {adjusted:.3g} > {alpha}"
+                        f"{f' in the {label} family' if label else ''}: "
                         f"{r.reason}")
             r.verdict = INCONCLUSIVE
     for r in results:

@@ -50,6 +50,9 @@ SPEC_GLOB = "c[0-9][0-9]_*.yaml"
 # make reproduce-quick (exploratory, CPU), make reproduce-cpu (confirmatory, CPU), make reproduce (the article's)
 SCALES = ("quick", "cpu", "full")
 REQUIRED_SCALES = ("quick", "full")
+# the cpu scale's second look (headlab.reproduce.looks): evidence read like a scale's, never a scale of its own
+REPLICATION = "replication"
+EVIDENCE_SCALES = (*SCALES, REPLICATION)
 EVIDENCE_KINDS = ("sweep", "run", "computed", "not_measured")
 RUN_COMMANDS = {RunCommand.analyze_hf: "headlab-analyze-hf"}  # evidence.run -> the command that writes the run
 # evidence.program -> the multirun command
@@ -94,12 +97,18 @@ class ClaimSpec:
     proxy: str = ""                          # why the primary is not yet the direct statistic
     exploratory_seeds: tuple[int, ...] = (0, 1, 2)
     confirmatory_seeds: tuple[int, ...] = ()
+    replication_seeds: tuple[int, ...] = ()   # the second look's fresh seeds (evidence.replication)
     rules_frozen: str = ""
 
     @property
     def has_scale(self) -> tuple[str, ...]:
         """The scales this spec has evidence settings for."""
         return tuple(sc for sc in SCALES if getattr(self.evidence, sc) is not None)
+
+    @property
+    def has_replication(self) -> bool:
+        """Whether the cpu scale may give this claim a second look on fresh seeds."""
+        return self.evidence.replication is not None
 
     @property
     def not_measured(self) -> str:
@@ -161,9 +170,9 @@ def _check_scales_apart(specs: list[ClaimSpec]) -> None:
     """A folder name used at both scales would let one scale's report read the other's evidence."""
     names = {scale: {at.sweep_name or at.run_name: s for s in specs
                      if (at := getattr(s.evidence, scale)) is not None and (at.sweep_name or at.run_name)}
-             for scale in SCALES}
-    for i, first in enumerate(SCALES):
-        for later in SCALES[i + 1:]:
+             for scale in EVIDENCE_SCALES}
+    for i, first in enumerate(EVIDENCE_SCALES):
+        for later in EVIDENCE_SCALES[i + 1:]:
             for name in sorted(set(names[first]) & set(names[later])):
                 one, other = names[first][name], names[later][name]
                 raise ConfigError(f"{Path(other.path).name}: evidence.{later}", name,
@@ -203,6 +212,9 @@ def _decision(raw, statistics: dict, measured: bool, key) -> dict[str, Any]:
     if raw.primary is None:
         if raw.margin is not None:
             raise ConfigError(key("primary"), None, "the statistic the margin applies to (one of the spec's statistics)")
+        if raw.evidence.replication is not None:
+            raise ConfigError(key("evidence.replication"), raw.evidence.replication.sweep_name,
+                              "no second look for a spec without a primary statistic and margin")
         return {}
     if measured and raw.primary not in statistics:
         raise ConfigError(key("primary"), raw.primary, f"one of the spec's statistics ({', '.join(statistics)})")
@@ -223,8 +235,16 @@ def _decision(raw, statistics: dict, measured: bool, key) -> dict[str, Any]:
     if set(seeds.exploratory) & set(seeds.confirmatory):
         raise ConfigError(key("seeds.confirmatory"), list(seeds.confirmatory),
                           f"seeds no exploratory run used (not {sorted(set(seeds.exploratory) & set(seeds.confirmatory))})")
+    reused = set(seeds.replication) & (set(seeds.exploratory) | set(seeds.confirmatory))
+    if reused:
+        raise ConfigError(key("seeds.replication"), list(seeds.replication),
+                          f"fresh seeds, in neither the exploratory nor the confirmatory list (not {sorted(reused)})")
+    if (raw.evidence.replication is not None) != bool(seeds.replication):
+        raise ConfigError(key("seeds.replication"), list(seeds.replication),
+                          "the second look's seeds exactly when evidence.replication is given")
     return {"primary": raw.primary, "margin": m, "prerequisite": rule, "prerequisite_reason": raw.prerequisite.reason.strip(),
             "exploratory_seeds": tuple(seeds.exploratory), "confirmatory_seeds": tuple(seeds.confirmatory),
+            "replication_seeds": tuple(seeds.replication),
             "rules_frozen": seeds.rules_frozen, "prerequisite_config": tuple(sorted(raw.prerequisite.config.items())),
             "proxy": raw.proxy.strip()}
 
@@ -242,17 +262,20 @@ def _evidence(evidence: EvidenceConfig, key) -> EvidenceConfig:
     if evidence.kind == "run":
         for name in ("table", *REQUIRED_SCALES):
             _required(getattr(evidence, name), f"evidence.{name}", key)
-        for scale in (sc for sc in SCALES if getattr(evidence, sc) is not None):
+        for scale in (sc for sc in EVIDENCE_SCALES if getattr(evidence, sc) is not None):
             at = getattr(evidence, scale)
             if not at.run_name:
                 raise ConfigError(key(f"evidence.{scale}.run_name"), at.run_name, "the run's folder name (run_name)")
             _settings(at.command, key(f"evidence.{scale}.command"), "a list of key=value settings of the command")
+    if evidence.replication is not None and evidence.kind != "sweep":
+        raise ConfigError(key("evidence.replication"), evidence.replication.sweep_name or evidence.replication.run_name,
+                          "a second look only for sweep evidence (fresh seeds of the same grid)")
     if evidence.kind == "computed" and evidence.figure is not None and evidence.figure not in FIGURES:
         raise ConfigError(key("evidence.figure"), evidence.figure, f"one of {', '.join(FIGURES)} (a computed claim's figure)")
     if evidence.kind == "sweep":
         for name in ("table", *REQUIRED_SCALES):
             _required(getattr(evidence, name), f"evidence.{name}", key)
-        for scale in (sc for sc in SCALES if getattr(evidence, sc) is not None):
+        for scale in (sc for sc in EVIDENCE_SCALES if getattr(evidence, sc) is not None):
             at = getattr(evidence, scale)
             if not at.sweep_name:
                 raise ConfigError(key(f"evidence.{scale}.sweep_name"), at.sweep_name, "the sweep's folder name (sweep_name)")

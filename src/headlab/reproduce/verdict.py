@@ -43,6 +43,8 @@ class ClaimResult:
     p_value: float = math.nan   # the one-sided test of the verdict (or the smallest of the three when undecided)
     p_holm: float = math.nan    # after Holm's correction over the claims (multiplicity.control)
     provenance: str = ""        # the folder (and commit) the evidence was read from, and what was refused
+    look: int = 1               # the cpu scale's look that decided it (2: the replication, headlab.reproduce.looks)
+    first_look: str = ""        # at look 2: what look 1 gave, kept beside the verdict
 
 
 def decide(spec: ClaimSpec, statistics: dict[str, Statistic], source: str = "") -> ClaimResult:

@@ -1,0 +1,89 @@
+"""The cpu scale's second look: fresh seeds for the claims its first look leaves undecided.
+
+The design (adaptive allocation with intervals that stay valid), fixed in the specs before a
+second look's tables exist:
+
+- Look 1 reads every claim's `cpu` evidence; Holm's correction runs over its claims (family 1).
+- A claim gets look 2 when look 1 left it inconclusive (after Holm) and its spec names
+  `evidence.replication` with `seeds.replication`: seeds no earlier run used, a cap fixed in the
+  spec. "Not testable" and "not measured" are not retried: more seeds do not make a phenomenon form.
+- Look 2 reads the fresh seeds only, never pooled with look 1. Its grid and seeds are fixed in
+  the spec, so its intervals and p-values are those of a fixed-size test on independent data,
+  whatever look 1 showed: which claims are retried depends on look-1 data only, and look 2
+  contains none of it. Holm runs again over the retried claims (family 2, alpha 0.05).
+- Each family's familywise error is at most 0.05; over both, at most 0.10 (a union bound). The
+  report states both.
+- A retried claim's verdict is its look-2 verdict; what look 1 gave stays beside it (`first_look`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable, Mapping
+
+from headlab.reproduce.spec import REPLICATION, ClaimSpec
+from headlab.reproduce.verdict import INCONCLUSIVE, ClaimResult
+
+DESIGN = ("look 2 (make reproduce-cpu): the claims look 1 leaves inconclusive are run again on fresh seeds "
+          "fixed in their specs and decided on those seeds alone; Holm within each look's family, so each "
+          "family's familywise error is at most 0.05 and both together at most 0.10")
+
+
+def wants_second_look(result: ClaimResult) -> bool:
+    """Look 1 left the claim inconclusive, and its spec gives it fresh seeds."""
+    return result.verdict == INCONCLUSIVE and result.spec.has_replication
+
+
+def second_look_specs(results: list[ClaimResult]) -> list[ClaimSpec]:
+    return [r.spec for r in results if wants_second_look(r)]
+
+
+def with_second_look(results: list[ClaimResult], sweeps_root: str | Path, explicit: Mapping[str, Path] | None = None,
+                     evaluate: Callable[..., ClaimResult] | None = None) -> list[ClaimResult]:
+    """`results` (look 1, after Holm) with every retried claim replaced by its look-2 result, which
+    has its own Holm family; the others are returned as they were. `evaluate` reads a claim's
+    evidence (`headlab.reproduce.evidence.evaluate_claim`)."""
+    from headlab.reproduce.multiplicity import control
+
+    if evaluate is None:
+        from headlab.reproduce.evidence import evaluate_claim as evaluate
+    retried = [r for r in results if wants_second_look(r)]
+    if not retried:
+        return results
+    second = control([evaluate(r.spec, sweeps_root, explicit, REPLICATION) for r in retried], label="look 2")
+    for first, again in zip(retried, second):
+        again.look = 2
+        again.first_look = first_look_line(first)
+    by_claim = {r.spec.claim: r for r in second}
+    return [by_claim.get(r.spec.claim, r) for r in results]
+
+
+def first_look_line(r: ClaimResult) -> str:
+    """What look 1 gave, in one line: its verdict, primary statistic, p and Holm p."""
+    s = r.statistics.get(r.spec.primary or "")
+    shown = "" if s is None else f", {r.spec.primary} {_g(s.mean)} [{_g(s.ci_low)}, {_g(s.ci_high)}] (n={s.n})"
+    return f"look 1: {r.verdict}{shown}, p {_g(r.p_value)}, Holm p {_g(r.p_holm)}"
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}" if isinstance(x, (int, float)) and math.isfinite(x) else "-"
+
+
+def second_look_jobs(specs: list[ClaimSpec]):
+    """The look-2 sweeps of `specs` (those with fresh seeds), one per folder name."""
+    from headlab.reproduce.jobs import sweep_jobs
+
+    return sweep_jobs([s for s in specs if s.has_replication], REPLICATION)
+
+
+def run_second_look(runner, specs: list[ClaimSpec]) -> dict[str, Path]:
+    """Run (resumably, as look 1) the look-2 sweeps of `specs`: the claims look 1 left inconclusive
+    (`second_look_specs`), or in a dry run every claim, to print all the design allows. Returns the
+    folders by sweep name."""
+    from headlab.reproduce.runner import run_plan
+
+    jobs = second_look_jobs(specs)
+    if runner.dry_run and jobs:
+        runner.say("# look 2, only for the claims look 1 leaves inconclusive: fresh seeds, read on their own")
+    return run_plan(runner, jobs, []) if jobs else {}

@@ -1,0 +1,94 @@
+"""The cpu scale's second look: which claims get fresh seeds, and Holm within look 2's own family."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from statsmodels.stats.multitest import multipletests
+
+from headlab.errors import ConfigError
+from headlab.reproduce.looks import second_look_specs, with_second_look
+from headlab.reproduce.spec import REPLICATION, load_spec, load_specs
+from headlab.reproduce.statistics import Statistic
+from headlab.reproduce.verdict import INCONCLUSIVE, NOT_TESTABLE, SUPPORTED, ClaimResult
+
+SPECS = Path(__file__).resolve().parents[2] / "conf" / "reproduce"
+BY_CLAIM = {s.claim: s for s in load_specs(SPECS)}
+
+
+def _result(claim: str, verdict: str, p: float) -> ClaimResult:
+    spec = BY_CLAIM[claim]
+    stat = Statistic(0.05, 0.02, 0.08, 8, "test_acc", "paired t over seeds", sd=0.03, se=0.01, df=7)
+    return ClaimResult(spec, verdict, "look 1's reason", {spec.primary: stat}, p_value=p)
+
+
+def _look1() -> list[ClaimResult]:
+    return [_result("C5", INCONCLUSIVE, 0.023), _result("C7", SUPPORTED, 0.0047), _result("C10", INCONCLUSIVE, 0.10),
+            _result("C14", INCONCLUSIVE, 0.016), _result("C3", NOT_TESTABLE, math.nan)]
+
+
+def test_only_inconclusive_claims_whose_spec_names_fresh_seeds_are_retried():
+    # C7 is decided, C10 has no replication in its spec, C3's phenomenon did not form
+    assert [s.claim for s in second_look_specs(_look1())] == ["C5", "C14"]
+
+
+@pytest.mark.parametrize("p5, p14", [(0.03, 0.02), (0.04, 0.03)])
+def test_look_two_is_decided_on_its_own_evidence_with_holm_over_its_own_family(p5, p14):
+    calls = []
+
+    def evaluate(spec, root, explicit, scale):
+        calls.append((spec.claim, scale))
+        return ClaimResult(spec, SUPPORTED, "beyond the margin", {}, p_value={"C5": p5, "C14": p14}[spec.claim])
+
+    look1 = _look1()
+    out = with_second_look(look1, "root", {}, evaluate=evaluate)
+    assert calls == [("C5", REPLICATION), ("C14", REPLICATION)]
+    assert [r.spec.claim for r in out] == ["C5", "C7", "C10", "C14", "C3"]
+    assert out[1] is look1[1] and out[2] is look1[2] and out[4] is look1[4] and out[1].look == 1
+    reject, adjusted, *_ = multipletests([p5, p14], alpha=0.05, method="holm")  # the family is the two retried claims
+    for r, keep, p_holm in zip((out[0], out[3]), reject, adjusted):
+        assert r.look == 2 and r.p_holm == pytest.approx(p_holm)
+        assert r.verdict == (SUPPORTED if keep else INCONCLUSIVE)
+        assert r.first_look.startswith("look 1: inconclusive, ") and "Holm p" in r.first_look
+    if not reject.any():
+        assert "in the look 2 family" in out[0].reason
+
+
+def test_nothing_to_retry_leaves_the_results_as_they_were():
+    look1 = [_result("C7", SUPPORTED, 0.0047)]
+    assert with_second_look(look1, "root", {}, evaluate=lambda *a: pytest.fail("nothing should be read")) is look1
+
+
+@pytest.mark.parametrize("seeds, words", [
+    ("[17, 20, 21]", "fresh seeds, in neither the exploratory nor the confirmatory list (not [17])"),
+    ("[]", "the second look's seeds exactly when evidence.replication is given"),
+])
+def test_a_second_look_must_name_fresh_seeds(tmp_path, seeds, words):
+    text = (SPECS / "c05_templates.yaml").read_text(encoding="utf-8")
+    start = text.index("  replication: [")
+    path = tmp_path / "c05_templates.yaml"
+    path.write_text(text[:start] + f"  replication: {seeds}\n" + text[text.index("\n", start) + 1:], encoding="utf-8")
+    with pytest.raises(ConfigError, match=words.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
+        load_spec(path)
+
+
+def test_the_report_says_which_look_decided_and_states_the_design(tmp_path):
+    from headlab.reproduce.report import write_report
+
+    def evaluate(spec, root, explicit, scale):
+        stat = Statistic(0.06, 0.04, 0.08, 16, "test_acc", "paired t over seeds", sd=0.04, se=0.01, df=15, seeds=tuple(range(20, 36)))
+        return ClaimResult(spec, SUPPORTED, "beyond the margin", {spec.primary: stat}, p_value=0.001)
+
+    out = with_second_look(_look1(), "root", {}, evaluate=evaluate)
+    write_report(out, tmp_path, scale="cpu")
+    md = (tmp_path / "claims.md").read_text(encoding="utf-8")
+    assert "| C5 | 3.1 | supported (look 2) |" in md and "| C7 | 5.4 | supported |" not in md
+    assert "Adaptive allocation: look 2" in md and "at most 0.10" in md
+    assert "decided on seeds 20,21" in md and "(fresh, look 2)" in md
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "claims.csv").set_index("claim")
+    assert table.loc["C5", "look"] == 2 and table.loc["C7", "look"] == 1
+    assert table.loc["C14", "first_look"].startswith("look 1: inconclusive")

@@ -92,3 +92,39 @@ def test_the_report_says_which_look_decided_and_states_the_design(tmp_path):
     table = pd.read_csv(tmp_path / "claims.csv").set_index("claim")
     assert table.loc["C5", "look"] == 2 and table.loc["C7", "look"] == 1
     assert table.loc["C14", "first_look"].startswith("look 1: inconclusive")
+
+
+@pytest.mark.parametrize("verdict, p, needed", [
+    (INCONCLUSIVE, 0.2, True),
+    (SUPPORTED, 0.0047, True),          # 0.0047 > 0.05 / 16: Holm over the others could still demote it
+    (SUPPORTED, 0.0025, False),         # <= 0.05 / 16: it survives Holm whatever the other claims give
+    (SUPPORTED, math.nan, False),       # an exact bound outside the family stays decided
+    (NOT_TESTABLE, math.nan, False),    # more seeds do not make a phenomenon form
+])
+def test_look_two_starts_early_only_for_a_claim_look_one_may_leave_undecided(verdict, p, needed):
+    from headlab.reproduce.looks import may_need_second_look
+
+    assert may_need_second_look(_result("C5", verdict, p), family_size=16) is needed
+    assert may_need_second_look(_result("C7", INCONCLUSIVE, 0.2), family_size=16) is False  # C7 has no second look
+
+
+def test_the_runner_gets_each_look_two_sweep_after_its_claims_look_one_sweep():
+    from headlab.reproduce.looks import deferred_second_look
+
+    specs = list(BY_CLAIM.values())
+    verdicts = {"C5": (INCONCLUSIVE, 0.02), "C12": (SUPPORTED, 1e-6), "C14": (SUPPORTED, 0.004)}
+    read = []
+
+    def evaluate(spec, root, explicit, scale):
+        read.append((spec.claim, scale))
+        return _result(spec.claim, *verdicts[spec.claim])
+
+    items = {d.job.sweep_name: d for d in deferred_second_look(specs, "root", {}, evaluate=evaluate)}
+    assert {name: d.after for name, d in items.items()} == {
+        "templates-synthetic-rep": ("templates-synthetic-cpu",), "data_size-synthetic-rep": ("data_size-synthetic-cpu",),
+        "heads-synthetic-rep": ("heads-synthetic-cpu",)}
+    assert read == []  # nothing is read before a lane takes the item
+    # 18 specs with a primary: the bar is 0.05 / 18 = 0.0028
+    assert [items[n].needed() for n in ("templates-synthetic-rep", "data_size-synthetic-rep", "heads-synthetic-rep")] == \
+        [True, False, True]
+    assert read == [("C5", "cpu"), ("C12", "cpu"), ("C14", "cpu")]

@@ -198,3 +198,28 @@ def test_lanes_run_independent_sweeps_side_by_side_and_a_student_after_its_teach
     assert events["start", "other"] < events["end", "teachers"]       # side by side
     assert events["start", "students"] > events["end", "teachers"]    # waits for its teacher
     assert sorted(r.step for r in runner.results) == ["sweep other", "sweep students", "sweep teachers"]
+
+
+@pytest.mark.parametrize("needed", [True, False])
+def test_a_deferred_sweep_starts_after_the_sweeps_it_waits_for_and_only_if_still_needed(tmp_path, fake_bin, monkeypatch,
+                                                                                         needed):
+    from headlab.reproduce.runner import Deferred
+
+    monkeypatch.setenv("TIMES", str(tmp_path / "times.jsonl"))
+    specs = _specs(tmp_path)
+    (tmp_path / "c03_other.yaml").write_text(SPEC.format(n=3, sweep="heads", program="", name="other", teacher="",
+                                                         per_job=""), encoding="utf-8")
+    other = sweep_jobs([load_spec(tmp_path / "c03_other.yaml")], "quick")[0]
+    asked = []
+    later = Deferred(other, ("teachers",), lambda: asked.append("asked") or needed)
+    runner = Runner(tmp_path / "sweeps", tmp_path / "runs", "quick", "joblib", lanes=2, bin_dir=fake_bin, say=lambda _: None)
+    folders = run_plan(runner, sweep_jobs(specs, "quick"), [], [later])
+    events = {(kind, arg.split("=")[-1]): t for kind, arg, t in
+              (json.loads(line) for line in (tmp_path / "times.jsonl").read_text().splitlines())}
+    assert asked == ["asked"]  # asked once, when a lane took it
+    if needed:  # starts after the sweep it waits for, beside the student that waits for the same one
+        assert events["start", "other"] > events["end", "teachers"] and "other" in folders
+        assert events["start", "other"] < events["end", "students"]
+    else:
+        assert ("start", "other") not in events and "other" not in folders
+        assert next(r for r in runner.results if r.step == "sweep other").status == "skipped"

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 def reproduce(cmd) -> int:
     from headlab.reproduce.command import plan_for, plan_summary, write_times
     from headlab.reproduce.evidence import evaluate_claim
-    from headlab.reproduce.looks import run_second_look, second_look_specs, with_second_look
+    from headlab.reproduce.looks import deferred_second_look, run_second_look, second_look_specs, with_second_look
     from headlab.reproduce.multiplicity import control
     from headlab.reproduce.report import write_report
     from headlab.reproduce.runner import run_plan
@@ -56,13 +56,15 @@ def reproduce(cmd) -> int:
     explicit, failed = plan.explicit, False
     if cmd.run:
         started = time.monotonic()
-        explicit = {**run_plan(plan.runner, plan.sweeps, plan.runs), **explicit}
+        early = deferred_second_look(plan.specs, plan.sweeps_root, explicit) if cmd.scale == "cpu" else []
+        explicit = {**run_plan(plan.runner, plan.sweeps, plan.runs, early), **explicit}
         failed = any(r.status == "failed" for r in plan.runner.results)
         print(f"{PROG}: ran the plan in {time.monotonic() - started:.0f} s" + ("; some steps failed" if failed else ""))
     results = control([evaluate_claim(spec, plan.sweeps_root, explicit, cmd.scale) for spec in plan.specs])
     if cmd.scale == "cpu":  # the second look: fresh seeds for what look 1 left inconclusive
-        if cmd.run:
-            explicit = {**run_second_look(plan.runner, second_look_specs(results)), **explicit}
+        missing = [s for s in second_look_specs(results) if s.evidence.replication.sweep_name not in explicit]
+        if cmd.run and missing:  # a look 2 the early start left out (it looked decided): run it now
+            explicit = {**run_second_look(plan.runner, missing), **explicit}
             failed = any(r.status == "failed" for r in plan.runner.results)
         results = with_second_look(results, plan.sweeps_root, explicit)
     out = Path(cmd.out) if cmd.out else Path("reports") / dt.date.today().isoformat()

@@ -76,15 +76,11 @@ def plan_summary(plan: Plan) -> str:
     if plan.runner is not None and plan.runner.scale == "cpu":
         from headlab.reproduce.estimate import estimate_line
         from headlab.reproduce.jobs import sweep_jobs
-
-        from headlab.reproduce.looks import second_look_jobs
+        from headlab.reproduce.looks import deferred_second_look
 
         quick = sweep_jobs(plan.specs, "quick")
-        line += "\n" + estimate_line(quick, plan.sweeps, plan.runs, "cpu", plan.runner.lanes)
-        second = second_look_jobs(plan.specs)
-        if second:
-            line += "\n" + estimate_line(quick, second, [], "cpu", plan.runner.lanes).replace(
-                "# estimated wall time", "# look 2, at most (every claim that may be retried):", 1)
+        line += "\n" + estimate_line(quick, plan.sweeps, plan.runs, "cpu", plan.runner.lanes,
+                                     deferred_second_look(plan.specs, plan.sweeps_root))
     return line
 
 

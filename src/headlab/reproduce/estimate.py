@@ -1,11 +1,13 @@
-"""How long a scale's plan takes on this machine, from the step times `make reproduce-quick`
-measured (docs/results/2026-11-30-reproduce-quick.md: commit 753d192, 2 CPU cores, two lanes).
+"""How long a scale's plan takes on this machine, from measured step times.
 
-Each step of the new plan is the quick step of the same claims, scaled by its number of jobs (the
+A step the cpu scale has run takes the time it took (`CPU_SECONDS`: the confirmatory run of
+2026-12-02 and its second look, 2 CPU cores, two lanes, docs/results/2026-12-02-second-look.md).
+Any other step is the quick step of the same claims
+(docs/results/2026-11-30-reproduce-quick.md: commit 753d192), scaled by its number of jobs (the
 product of its overrides' comma lists: seeds x the grid it keeps) and by its sequence length where it changes (data.max_len 64 -> 128:
 x2, since every layer's work grows at least linearly with the tokens), then packed onto the lanes
-the way the runner does (teachers' sweeps first, a student after its teacher's sweep). The 2026-11-30
-quick run had one thread per lane on 2 cores: with more cores, more lanes shorten the total but a
+the way the runner does (teachers' sweeps first, a student after its teacher's sweep, a look-2
+sweep after its claims' look-1 sweeps). Both runs had one thread per lane on 2 cores: with more cores, more lanes shorten the total but a
 step is no faster, so the estimate is the 2-core one with `lanes` lanes.
 """
 
@@ -20,6 +22,16 @@ QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-syntheti
                  "init_scale-synthetic": 145, "data_size-synthetic": 88, "c17-minilm-en_news": 27,
                  "distill-zh_reviews": 174}
 MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores"
+# seconds per step of make reproduce-cpu on 2 cores, two lanes, 2026-12-02: each job's summary.json
+# wall_s plus its start (about 2 s), and the per-job commands (headlab-importance about 16 s,
+# headlab-prune about 70 s); the jobs that ran beside the test suite are counted at the speed of
+# the same config's unloaded jobs. A step whose grid differs from the one measured is not here.
+CPU_SECONDS = {"heads-synthetic-cpu": 860, "lr-synthetic-cpu": 1280, "templates-synthetic-cpu": 496,
+               "posenc-synthetic-cpu-v5": 762, "domains-multidomain-cpu": 536, "heads-zh_reviews-cpu": 4200,
+               "init_scale-synthetic-cpu": 480, "data_size-synthetic-cpu": 298, "distill-zh_reviews-cpu": 504,
+               "c17-minilm-en_news-cpu": 33, "templates-synthetic-rep": 982, "heads-synthetic-rep": 446,
+               "data_size-synthetic-rep": 1750}
+CPU_MEASURED = "make reproduce-cpu, 2026-12-02, 2 cores"
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,9 @@ def step_estimates(quick_sweeps, sweeps, runs, scale: str) -> list[StepEstimate]
     twin_of = {claim: j for j in quick_sweeps for claim in j.claims}
     out = []
     for job in sweeps:
+        if scale == "cpu" and job.sweep_name in CPU_SECONDS:
+            out.append(StepEstimate(job.sweep_name, float(CPU_SECONDS[job.sweep_name]), "measured"))
+            continue
         twin = next((twin_of[c] for c in job.claims if c in twin_of), None)
         if twin is None or twin.sweep_name not in QUICK_SECONDS:
             out.append(StepEstimate(job.sweep_name, float("nan"), "no measured quick step"))
@@ -68,48 +83,60 @@ def step_estimates(quick_sweeps, sweeps, runs, scale: str) -> list[StepEstimate]
         out.append(StepEstimate(job.sweep_name, QUICK_SECONDS[base] * jobs * length,
                                 f"{QUICK_SECONDS[base]} s x {jobs:.3g} (jobs)" + (f" x {length:g} (max_len)" if length != 1 else "")))
     for job in runs:
+        if scale == "cpu" and job.run_name in CPU_SECONDS:
+            out.append(StepEstimate(job.run_name, float(CPU_SECONDS[job.run_name]), "measured"))
+            continue
         base = job.run_name.removesuffix(f"-{scale}")
         out.append(StepEstimate(job.run_name, float(QUICK_SECONDS.get(base, float("nan"))), "one run, as measured"))
     return out
 
 
-def wall_seconds(steps: list[StepEstimate], sweeps, lanes: int) -> float:
+def wall_seconds(steps: list[StepEstimate], sweeps, lanes: int, after: dict[str, tuple[str, ...]] | None = None) -> float:
     """The plan's wall time with `lanes` lanes, each taking the first ready step when it frees (the
-    runner's order: teachers' sweeps first, then the rest, then the runs; a student waits for its
-    teacher's sweep to finish).
+    runner's order: teachers' sweeps first, then the rest, then the runs, then the deferred steps
+    of `after`; a student waits for its teacher's sweep, a deferred step for the sweeps it names).
 
     >>> from types import SimpleNamespace as J
     >>> sweeps = [J(sweep_name="a", teacher=None), J(sweep_name="b", teacher=("a", ())), J(sweep_name="c", teacher=None)]
     >>> wall_seconds([StepEstimate("a", 100, ""), StepEstimate("b", 50, ""), StepEstimate("c", 30, "")], sweeps, 2)
     150.0
+    >>> steps = [StepEstimate("a", 100, ""), StepEstimate("c", 30, ""), StepEstimate("d", 40, "")]
+    >>> wall_seconds(steps, sweeps[::2], 2, after={"d": ("c",)})   # d starts when c ends, beside a
+    100.0
     """
     seconds = {st.name: st.seconds for st in steps}
-    waits = {j.sweep_name: j.teacher[0] for j in sweeps if j.teacher}
-    teachers = set(waits.values())
-    names = {j.sweep_name for j in sweeps}
-    queue = sorted(names, key=lambda n: ([j.sweep_name for j in sweeps].index(n) + (0 if n in teachers else len(names))))
-    queue += [st.name for st in steps if st.name not in names]
+    waits = {j.sweep_name: (j.teacher[0],) for j in sweeps if j.teacher}
+    waits.update(after or {})
+    teachers = {w for j in sweeps if j.teacher for w in waits[j.sweep_name]}
+    order = [j.sweep_name for j in sweeps]
+    queue = sorted(order, key=lambda n: order.index(n) + (0 if n in teachers else len(order)))
+    queue += [st.name for st in steps if st.name not in order and st.name not in (after or {})]
+    queue += [name for name in (after or {}) if name in seconds]
     free = [0.0] * max(1, lanes)
     done: dict[str, float] = {}
+
+    def ends(name: str) -> float:  # when everything `name` waits for has finished (inf: not yet known)
+        return max((done.get(w, float("inf")) for w in waits.get(name, ()) if w in seconds), default=0.0)
+
     while queue:
         lane = min(range(len(free)), key=free.__getitem__)
         now = free[lane]
-        ready = [n for n in queue if n not in waits or done.get(waits[n], float("inf")) <= now]
-        if ready:
-            name, begin = ready[0], now
-        else:  # nothing ready: the lane waits for the first teacher to finish
-            name = min((n for n in queue if waits.get(n) in done), key=lambda n: done[waits[n]], default=queue[0])
-            begin = max(now, done.get(waits.get(name, ""), now))
+        ready = [n for n in queue if ends(n) <= now]
+        name = ready[0] if ready else min(queue, key=ends)  # nothing ready: wait for the first to become so
+        begin = max(now, ends(name))
         queue.remove(name)
         done[name] = begin + seconds[name]
         free[lane] = done[name]
     return float(max(free))
 
 
-def estimate_line(quick_sweeps, sweeps, runs, scale: str, lanes: int) -> str:
-    """The job list's estimate line: total wall time and the longest steps."""
-    steps = step_estimates(quick_sweeps, sweeps, runs, scale)
-    total = wall_seconds(steps, sweeps, lanes)
+def estimate_line(quick_sweeps, sweeps, runs, scale: str, lanes: int, deferred=()) -> str:
+    """The job list's estimate line: total wall time and the longest steps. `deferred` are the
+    runner's look-2 items (`headlab.reproduce.runner.Deferred`), counted as if all of them ran."""
+    steps = step_estimates(quick_sweeps, [*sweeps, *(d.job for d in deferred)], runs, scale)
+    total = wall_seconds(steps, sweeps, lanes, after={d.job.sweep_name: d.after for d in deferred})
     longest = sorted(steps, key=lambda s: -s.seconds)[:3]
-    return (f"# estimated wall time on 2 cores with {lanes} lanes: {total / 60:.0f} min ({total:.0f} s; from {MEASURED}); "
+    sources = sorted({CPU_MEASURED if s.how == "measured" else MEASURED for s in steps if s.seconds == s.seconds})
+    return (f"# estimated wall time on 2 cores with {lanes} lanes{', look 2 included' if deferred else ''}: "
+            f"{total / 60:.0f} min ({total:.0f} s; from {' and '.join(sources)}); "
             f"longest steps: " + ", ".join(f"{s.name} {s.seconds / 60:.0f} min ({s.how})" for s in longest))

@@ -23,11 +23,25 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from headlab.reproduce.spec import REPLICATION, ClaimSpec
-from headlab.reproduce.verdict import INCONCLUSIVE, ClaimResult
+from headlab.reproduce.verdict import DECISIVE, INCONCLUSIVE, ClaimResult
 
 DESIGN = ("look 2 (make reproduce-cpu): the claims look 1 leaves inconclusive are run again on fresh seeds "
           "fixed in their specs and decided on those seeds alone; Holm within each look's family, so each "
           "family's familywise error is at most 0.05 and both together at most 0.10")
+
+
+def may_need_second_look(result: ClaimResult, family_size: int) -> bool:
+    """Whether look 2 could still decide this claim, known from its own look-1 result: the runner
+    starts look 2 early, beside the rest of look 1, for every claim this holds for. A decisive
+    verdict with p at most alpha / family_size survives Holm whatever the other claims give (or has
+    no p and stays outside the family); "not testable" and "not measured" are never retried."""
+    from headlab.stats.decisions import ALPHA
+
+    if not result.spec.has_replication or result.verdict not in (INCONCLUSIVE, *DECISIVE):
+        return False
+    if result.verdict == INCONCLUSIVE:
+        return True
+    return math.isfinite(result.p_value) and result.p_value > ALPHA / max(1, family_size)
 
 
 def wants_second_look(result: ClaimResult) -> bool:
@@ -87,3 +101,23 @@ def run_second_look(runner, specs: list[ClaimSpec]) -> dict[str, Path]:
     if runner.dry_run and jobs:
         runner.say("# look 2, only for the claims look 1 leaves inconclusive: fresh seeds, read on their own")
     return run_plan(runner, jobs, []) if jobs else {}
+
+
+def deferred_second_look(specs: list[ClaimSpec], sweeps_root: str | Path, explicit: Mapping[str, Path] | None = None,
+                         evaluate: Callable[..., ClaimResult] | None = None) -> list:
+    """The look-2 sweeps as the runner's deferred items: each starts once its claims' look-1 (cpu)
+    sweeps have finished, and only if `may_need_second_look` holds for one of them then. The
+    verdict still takes look 2 only for claims Holm leaves inconclusive (`with_second_look`), so a
+    look 2 run early for a claim that Holm then decides is not read."""
+    from headlab.reproduce.runner import Deferred
+
+    if evaluate is None:
+        from headlab.reproduce.evidence import evaluate_claim as evaluate
+    size = sum(1 for s in specs if s.primary is not None)
+    items = []
+    for job in second_look_jobs(specs):
+        claims = [s for s in specs if s.claim in job.claims]
+        after = tuple(dict.fromkeys(s.sweep_name("cpu") for s in claims if s.evidence.cpu is not None))
+        items.append(Deferred(job, after, lambda claims=claims: any(
+            may_need_second_look(evaluate(s, sweeps_root, explicit, "cpu"), size) for s in claims)))
+    return items

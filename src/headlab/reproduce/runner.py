@@ -196,31 +196,57 @@ class Runner:
             self.say(f"{status:>8}  {step:<38} {result.wall_s:>7.0f} s  {result.claims}  {detail}")
 
 
-def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob]) -> dict[str, Path]:
+@dataclass(frozen=True)
+class Deferred:
+    """A sweep a lane may start once the sweeps named in `after` have finished, if `needed()` still
+    says so then (the cpu scale's look 2, started beside the rest of look 1)."""
+
+    job: SweepJob
+    after: tuple[str, ...]
+    needed: Callable[[], bool]
+
+
+def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob], deferred: Sequence[Deferred] = ()) -> dict[str, Path]:
     """Every sweep and run, `runner.lanes` at a time in plan order (a sweep waits for the sweep
-    holding its teacher); returns sweep_name -> folder of the sweeps that have an aggregate, for
-    the report's explicit evidence. A dry run prints the plan in order."""
+    holding its teacher; a deferred sweep for its `after` sweeps, then runs only if still needed);
+    returns sweep_name -> folder of the sweeps that have an aggregate, for the report's explicit
+    evidence. A dry run prints the plan in order."""
     if runner.dry_run or runner.lanes == 1:
         for job in sweeps:
             runner.run_sweep(job)
         for job in runs:
             runner.run_one(job)
+        for item in deferred:
+            _run_deferred(runner, item)
     else:  # teachers first: their students wait for them, and they are the long real-text sweeps
         teachers = {j.teacher[0] for j in sweeps if j.teacher}
-        _in_lanes(runner, sorted(sweeps, key=lambda j: j.sweep_name not in teachers) + list(runs))
+        _in_lanes(runner, sorted(sweeps, key=lambda j: j.sweep_name not in teachers) + list(runs) + list(deferred))
     if runner.dry_run:
         return {}
-    return {j.sweep_name: runner.folder(j) for j in sweeps if (runner.folder(j) / "aggregate").is_dir()}
+    every = [*sweeps, *(d.job for d in deferred)]
+    return {j.sweep_name: runner.folder(j) for j in every if (runner.folder(j) / "aggregate").is_dir()}
 
 
-def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob]) -> None:
+def _run_deferred(runner: Runner, item: Deferred) -> None:
+    if runner.dry_run or item.needed():
+        runner.run_sweep(item.job)
+    else:
+        runner._record(f"sweep {item.job.sweep_name}", item.job.claims, "skipped", time.monotonic(),
+                       "not needed: look 1 decided its claims beyond any correction")
+
+
+def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob | Deferred]) -> None:
     """`runner.lanes` workers take the first ready item of the queue; a student sweep is ready once
-    the sweep of its teacher has finished (done or failed)."""
+    the sweep of its teacher has finished (done or failed), a deferred one once its `after` sweeps have."""
     lock = threading.Condition()
     finished: set[str] = set()
     pending = list(queue)
 
-    def ready(item: SweepJob | RunJob) -> bool:
+    planned = {i.sweep_name for i in queue if isinstance(i, SweepJob)}  # a name outside the plan is not waited for
+
+    def ready(item: SweepJob | RunJob | Deferred) -> bool:
+        if isinstance(item, Deferred):
+            return set(item.after) & planned <= finished
         return not isinstance(item, SweepJob) or not item.teacher or item.teacher[0] in finished
 
     def lane() -> None:
@@ -233,7 +259,9 @@ def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob]) -> None:
                 item = next(i for i in pending if ready(i))
                 pending.remove(item)
             try:
-                if isinstance(item, SweepJob):
+                if isinstance(item, Deferred):
+                    _run_deferred(runner, item)
+                elif isinstance(item, SweepJob):
                     runner.run_sweep(item)
                 else:
                     runner.run_one(item)

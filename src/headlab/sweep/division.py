@@ -116,11 +116,9 @@ def _entropy_column(role_metric: str) -> str:
 def seed_pair_same_role(matches: pd.DataFrame) -> pd.DataFrame:
     """One row per seed pair (job_a, job_b): `same_role` and `same_role_baseline` averaged over
     layers, from the rows of `seed_matches` that matched (empty `error`)."""
-    columns = ["job_a", "job_b", "same_role", "same_role_baseline"]
-    if matches is None or matches.empty:
-        return pd.DataFrame(columns=columns)
-    ok = matches[matches["error"] == ""]
-    return ok.groupby(["job_a", "job_b"], sort=True)[["same_role", "same_role_baseline"]].mean().reset_index()[columns]
+    from headlab.sweep.seed_pairs import pair_means
+
+    return pair_means(matches)[["job_a", "job_b", "same_role", "same_role_baseline"]]
 
 
 def division_table(runs_by_config: dict[str, list[Run]], matches: pd.DataFrame, tags: pd.DataFrame) -> pd.DataFrame:

@@ -58,11 +58,6 @@ def distance_ratio(matched: float, random: float) -> float:
     return matched / random
 
 
-def _mean(values: pd.Series) -> float:
-    """The mean over layers of the finite values; NaN when there is none."""
-    return float(np.nanmean(values)) if values.notna().any() else math.nan
-
-
 def disjoint_pairs(seeds) -> list[tuple[int, int]]:
     """The config's seeds, sorted and paired off; an odd one out is left out.
 
@@ -73,16 +68,31 @@ def disjoint_pairs(seeds) -> list[tuple[int, int]]:
     return [(ordered[i], ordered[i + 1]) for i in range(0, len(ordered) - 1, 2)]
 
 
+def pair_means(matches: pd.DataFrame) -> pd.DataFrame:
+    """One row per matched seed pair (job_a, job_b) of `seed_matches` rows: `n_layers` that matched
+    (empty `error`) and, averaged over them, `same_role`, `same_role_baseline`, `same_role_kappa`
+    and `matched_distance_ratio` (the last two over the layers that have one). Every pair of a
+    config here; `seed_pair_table` keeps the disjoint ones."""
+    columns = ["job_a", "job_b", "n_layers", "same_role", "same_role_baseline", "same_role_kappa", "matched_distance_ratio"]
+    if matches is None or matches.empty:
+        return pd.DataFrame(columns=columns)
+    ok = matches[matches["error"] == ""].copy()
+    nan = pd.Series(math.nan, index=ok.index)
+    ok["same_role_kappa"] = [kappa(s, c) for s, c in zip(ok["same_role"], ok["same_role_baseline"])]
+    ok["matched_distance_ratio"] = [distance_ratio(m, r) for m, r in
+                                    zip(ok.get("matched_distance", nan), ok.get("random_distance", nan))]
+    grouped = ok.groupby(["job_a", "job_b"], sort=True)
+    means = grouped[["same_role", "same_role_baseline", "same_role_kappa", "matched_distance_ratio"]].mean()  # NaN-skipping
+    return means.assign(n_layers=grouped.size()).reset_index()[columns]
+
+
 def seed_pair_table(matches: pd.DataFrame, runs: pd.DataFrame, tags: pd.DataFrame) -> pd.DataFrame:
     """`sweep_seed_pairs.csv` from `seed_matches` rows (with `config`), `sweep_runs.csv` rows (job,
     config, seed, usable, test_acc) and the job tags (job, config_label, swept factors); the tags of
     a pair are its first job's."""
     if matches is None or matches.empty or runs.empty:
         return pd.DataFrame(columns=PAIR_COLUMNS)
-    ok = matches[matches["error"] == ""].copy()
-    ok["kappa"] = [kappa(s, c) for s, c in zip(ok["same_role"], ok["same_role_baseline"])]
-    nan = pd.Series(math.nan, index=ok.index)
-    ok["ratio"] = [distance_ratio(m, r) for m, r in zip(ok.get("matched_distance", nan), ok.get("random_distance", nan))]
+    by_pair = {frozenset((r.job_a, r.job_b)): r for r in pair_means(matches).itertuples(index=False)}
     used = runs[runs["usable"].astype(str) == "True"]
     acc_of = dict(zip(used["job"], pd.to_numeric(used.get("test_acc", pd.Series(dtype=float)), errors="coerce")))
     rows = []
@@ -90,14 +100,13 @@ def seed_pair_table(matches: pd.DataFrame, runs: pd.DataFrame, tags: pd.DataFram
         job_of = dict(zip(jobs["seed"].astype(int), jobs["job"]))
         for seed_a, seed_b in disjoint_pairs(job_of):
             a, b = job_of[seed_a], job_of[seed_b]
-            layers = ok[((ok["job_a"] == a) & (ok["job_b"] == b)) | ((ok["job_a"] == b) & (ok["job_b"] == a))]
-            if layers.empty:
+            pair = by_pair.get(frozenset((a, b)))
+            if pair is None:
                 continue
-            rows.append({"job": a, "job_b": b, "seed": seed_a, "seed_b": seed_b, "n_layers": int(len(layers)),
-                         "same_role": float(layers["same_role"].mean()),
-                         "same_role_baseline": float(layers["same_role_baseline"].mean()),
-                         "same_role_kappa": _mean(layers["kappa"]),
-                         "matched_distance_ratio": _mean(layers["ratio"]),
+            rows.append({"job": a, "job_b": b, "seed": seed_a, "seed_b": seed_b, "n_layers": int(pair.n_layers),
+                         "same_role": float(pair.same_role), "same_role_baseline": float(pair.same_role_baseline),
+                         "same_role_kappa": float(pair.same_role_kappa),
+                         "matched_distance_ratio": float(pair.matched_distance_ratio),
                          "test_acc": float(np.nanmean([acc_of.get(a, math.nan), acc_of.get(b, math.nan)]))})
     if not rows:
         return pd.DataFrame(columns=PAIR_COLUMNS)

@@ -158,6 +158,14 @@ class Runner:
             outcomes.append(ok)
         return sum(outcomes), outcomes.count(False)
 
+    def run_deferred(self, item: "Deferred") -> None:
+        """The deferred sweep, if it is still needed now that the sweeps it waited for have finished."""
+        if self.dry_run or item.needed():
+            self.run_sweep(item.job)
+        else:
+            self._record(f"sweep {item.job.sweep_name}", item.job.claims, "skipped", time.monotonic(),
+                         "not needed: look 1 decided its claims beyond any correction")
+
     # ---- runs ---------------------------------------------------------------------------------
 
     def run_argv(self, job: RunJob) -> list[str]:
@@ -217,7 +225,7 @@ def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob], deferre
         for job in runs:
             runner.run_one(job)
         for item in deferred:
-            _run_deferred(runner, item)
+            runner.run_deferred(item)
     else:  # teachers first: their students wait for them, and they are the long real-text sweeps
         teachers = {j.teacher[0] for j in sweeps if j.teacher}
         _in_lanes(runner, sorted(sweeps, key=lambda j: j.sweep_name not in teachers) + list(runs) + list(deferred))
@@ -225,14 +233,6 @@ def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob], deferre
         return {}
     every = [*sweeps, *(d.job for d in deferred)]
     return {j.sweep_name: runner.folder(j) for j in every if (runner.folder(j) / "aggregate").is_dir()}
-
-
-def _run_deferred(runner: Runner, item: Deferred) -> None:
-    if runner.dry_run or item.needed():
-        runner.run_sweep(item.job)
-    else:
-        runner._record(f"sweep {item.job.sweep_name}", item.job.claims, "skipped", time.monotonic(),
-                       "not needed: look 1 decided its claims beyond any correction")
 
 
 def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob | Deferred]) -> None:
@@ -260,7 +260,7 @@ def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob | Deferred]) -> None
                 pending.remove(item)
             try:
                 if isinstance(item, Deferred):
-                    _run_deferred(runner, item)
+                    runner.run_deferred(item)
                 elif isinstance(item, SweepJob):
                     runner.run_sweep(item)
                 else:

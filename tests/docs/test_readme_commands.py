@@ -53,6 +53,18 @@ def readme_commands(text: str) -> list[str]:
 COMMANDS = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
 
 
+def tiny_for(args: list[str]) -> list[str]:
+    """The TRAIN_TINY overrides whose key the config of `args` has: a language model's callbacks
+    (experiment=induction) have no progress_bar or head_metrics entry to set."""
+    from omegaconf import OmegaConf
+
+    from headlab.config.overrides import compose_train
+
+    cfg = compose_train([a for a in args if "=" in a and not a.startswith("-")])
+    absent = object()
+    return [o for o in TRAIN_TINY if OmegaConf.select(cfg, o.split("=", 1)[0], default=absent) is not absent]
+
+
 def _argv(command: str, run: Path | None) -> list[str]:
     """The command as this test runs it: the venv's scripts, tiny overrides, the placeholders filled."""
     args = shlex.split(command.replace("logs/runs/<run>", str(run) if run else "<run>"))
@@ -64,7 +76,7 @@ def _argv(command: str, run: Path | None) -> list[str]:
     if Path(args[0]).name == "headlab-train":
         multirun = "-m" in args
         args = [re.sub(r"^(seed)=([^,]+),.*$", r"\1=\2", a) if multirun else a for a in args]
-        args += TRAIN_TINY + (sweep_firsts(args[1:], args[1:]) if multirun else [])
+        args += tiny_for(args[1:]) + (sweep_firsts(args[1:], args[1:]) if multirun else [])
     return args
 
 

@@ -75,13 +75,11 @@ def with_second_look(results: list[ClaimResult], sweeps_root: str | Path, explic
 
 def first_look_line(r: ClaimResult) -> str:
     """What look 1 gave, in one line: its verdict, primary statistic, p and Holm p."""
-    s = r.statistics.get(r.spec.primary or "")
-    shown = "" if s is None else f", {r.spec.primary} {_g(s.mean)} [{_g(s.ci_low)}, {_g(s.ci_high)}] (n={s.n})"
-    return f"look 1: {r.verdict}{shown}, p {_g(r.p_value)}, Holm p {_g(r.p_holm)}"
+    from headlab.reproduce.power import number_text
 
-
-def _g(x: float) -> str:
-    return f"{x:.3g}" if isinstance(x, (int, float)) and math.isfinite(x) else "-"
+    s, n = r.statistics.get(r.spec.primary or ""), number_text
+    shown = "" if s is None else f", {r.spec.primary} {n(s.mean)} [{n(s.ci_low)}, {n(s.ci_high)}] (n={s.n})"
+    return f"look 1: {r.verdict}{shown}, p {n(r.p_value)}, Holm p {n(r.p_holm)}"
 
 
 def second_look_jobs(specs: list[ClaimSpec]):

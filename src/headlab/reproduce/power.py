@@ -58,8 +58,9 @@ def power_markdown(rows: list[PowerRow]) -> list[str]:
              "from the margin the seeds run could detect.", "",
              "| claim | primary | mean | per-seed SD | seeds run | margin | seeds to decide | detectable at seeds run | why undecided |",
              "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {p.claim} | {p.primary} | {_g(p.mean)} | {_g(p.sd)} | {p.n} | {_g(p.margin)} | "
-              f"{_seeds(p.seeds_to_decide)} | {_g(p.detectable)} | {p.why} |" for p in rows]
+    n = number_text
+    lines += [f"| {p.claim} | {p.primary} | {n(p.mean)} | {n(p.sd)} | {p.n} | {n(p.margin)} | "
+              f"{_seeds(p.seeds_to_decide)} | {n(p.detectable)} | {p.why} |" for p in rows]
     return lines
 
 
@@ -67,5 +68,6 @@ def _seeds(x: float) -> str:
     return str(math.ceil(x)) if math.isfinite(x) else "-"
 
 
-def _g(x: float) -> str:
+def number_text(x: float) -> str:
+    """Three significant digits, "-" for a missing (NaN) value: how the report's tables show a number."""
     return f"{x:.3g}" if math.isfinite(x) else "-"

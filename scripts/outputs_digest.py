@@ -8,8 +8,10 @@ compared byte for byte (a refactor must change no table, figure or printed line)
 
 The commands: `experiment=demo` (the `make demo` run), the smoke sweep and its aggregation,
 `headlab-importance` and `headlab-prune` on the demo run, `headlab-analyze-hf` (MiniLM on
-zh_reviews) and `headlab-reproduce` (the report from the smoke sweep's folder). Every output
-is compared except what measures time (`*_s` and `time` keys of JSON files, checkpoints, logs);
+zh_reviews), `headlab-reproduce` (the report from the smoke sweep's folder), the induction LM
+(`experiment=induction`) and `headlab-view` on the demo and LM runs. Every output
+is compared except what measures time (`*_s` and `time` keys of JSON files, checkpoints, logs)
+and the commit that wrote it (`git_commit` of summary.json);
 the output folder's own path is replaced by `<OUT>` so two folders compare.
 """
 
@@ -27,11 +29,13 @@ BIN = Path(sys.executable).parent
 # Files whose bytes hold wall-clock times or absolute start times by design.
 SKIP_SUFFIXES = (".ckpt", ".log", ".lock")
 SKIP_NAMES = {"jobs_time.csv", "multirun.yaml", "hydra.yaml", "wandb"}
-TIME_KEY = re.compile(r"(^|_)(s|time|wall|seconds|started|finished|date|at|pid|host|python|torch)$|_s$|^wall|time")
+TIME_KEY = re.compile(r"(^|_)(s|time|wall|seconds|started|finished|date|at|pid|host|python|torch)$|_s$|^wall|time"
+                      r"|^git_commit$")
 
 
 def commands(out: Path) -> list[tuple[str, list[str]]]:
     demo, sweep, hf = out / "runs" / "demo", out / "sweeps" / "smoke", out / "runs" / "minilm"
+    lm = out / "runs" / "induction"
     train = str(BIN / "headlab-train")
     return [
         ("demo", [train, "experiment=demo", f"hydra.run.dir={demo}"]),
@@ -42,6 +46,9 @@ def commands(out: Path) -> list[tuple[str, list[str]]]:
         ("analyze_hf", [str(BIN / "headlab-analyze-hf"), "data=en_polarity", "data.probe_size=64", f"run_dir={hf}"]),
         ("report", [str(BIN / "headlab-reproduce"), "--sweeps-root", str(out / "sweeps"),
                     "--evidence", f"smoke={sweep}", "--out", str(out / "report")]),
+        ("induction", [train, "experiment=induction", f"hydra.run.dir={lm}"]),
+        ("view", [str(BIN / "headlab-view"), str(demo)]),
+        ("view_lm", [str(BIN / "headlab-view"), str(lm)]),
     ]
 
 

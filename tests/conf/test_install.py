@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# Builds and installs a wheel (about a minute on 2 cores): `make test-all` runs it, the default suite does not.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 # What a source distribution holds: enough to build the wheel away from the working tree.
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "src", "conf")

@@ -11,6 +11,13 @@ The p-values are one-sided t-tests from an estimate, its standard error and degr
 (a paired or Welch interval), read off scipy's t distribution (for the same seeds they equal
 `scipy.stats.ttest_1samp(..., alternative=...)`, which a test checks); `tost_paired` is statsmodels'
 `ttost_paired`, `holm` its `multipletests`, the power its `TTestPower`.
+
+One error level throughout: one-sided tests at ALPHA = 0.025 beside two-sided 95 % intervals. An
+interval lies beyond a value exactly when the one-sided test against it rejects at 0.025, so the
+verdict read off the interval and the p-value in the Holm family always agree. At an effect equal to
+the margin both one-sided nulls hold (not supported, not smaller than claimed), so one claim errs
+there with probability up to 2 x 0.025: Holm at 0.025 keeps the familywise error at most
+FAMILYWISE = 0.05 (90 % intervals at 0.05 would double it to 0.10).
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from typing import Sequence
 
 import numpy as np
 
-ALPHA = 0.05
+ALPHA = 0.025       # one-sided, per test, beside two-sided 95 % intervals
+FAMILYWISE = 0.05   # what Holm at ALPHA bounds the familywise error by, both sides of a margin counted
 POWER = 0.8
 
 
@@ -75,7 +83,7 @@ def seeds_to_decide(gap: float, sd: float, alpha: float = ALPHA, power: float = 
     """Seeds a one-sided t-test needs to tell an effect `gap` away from its margin at the observed
     per-seed SD (statsmodels TTestPower); NaN when gap or sd is not positive.
 
-    >>> seeds_to_decide(0.01, 0.01) > 7
+    >>> seeds_to_decide(0.01, 0.01) > 9
     True
     """
     if not (gap > 0 and sd > 0 and math.isfinite(gap) and math.isfinite(sd)):
@@ -93,7 +101,7 @@ def minimum_detectable(sd: float, n: int, alpha: float = ALPHA, power: float = P
     `power` at the observed per-seed SD.
 
     >>> round(minimum_detectable(1.0, 10), 3)
-    0.853
+    0.996
     """
     if not (n >= 2 and sd > 0 and math.isfinite(sd)):
         return math.nan

@@ -21,7 +21,8 @@ BY_CLAIM = {s.claim: s for s in load_specs(SPECS)}
 def _result(claim: str, verdict: str, p: float) -> ClaimResult:
     spec = BY_CLAIM[claim]
     stat = Statistic(0.05, 0.02, 0.08, 8, "test_acc", "paired t over seeds", sd=0.03, se=0.01, df=7)
-    return ClaimResult(spec, verdict, "look 1's reason", {spec.primary: stat}, p_value=p)
+    tests = {"above": p} if math.isfinite(p) else {}  # the one null these hand-made verdicts rest on
+    return ClaimResult(spec, verdict, "look 1's reason", {spec.primary: stat}, p_value=p, tests=tests)
 
 
 def _look1() -> list[ClaimResult]:
@@ -40,7 +41,8 @@ def test_look_two_is_decided_on_its_own_evidence_with_holm_over_its_own_family(p
 
     def evaluate(spec, root, explicit, scale):
         calls.append((spec.claim, scale))
-        return ClaimResult(spec, SUPPORTED, "beyond the margin", {}, p_value={"C5": p5, "C14": p14}[spec.claim])
+        p = {"C5": p5, "C14": p14}[spec.claim]
+        return ClaimResult(spec, SUPPORTED, "beyond the margin", {}, p_value=p, tests={"above": p})
 
     look1 = _look1()
     out = with_second_look(look1, "root", {}, evaluate=evaluate)
@@ -81,7 +83,7 @@ def test_the_report_says_which_look_decided_and_states_the_design(tmp_path):
 
     def evaluate(spec, root, explicit, scale):
         stat = Statistic(0.06, 0.04, 0.08, 16, "test_acc", "paired t over seeds", sd=0.04, se=0.01, df=15, seeds=tuple(range(20, 36)))
-        return ClaimResult(spec, SUPPORTED, "beyond the margin", {spec.primary: stat}, p_value=0.001)
+        return ClaimResult(spec, SUPPORTED, "beyond the margin", {spec.primary: stat}, p_value=0.001, tests={"above": 0.001})
 
     out = with_second_look(_look1(), "root", {}, evaluate=evaluate)
     write_report(out, tmp_path, scale="cpu")

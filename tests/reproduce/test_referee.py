@@ -15,7 +15,7 @@ import pytest
 from headlab.reproduce.evidence import evaluate_claim
 from headlab.reproduce.multiplicity import control
 from headlab.reproduce.spec import load_spec, load_specs
-from headlab.reproduce.verdict import (CONTRADICTED, DECISIVE, INCONCLUSIVE, NOT_MEASURED, NOT_TESTABLE, SUPPORTED,
+from headlab.reproduce.verdict import (SMALLER, DECISIVE, INCONCLUSIVE, NOT_MEASURED, NOT_TESTABLE, SUPPORTED,
                                       ClaimResult)
 from tests.reproduce.recorded import record_jobs
 from tests.reproduce.test_verdicts import SPECS, heads_runs
@@ -145,16 +145,18 @@ def _result(claim: str, verdict: str, p: float) -> ClaimResult:
     spec = load_spec(SPECS / "c08_heads.yaml")
     from dataclasses import replace
 
-    return ClaimResult(replace(spec, claim=claim), verdict, "why", p_value=p)
+    # the null the verdict rests on; "smaller than claimed" also has the mirror's test (p 0.9: not absent)
+    tests = {"below": p, "mirror": 0.9} if verdict == SMALLER else {"above": p}
+    return ClaimResult(replace(spec, claim=claim), verdict, "why", p_value=p, tests=tests)
 
 
 def test_holm_keeps_a_verdict_only_if_its_test_survives_the_correction():
-    # Holm by hand over 4 claims: sorted p 0.001 x4 = 0.004, 0.02 x3 = 0.06, 0.03 x2 = 0.06, 0.5
-    results = control([_result("C1", SUPPORTED, 0.02), _result("C2", CONTRADICTED, 0.001),
+    # Holm by hand over 5 nulls: sorted p 0.001 x5 = 0.005, 0.02 x4 = 0.08, 0.03 x3 = 0.09, 0.5 x2 = 1, 0.9
+    results = control([_result("C1", SUPPORTED, 0.02), _result("C2", SMALLER, 0.001),
                        _result("C3", INCONCLUSIVE, 0.5), _result("C4", SUPPORTED, 0.03)])
-    assert [r.verdict for r in results] == [INCONCLUSIVE, CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE]
-    assert [round(r.p_holm, 3) for r in results] == [0.06, 0.004, 0.5, 0.06]
-    assert "Holm-adjusted p 0.06" in results[0].reason and results[1].verdict in DECISIVE
+    assert [r.verdict for r in results] == [INCONCLUSIVE, SMALLER, INCONCLUSIVE, INCONCLUSIVE]
+    assert [round(r.p_holm, 3) for r in results] == [0.08, 0.005, 1.0, 0.09]
+    assert "inconclusive after Holm (adjusted p 0.08 > 0.025" in results[0].reason and results[1].verdict in DECISIVE
 
 
 def test_the_power_section_sizes_an_undecided_claim_on_its_per_seed_sd(tmp_path):

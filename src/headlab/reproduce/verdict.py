@@ -42,6 +42,11 @@ ABSENT, SMALLER, REVERSED = "absent", "smaller than claimed", "reversed"
 SHORT_OF_MARGIN = (ABSENT, SMALLER, REVERSED)   # issue 31's split of "contradicted" (a margin's verdicts)
 VERDICTS = (SUPPORTED, DIRECTION_ONLY, *SHORT_OF_MARGIN, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, NOT_MEASURED)
 DECISIVE = (SUPPORTED, DIRECTION_ONLY, *SHORT_OF_MARGIN, CONTRADICTED)  # contradicted: older specs' written rule only
+# the one-sided nulls a margin's verdicts reject (effect on the claimed side): above "<= margin",
+# below ">= margin", sign "<= no effect", beyond_null ">= no effect", mirror "<= no effect - (margin - no effect)"
+ABOVE, BELOW, SIGN, BEYOND_NULL, MIRROR = "above", "below", "sign", "beyond_null", "mirror"
+NEEDS = {SUPPORTED: {ABOVE}, DIRECTION_ONLY: {BELOW, SIGN}, REVERSED: {BEYOND_NULL}, ABSENT: {BELOW, MIRROR},
+         SMALLER: {BELOW}}
 
 
 @dataclass
@@ -60,6 +65,8 @@ class ClaimResult:
     first_look: str = ""        # at look 2: what look 1 gave, kept beside the verdict
     interval_verdict: str = ""  # the verdict before Holm, kept by multiplicity.control (it starts from it again)
     interval_reason: str = ""
+    # the one-sided p of each null the verdicts rest on (NEEDS): Holm runs over all of them
+    tests: dict[str, float] = field(default_factory=dict)
 
 
 def decide(spec: ClaimSpec, statistics: dict[str, Statistic], source: str = "") -> ClaimResult:
@@ -90,7 +97,7 @@ def _against_margin(spec: ClaimSpec, statistics: dict[str, Statistic], values: d
                if spec.statistics[spec.primary].kind is StatisticKind.group_difference else "")
         if why:
             result = ClaimResult(spec, INCONCLUSIVE, f"{result.verdict} {why}, so not decisive: {result.reason}", statistics,
-                                 source, p_value=result.p_value)
+                                 source, p_value=result.p_value)  # no tests: outside the family
     return result
 
 
@@ -119,8 +126,13 @@ def _margin_verdict(spec: ClaimSpec, statistics: dict[str, Statistic], values: d
     shown = f"{spec.primary} {_fmt(s.mean)} [{_fmt(s.ci_low)}, {_fmt(s.ci_high)}] ({s.method})"
     bar = f"margin {_fmt(m.value)} ({m.reason})"
 
+    tests = {ABOVE: p_above, BELOW: p_below, SIGN: p_sign, BEYOND_NULL: p_reversed}
+    if mirror_possible:
+        tests[MIRROR] = p_mirror
+    tests = {k: v for k, v in tests.items() if math.isfinite(v)}
+
     def result(verdict: str, why: str, p: float) -> ClaimResult:
-        return ClaimResult(spec, verdict, why, statistics, source, p_value=p)
+        return ClaimResult(spec, verdict, why, statistics, source, p_value=p, tests=tests)
 
     if not (math.isfinite(low) and math.isfinite(high)):
         return result(INCONCLUSIVE, f"no interval: {shown}", _min(p_above, p_below))
@@ -140,6 +152,17 @@ def _margin_verdict(spec: ClaimSpec, statistics: dict[str, Statistic], values: d
                       _max(p_below, p_mirror))
     return result(SMALLER, f"{shown} lies short of the {bar}: smaller than claimed (it reaches below "
                            f"{_fmt(sign * mirror)}, so neither absent nor reversed)", p_below)
+
+
+def from_rejections(rejected: set[str], mirror_possible: bool) -> str:
+    """The verdict the rejected nulls allow, in the order the interval reads them: a null that the
+    statistic's range rules out (the mirror of a share) counts as rejected."""
+    if not mirror_possible:
+        rejected = rejected | {MIRROR}
+    for verdict in (SUPPORTED, DIRECTION_ONLY, REVERSED, ABSENT, SMALLER):
+        if NEEDS[verdict] <= rejected:
+            return verdict
+    return INCONCLUSIVE
 
 
 def _reach(spec: ClaimSpec, sign: float) -> float:

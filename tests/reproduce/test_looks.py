@@ -89,7 +89,7 @@ def test_the_report_says_which_look_decided_and_states_the_design(tmp_path):
     write_report(out, tmp_path, scale="cpu")
     md = (tmp_path / "claims.md").read_text(encoding="utf-8")
     assert "| C5 | 3.1 | supported (look 2) |" in md and "| C7 | 5.4 | supported |" not in md
-    assert "Adaptive allocation: look 2" in md and "familywise error over both is at most 0.05" in md
+    assert "Adaptive allocation: look 2" in md and "familywise error over both is at most 0.025" in md
     assert "decided on seeds 20,21" in md and "(fresh, look 2)" in md
     import pandas as pd
 

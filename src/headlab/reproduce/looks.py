@@ -16,7 +16,7 @@ second look's tables exist:
   whatever look 1 showed: which claims are retried depends on look-1 data only, and look 2
   contains none of it.
 - Holm then runs once more over ALL the claims, each with the p of the look its verdict comes from,
-  weighted by that look's alpha: one family across both looks, familywise error at most 0.05
+  weighted by that look's alpha: one family across both looks, familywise error at most 0.025
   (a union bound over the looks inside each claim's weight). Holm is monotone, so a verdict look 1
   kept stands in this family too.
 - A retried claim's verdict is its look-2 verdict; what look 1 gave stays beside it (`first_look`).
@@ -33,7 +33,7 @@ from headlab.reproduce.verdict import DECISIVE, INCONCLUSIVE, ClaimResult
 DESIGN = ("look 2 (make reproduce-cpu): the claims look 1 leaves inconclusive are run again on fresh seeds "
           "fixed in their specs and decided on those seeds alone; each spec fixes the one-sided alpha it spends "
           "at each look (summing to at most 0.025), and one Holm family runs across both looks, so the "
-          "familywise error over both is at most 0.05")
+          "familywise error over both is at most 0.025 (Holm over every null the verdicts rest on)")
 
 
 def may_need_second_look(result: ClaimResult, family_size: int) -> bool:

@@ -26,6 +26,8 @@ COLUMNS = ("claim", "version", "section", "title", "verdict", "reason", "statist
 _COLOUR = {"supported": "#1a7f37", "contradicted": "#cf222e", "absent": "#cf222e", "smaller than claimed": "#bc4c00",
            "reversed": "#a40e26", "direction only": "#0969da", "inconclusive": "#9a6700",
            "not testable at this scale": "#8250df", "not measured": "#57606a"}
+# how a margin's reason is to be read (tests/reproduce/test_quotes.py holds the specs to it)
+QUOTES = "the article's words stand in 「」; the rest is this spec's reading, a paraphrase, not a quote"
 # what the seeds of a scale are: quick's were seen before the rules of issue 25 were written
 SCALE_LABEL = {"quick": "exploratory (make reproduce-quick: seeds seen before the rules were written)",
                "cpu": "confirmatory (make reproduce-cpu: seeds no earlier run used, rules frozen first)",
@@ -113,7 +115,8 @@ def _decision_lines(r: ClaimResult) -> list[str]:
     if r.spec.primary is None:
         return []
     m = r.spec.margin
-    lines = [f"- primary: `{r.spec.primary}`; margin {m.value:g} ({m.direction.name}; no effect {m.no_effect:g}): {m.reason}",
+    lines = [f"- primary: `{r.spec.primary}`; margin {m.value:g} ({m.direction.name}; no effect {m.no_effect:g}): {m.reason} "
+             f"({QUOTES})",
              f"- prerequisite: {'`' + r.spec.prerequisite.text + '` ' if r.spec.prerequisite else ''}"
              f"{' '.join(f'{k}={v}' for k, v in r.spec.prerequisite_config)} {r.spec.prerequisite_reason}".rstrip(),
              f"- one-sided p {_p(r.p_value)} at look {r.look}, which spends alpha {r.spec.alpha_at(r.look):g} of the plan "

@@ -14,7 +14,7 @@ from scipy import stats
 
 from headlab.reproduce.evidence import evaluate_claim
 from headlab.reproduce.spec import PerJob, load_spec
-from headlab.reproduce.verdict import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED
+from headlab.reproduce.verdict import ABSENT, INCONCLUSIVE, NOT_MEASURED, SUPPORTED
 from tests.reproduce.recorded import record_jobs
 
 SPEC = Path(__file__).resolve().parents[2] / "conf" / "reproduce" / "c10_pruning.yaml"
@@ -49,7 +49,7 @@ def write(root: Path, sweep_name: str, table: pd.DataFrame) -> Path:
 @pytest.mark.parametrize("pruned, speedup, verdict", [
     ([0.25, 0.3125, 0.25], [1.18, 1.20, 1.16], INCONCLUSIVE),    # [0.18, 0.36]: straddles a fifth
     ([0.3125, 0.3125, 0.375], [1.01, 1.02, 1.02], SUPPORTED),     # a third of the heads: beyond the 0.2 margin
-    ([0.0625, 0.0625, 0.125], [1.03, 1.02, 1.04], CONTRADICTED),  # one or two heads of 16: short of a fifth
+    ([0.0625, 0.0625, 0.125], [1.03, 1.02, 1.04], ABSENT),  # one or two heads of 16: [0, 0.17] holds 0, short of a fifth
     ([0.375, 0.0625, 0.25], [1.30, 1.00, 1.15], INCONCLUSIVE),   # seeds disagree: the interval straddles the margin
 ])
 def test_c10_is_decided_against_a_fifth_of_the_heads_pruned_on_val_half_a(tmp_path, pruned, speedup, verdict):

@@ -21,7 +21,8 @@ BY_CLAIM = {s.claim: s for s in load_specs(SPECS)}
 def _result(claim: str, verdict: str, p: float) -> ClaimResult:
     spec = BY_CLAIM[claim]
     stat = Statistic(0.05, 0.02, 0.08, 8, "test_acc", "paired t over seeds", sd=0.03, se=0.01, df=7)
-    return ClaimResult(spec, verdict, "look 1's reason", {spec.primary: stat}, p_value=p)
+    tests = {"above": p} if math.isfinite(p) else {}  # the one null these hand-made verdicts rest on
+    return ClaimResult(spec, verdict, "look 1's reason", {spec.primary: stat}, p_value=p, tests=tests)
 
 
 def _look1() -> list[ClaimResult]:
@@ -40,20 +41,23 @@ def test_look_two_is_decided_on_its_own_evidence_with_holm_over_its_own_family(p
 
     def evaluate(spec, root, explicit, scale):
         calls.append((spec.claim, scale))
-        return ClaimResult(spec, SUPPORTED, "beyond the margin", {}, p_value={"C5": p5, "C14": p14}[spec.claim])
+        p = {"C5": p5, "C14": p14}[spec.claim]
+        return ClaimResult(spec, SUPPORTED, "beyond the margin", {}, p_value=p, tests={"above": p})
 
     look1 = _look1()
     out = with_second_look(look1, "root", {}, evaluate=evaluate)
     assert calls == [("C5", REPLICATION), ("C14", REPLICATION)]
     assert [r.spec.claim for r in out] == ["C5", "C7", "C10", "C14", "C3"]
     assert out[1] is look1[1] and out[2] is look1[2] and out[4] is look1[4] and out[1].look == 1
-    reject, adjusted, *_ = multipletests([p5, p14], alpha=0.05, method="holm")  # the family is the two retried claims
-    for r, keep, p_holm in zip((out[0], out[3]), reject, adjusted):
+    # one family across both looks: C5 and C14 spend 0.0125 at look 2 (p weighted x2), C7 and C10 0.025 at look 1
+    reject, adjusted, *_ = multipletests([2 * p5, 0.0047, 0.10, 2 * p14], alpha=0.025, method="holm")
+    assert out[1].p_holm == pytest.approx(adjusted[1]) and out[1].verdict == (SUPPORTED if reject[1] else INCONCLUSIVE)
+    for r, keep, p_holm in zip((out[0], out[3]), reject[[0, 3]], adjusted[[0, 3]]):
         assert r.look == 2 and r.p_holm == pytest.approx(p_holm)
         assert r.verdict == (SUPPORTED if keep else INCONCLUSIVE)
         assert r.first_look.startswith("look 1: inconclusive, ") and "Holm p" in r.first_look
     if not reject.any():
-        assert "in the look 2 family" in out[0].reason
+        assert "in the both looks' family" in out[0].reason
 
 
 def test_nothing_to_retry_leaves_the_results_as_they_were():
@@ -79,13 +83,13 @@ def test_the_report_says_which_look_decided_and_states_the_design(tmp_path):
 
     def evaluate(spec, root, explicit, scale):
         stat = Statistic(0.06, 0.04, 0.08, 16, "test_acc", "paired t over seeds", sd=0.04, se=0.01, df=15, seeds=tuple(range(20, 36)))
-        return ClaimResult(spec, SUPPORTED, "beyond the margin", {spec.primary: stat}, p_value=0.001)
+        return ClaimResult(spec, SUPPORTED, "beyond the margin", {spec.primary: stat}, p_value=0.001, tests={"above": 0.001})
 
     out = with_second_look(_look1(), "root", {}, evaluate=evaluate)
     write_report(out, tmp_path, scale="cpu")
     md = (tmp_path / "claims.md").read_text(encoding="utf-8")
     assert "| C5 | 3.1 | supported (look 2) |" in md and "| C7 | 5.4 | supported |" not in md
-    assert "Adaptive allocation: look 2" in md and "at most 0.10" in md
+    assert "Adaptive allocation: look 2" in md and "familywise error over both is at most 0.025" in md
     assert "decided on seeds 20,21" in md and "(fresh, look 2)" in md
     import pandas as pd
 
@@ -96,9 +100,9 @@ def test_the_report_says_which_look_decided_and_states_the_design(tmp_path):
 
 @pytest.mark.parametrize("verdict, p, needed", [
     (INCONCLUSIVE, 0.2, True),
-    (SUPPORTED, 0.0047, True),          # 0.0047 > 0.05 / 16: Holm over the others could still demote it
-    (SUPPORTED, 0.0025, False),         # <= 0.05 / 16: it survives Holm whatever the other claims give
-    (SUPPORTED, math.nan, False),       # an exact bound outside the family stays decided
+    (SUPPORTED, 0.0047, True),          # weighted 0.0094 > 0.025 / 16: Holm over the others could still demote it
+    (SUPPORTED, 0.0005, False),         # weighted 0.001 <= 0.025 / 16: it survives Holm whatever the others give
+    (SUPPORTED, math.nan, True),        # no test: outside the family, so not decisive
     (NOT_TESTABLE, math.nan, False),    # more seeds do not make a phenomenon form
 ])
 def test_look_two_starts_early_only_for_a_claim_look_one_may_leave_undecided(verdict, p, needed):

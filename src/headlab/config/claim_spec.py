@@ -224,6 +224,9 @@ class SeedsConfig:
     confirmatory: List[int] = field(default_factory=list)  # run only after the rules were versioned
     replication: List[int] = field(default_factory=list)   # the second look's fresh seeds (evidence.replication)
     rules_frozen: str = ""                   # the date the rules of this version were fixed (YYYY-MM-DD)
+    # the one-sided alpha each look spends (look 1, look 2), summing to at most 0.025 and fixed before the
+    # next look (headlab.reproduce.looks); empty: a spec without a second look spends all 0.025 at look 1
+    alpha: List[float] = field(default_factory=list)
 
 
 @dataclass

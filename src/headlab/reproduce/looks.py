@@ -3,22 +3,27 @@
 The design (adaptive allocation with intervals that stay valid), fixed in the specs before a
 second look's tables exist:
 
-- Look 1 reads every claim's `cpu` evidence; Holm's correction runs over its claims (family 1).
+- Each spec fixes an alpha-spending plan (`seeds.alpha`): the one-sided alpha its claim spends at
+  look 1 and at look 2, summing to at most 0.025 (a spec without a second look spends all 0.025 at
+  look 1). The plan is written before the look it governs, never after reading it.
+- Look 1 reads every claim's `cpu` evidence; Holm's correction runs over its claims, each p weighted
+  by its plan's look-1 alpha (`headlab.reproduce.multiplicity`).
 - A claim gets look 2 when look 1 left it inconclusive (after Holm) and its spec names
   `evidence.replication` with `seeds.replication`: seeds no earlier run used, a cap fixed in the
   spec. "Not testable" and "not measured" are not retried: more seeds do not make a phenomenon form.
 - Look 2 reads the fresh seeds only, never pooled with look 1. Its grid and seeds are fixed in
   the spec, so its intervals and p-values are those of a fixed-size test on independent data,
   whatever look 1 showed: which claims are retried depends on look-1 data only, and look 2
-  contains none of it. Holm runs again over the retried claims (family 2, alpha 0.05).
-- Each family's familywise error is at most 0.05; over both, at most 0.10 (a union bound). The
-  report states both.
+  contains none of it.
+- Holm then runs once more over ALL the claims, each with the p of the look its verdict comes from,
+  weighted by that look's alpha: one family across both looks, familywise error at most 0.025
+  (a union bound over the looks inside each claim's weight). Holm is monotone, so a verdict look 1
+  kept stands in this family too.
 - A retried claim's verdict is its look-2 verdict; what look 1 gave stays beside it (`first_look`).
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -26,22 +31,24 @@ from headlab.reproduce.spec import REPLICATION, ClaimSpec
 from headlab.reproduce.verdict import DECISIVE, INCONCLUSIVE, ClaimResult
 
 DESIGN = ("look 2 (make reproduce-cpu): the claims look 1 leaves inconclusive are run again on fresh seeds "
-          "fixed in their specs and decided on those seeds alone; Holm within each look's family, so each "
-          "family's familywise error is at most 0.05 and both together at most 0.10")
+          "fixed in their specs and decided on those seeds alone; each spec fixes the one-sided alpha it spends "
+          "at each look (summing to at most 0.025), and one Holm family runs across both looks, so the "
+          "familywise error over both is at most 0.025 (Holm over every null the verdicts rest on)")
 
 
 def may_need_second_look(result: ClaimResult, family_size: int) -> bool:
     """Whether look 2 could still decide this claim, known from its own look-1 result: the runner
     starts look 2 early, beside the rest of look 1, for every claim this holds for. A decisive
-    verdict with p at most alpha / family_size survives Holm whatever the other claims give (or has
-    no p and stays outside the family); "not testable" and "not measured" are never retried."""
+    verdict whose weighted p (`multiplicity.spent`) is at most ALPHA / family_size survives Holm
+    whatever the other claims give; "not testable" and "not measured" are never retried."""
+    from headlab.reproduce.multiplicity import spent
     from headlab.stats.decisions import ALPHA
 
     if not result.spec.has_replication or result.verdict not in (INCONCLUSIVE, *DECISIVE):
         return False
     if result.verdict == INCONCLUSIVE:
         return True
-    return math.isfinite(result.p_value) and result.p_value > ALPHA / max(1, family_size)
+    return not spent(result) <= ALPHA / max(1, family_size)
 
 
 def wants_second_look(result: ClaimResult) -> bool:
@@ -55,9 +62,10 @@ def second_look_specs(results: list[ClaimResult]) -> list[ClaimSpec]:
 
 def with_second_look(results: list[ClaimResult], sweeps_root: str | Path, explicit: Mapping[str, Path] | None = None,
                      evaluate: Callable[..., ClaimResult] | None = None) -> list[ClaimResult]:
-    """`results` (look 1, after Holm) with every retried claim replaced by its look-2 result, which
-    has its own Holm family; the others are returned as they were. `evaluate` reads a claim's
-    evidence (`headlab.reproduce.evidence.evaluate_claim`)."""
+    """`results` (look 1, after Holm) with every retried claim replaced by its look-2 result, and
+    Holm run again over all of them (one family across the looks, each p weighted by its look's
+    alpha); nothing retried: `results` as they were. `evaluate` reads a claim's evidence
+    (`headlab.reproduce.evidence.evaluate_claim`)."""
     from headlab.reproduce.multiplicity import control
 
     if evaluate is None:
@@ -65,12 +73,12 @@ def with_second_look(results: list[ClaimResult], sweeps_root: str | Path, explic
     retried = [r for r in results if wants_second_look(r)]
     if not retried:
         return results
-    second = control([evaluate(r.spec, sweeps_root, explicit, REPLICATION) for r in retried], label="look 2")
+    second = [evaluate(r.spec, sweeps_root, explicit, REPLICATION) for r in retried]
     for first, again in zip(retried, second):
         again.look = 2
         again.first_look = first_look_line(first)
     by_claim = {r.spec.claim: r for r in second}
-    return [by_claim.get(r.spec.claim, r) for r in results]
+    return control([by_claim.get(r.spec.claim, r) for r in results], label="both looks'")
 
 
 def first_look_line(r: ClaimResult) -> str:

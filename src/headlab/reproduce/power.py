@@ -1,6 +1,8 @@
 """The report's power section: for each undecided claim, the seeds that would decide it at the
 observed per-seed SD, and the smallest effect the seeds run could detect (statsmodels TTestPower,
-one-sided at 0.05 with 80 % power, seeds as the unit)."""
+80 % power, seeds as the unit), at the alpha the pipeline actually uses: the one-sided alpha the
+claim's spec spends at its last planned look, divided by the size of the Holm family (Holm's first
+step, the level a claim may have to meet: `alpha_used`)."""
 
 from __future__ import annotations
 
@@ -22,11 +24,24 @@ class PowerRow:
     seeds_to_decide: float  # to tell the observed mean from the margin (NaN: no spread, or on the margin)
     detectable: float       # the smallest distance from the margin the n seeds run would detect
     why: str
+    alpha: float = math.nan  # the one-sided level the seeds are sized for (alpha_used)
+
+
+def alpha_used(spec, family_size: int) -> float:
+    """The one-sided level a claim's test may have to meet: its last planned look's alpha over the
+    Holm family's size (the first step of Holm; Bonferroni).
+
+    >>> from types import SimpleNamespace
+    >>> alpha_used(SimpleNamespace(alpha_spending=(0.0125, 0.0125)), 16)
+    0.00078125
+    """
+    return spec.alpha_spending[-1] / max(1, family_size)
 
 
 def power_rows(results: list[ClaimResult]) -> list[PowerRow]:
     """One row per claim with a margin that is neither decided nor unmeasured."""
     rows = []
+    family = sum(1 for r in results if r.spec.primary is not None and r.verdict != NOT_MEASURED)
     for r in results:
         if r.spec.primary is None or r.verdict in DECISIVE or r.verdict == NOT_MEASURED:
             continue
@@ -35,9 +50,9 @@ def power_rows(results: list[ClaimResult]) -> list[PowerRow]:
             rows.append(PowerRow(r.spec.claim, r.spec.primary, math.nan, math.nan, 0, r.spec.margin.value, math.nan,
                                  math.nan, r.reason))
             continue
-        gap = abs(s.mean - r.spec.margin.value)
+        gap, alpha = abs(s.mean - r.spec.margin.value), alpha_used(r.spec, family)
         rows.append(PowerRow(r.spec.claim, r.spec.primary, s.mean, s.sd, s.n, r.spec.margin.value,
-                             seeds_to_decide(gap, s.sd), minimum_detectable(s.sd, s.n), _why(r, s)))
+                             seeds_to_decide(gap, s.sd, alpha), minimum_detectable(s.sd, s.n, alpha), _why(r, s), alpha))
     return rows
 
 
@@ -53,13 +68,14 @@ def power_markdown(rows: list[PowerRow]) -> list[str]:
     if not rows:
         return []
     lines = ["", "## Power of the undecided claims", "",
-             "Seeds as the unit, one-sided t-test at 0.05 with 80 % power (statsmodels TTestPower), at the observed "
-             "per-seed SD: the seeds that would tell the observed mean from the margin, and the smallest distance "
-             "from the margin the seeds run could detect.", "",
-             "| claim | primary | mean | per-seed SD | seeds run | margin | seeds to decide | detectable at seeds run | why undecided |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "Seeds as the unit, a one-sided t-test with 80 % power (statsmodels TTestPower) at the alpha the pipeline "
+             "uses: the claim's last planned look's one-sided alpha over the size of the Holm family (Holm's first "
+             "step), at the observed per-seed SD: the seeds that would tell the observed mean from the margin, and "
+             "the smallest distance from the margin the seeds run could detect.", "",
+             "| claim | primary | mean | per-seed SD | seeds run | margin | alpha | seeds to decide | detectable at seeds run | why undecided |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     n = number_text
-    lines += [f"| {p.claim} | {p.primary} | {n(p.mean)} | {n(p.sd)} | {p.n} | {n(p.margin)} | "
+    lines += [f"| {p.claim} | {p.primary} | {n(p.mean)} | {n(p.sd)} | {p.n} | {n(p.margin)} | {n(p.alpha)} | "
               f"{_seeds(p.seeds_to_decide)} | {n(p.detectable)} | {p.why} |" for p in rows]
     return lines
 

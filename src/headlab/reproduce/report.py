@@ -23,8 +23,11 @@ from headlab.store import atomic_write_text, atomic_write_with
 
 COLUMNS = ("claim", "version", "section", "title", "verdict", "reason", "statistics", "primary", "margin", "p_value",
            "p_holm", "look", "first_look", "seeds", "supported_if", "contradicted_if", "source", "provenance", "coverage", "figure")
-_COLOUR = {"supported": "#1a7f37", "contradicted": "#cf222e", "direction only": "#0969da", "inconclusive": "#9a6700",
+_COLOUR = {"supported": "#1a7f37", "contradicted": "#cf222e", "absent": "#cf222e", "smaller than claimed": "#bc4c00",
+           "reversed": "#a40e26", "direction only": "#0969da", "inconclusive": "#9a6700",
            "not testable at this scale": "#8250df", "not measured": "#57606a"}
+# how a margin's reason is to be read (tests/reproduce/test_quotes.py holds the specs to it)
+QUOTES = "the article's words stand in 「」; the rest is this spec's reading, a paraphrase, not a quote"
 # what the seeds of a scale are: quick's were seen before the rules of issue 25 were written
 SCALE_LABEL = {"quick": "exploratory (make reproduce-quick: seeds seen before the rules were written)",
                "cpu": "confirmatory (make reproduce-cpu: seeds no earlier run used, rules frozen first)",
@@ -112,11 +115,12 @@ def _decision_lines(r: ClaimResult) -> list[str]:
     if r.spec.primary is None:
         return []
     m = r.spec.margin
-    lines = [f"- primary: `{r.spec.primary}`; margin {m.value:g} ({m.direction.name}; no effect {m.no_effect:g}): {m.reason}",
+    lines = [f"- primary: `{r.spec.primary}`; margin {m.value:g} ({m.direction.name}; no effect {m.no_effect:g}): {m.reason} "
+             f"({QUOTES})",
              f"- prerequisite: {'`' + r.spec.prerequisite.text + '` ' if r.spec.prerequisite else ''}"
              f"{' '.join(f'{k}={v}' for k, v in r.spec.prerequisite_config)} {r.spec.prerequisite_reason}".rstrip(),
-             f"- one-sided p {_p(r.p_value)}, Holm-adjusted {_p(r.p_holm)}"
-             + (" (within look 2's family)" if r.look == 2 else "")]
+             f"- one-sided p {_p(r.p_value)} at look {r.look}, which spends alpha {r.spec.alpha_at(r.look):g} of the plan "
+             f"{'/'.join(f'{a:g}' for a in r.spec.alpha_spending)}; Holm-adjusted {_p(r.p_holm)} (one family across the looks)"]
     if r.look == 2:
         lines.append(f"- decided at look 2, on fresh seeds read on their own; {r.first_look}")
     if seeds_used(r):

@@ -45,6 +45,7 @@ from headlab.config.claim_spec import (Direction, EvidenceConfig, MarginConfig, 
 from headlab.errors import ConfigError
 from headlab.reproduce.directions import FIGURES
 from headlab.reproduce.rules import Rule, parse_rule
+from headlab.stats.decisions import ALPHA
 
 SPEC_GLOB = "c[0-9][0-9]_*.yaml"
 # make reproduce-quick (exploratory, CPU), make reproduce-cpu (confirmatory, CPU), make reproduce (the article's)
@@ -99,6 +100,11 @@ class ClaimSpec:
     confirmatory_seeds: tuple[int, ...] = ()
     replication_seeds: tuple[int, ...] = ()   # the second look's fresh seeds (evidence.replication)
     rules_frozen: str = ""
+    alpha_spending: tuple[float, ...] = (ALPHA,)   # the one-sided alpha each look spends (headlab.reproduce.looks)
+
+    def alpha_at(self, look: int) -> float:
+        """The one-sided alpha the plan gives look `look` (1 or 2)."""
+        return self.alpha_spending[look - 1]
 
     @property
     def has_scale(self) -> tuple[str, ...]:
@@ -242,11 +248,25 @@ def _decision(raw, statistics: dict, measured: bool, key) -> dict[str, Any]:
     if (raw.evidence.replication is not None) != bool(seeds.replication):
         raise ConfigError(key("seeds.replication"), list(seeds.replication),
                           "the second look's seeds exactly when evidence.replication is given")
+    spending = _alpha_spending(list(seeds.alpha), raw.evidence.replication is not None, key)
     return {"primary": raw.primary, "margin": m, "prerequisite": rule, "prerequisite_reason": raw.prerequisite.reason.strip(),
+            "alpha_spending": spending,
             "exploratory_seeds": tuple(seeds.exploratory), "confirmatory_seeds": tuple(seeds.confirmatory),
             "replication_seeds": tuple(seeds.replication),
             "rules_frozen": seeds.rules_frozen, "prerequisite_config": tuple(sorted(raw.prerequisite.config.items())),
             "proxy": raw.proxy.strip()}
+
+
+def _alpha_spending(alpha: list[float], second_look: bool, key) -> tuple[float, ...]:
+    """The plan: one alpha per look, each positive, summing to at most ALPHA (a union bound over the
+    looks keeps the claim's error at ALPHA); a spec with a second look must write it down."""
+    looks = 2 if second_look else 1
+    if not alpha and not second_look:
+        return (ALPHA,)
+    if len(alpha) != looks or any(not 0 < a <= ALPHA for a in alpha) or sum(alpha) > ALPHA + 1e-12:
+        raise ConfigError(key("seeds.alpha"), alpha, f"{looks} one-sided alpha{'s' if looks > 1 else ''} (one per look), "
+                                                   f"each > 0, summing to at most {ALPHA}")
+    return tuple(float(a) for a in alpha)
 
 
 def _required(value: Any, name: str, key) -> Any:

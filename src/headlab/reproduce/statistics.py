@@ -3,12 +3,12 @@
 Every statistic is an estimate with a 95 % interval that says what it resampled (`method`):
 
 - ``mean``: the per-run values (or table rows) selected by ``where``, Student's t over them; a
-  share of heads (``reduce: fraction_in``) is pooled over the runs with the envelope of the
-  seed-cluster bootstrap and the exact Clopper-Pearson interval (`headlab.stats.cluster_proportion_ci`);
+  share of heads (``reduce: fraction_in``) is one share per run, t over the runs: the seeds (models)
+  are the units, never the heads pooled across seeds (heads of one model are not independent, and
+  the p-value is a t over seeds, so the interval is too);
 - ``paired_difference``: per seed, the value of config ``a`` minus that of config ``b`` (the sweeps
   run the same seeds in every config, with the same data split, so seeds pair), a paired t-interval;
-  when every pair gives the same difference there is no t-interval, and for shares of heads the
-  difference of the two arms' exact bounds is reported instead (0 - 0 of 24 heads is [-0.14, 0.14]);
+  when every pair gives the same difference there is no t-interval (and no verdict);
 - ``group_difference``: the rows (heads) selected by ``a`` minus those selected by ``b``, with
   Welch's t-interval (one model measured once, e.g. deep minus shallow layers of MiniLM).
 
@@ -38,7 +38,7 @@ import pandas as pd
 from scipy import stats
 
 from headlab.config.claim_spec import Reduction, StatisticConfig, StatisticKind
-from headlab.stats import cluster_proportion_ci, paired_ci
+from headlab.stats import paired_ci
 from headlab.stats.intervals import values_of
 
 
@@ -101,31 +101,33 @@ def table_statistic(spec: StatisticConfig, table: pd.DataFrame) -> Statistic:
         raise EvidenceMissing(f"no seed has both {_label(spec.a)} (seeds {list(a.index)}) and {_label(spec.b)} "
                               f"(seeds {list(b.index)})")
     unit = f"seed pairs of {_unit(spec)}"
-    found = from_values((a[common] - b[common]).to_numpy(float), unit, bounds, tuple(int(s) for s in common), paired=True)
-    if spec.reduce in SHARES and not math.isfinite(found.ci_low):
-        # no spread over the pairs: the difference of the two arms' exact bounds
-        sa = share_statistic(spec, rows_a[rows_a["seed"].isin(common)], unit)
-        sb = share_statistic(spec, rows_b[rows_b["seed"].isin(common)], unit)
-        return Statistic(found.mean, sa.ci_low - sb.ci_high, sa.ci_high - sb.ci_low, found.n, unit,
-                         f"no spread over the pairs: difference of the arms' bounds ({sa.method})", seeds=found.seeds)
-    return found
+    return from_values((a[common] - b[common]).to_numpy(float), unit, _range(spec, bounds),
+                       tuple(int(s) for s in common), paired=True)
 
 
 def share_statistic(spec: StatisticConfig, rows: pd.DataFrame, unit: str) -> Statistic:
-    """The share of rows (heads) whose `column` is in `values`, pooled over runs: seed-cluster
-    bootstrap enveloped by the exact interval (`headlab.stats.cluster_proportion_ci`)."""
+    """The share of rows (heads) whose `column` is in `values`: one share per run, Student's t over
+    the runs (seeds are the units), clipped to [0, 1]; the pooled count is named in the unit."""
     rows = _filtered(spec, rows)
     runs = rows.groupby(["job", "seed"])[spec.column]
     hits = runs.apply(lambda x: int(_hits(x, spec).sum()))
     sizes = runs.size()
-    ci = cluster_proportion_ci(hits.to_numpy(), sizes.to_numpy())
-    shares = (hits / sizes).to_numpy(float)
-    sd = float(shares.std(ddof=1)) if shares.size > 1 else math.nan
+    shares = hits / sizes
     seeds = tuple(sorted({int(s) for s in hits.index.get_level_values("seed")}))
-    # the tests against a margin: t over the per-seed shares (seeds are the independent units)
-    se, df = (sd / math.sqrt(shares.size), float(shares.size - 1)) if sd > 0 else (math.nan, math.nan)
-    return Statistic(ci.estimate, ci.low, ci.high, ci.n, f"{unit} ({int(hits.sum())} of {int(sizes.sum())} rows)",
-                     ci.method, se, df, sd, seeds)
+    return from_values(shares.to_numpy(float), f"{unit} ({int(hits.sum())} of {int(sizes.sum())} rows, share per run)",
+                       (0.0, 1.0), seeds)
+
+
+def value_range(spec: StatisticConfig) -> tuple[float, float]:
+    """The range the statistic can take: its `bounds`, [0, 1] for a share of rows and [-1, 1] for a
+    difference of two shares, else unbounded (the verdict's "absent" reads it)."""
+    return _range(spec, tuple(spec.bounds) if spec.bounds is not None else (-math.inf, math.inf))
+
+
+def _range(spec: StatisticConfig, bounds: tuple[float, float]) -> tuple[float, float]:
+    if spec.bounds is None and spec.reduce in SHARES:
+        return (-1.0, 1.0) if spec.kind is StatisticKind.paired_difference else (0.0, 1.0)
+    return bounds
 
 
 def welch_difference(a: np.ndarray, b: np.ndarray, unit: str, confidence: float = 0.95) -> Statistic:

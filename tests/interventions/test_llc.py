@@ -199,9 +199,9 @@ def test_rows_are_one_per_estimate_with_the_whole_model_at_minus_one(trained):
 @pytest.mark.slow
 def test_induction_heads_rllc_rises_when_they_form():
     """The induction LM (2 layers x 4 heads, attention only) trained on repeat_tokens as
-    experiment=induction does: its layer-1 heads that become induction heads (score > 0.3 at step
-    2,000) gain most of their rLLC between step 800 (before the probe loss drops, ~1,450 with this
-    data seed) and step 2,000; a layer-1 head that forms no role (score < 0.1) stays far lower."""
+    experiment=induction does: the two strongest layer-1 induction heads at step 2,000 (score > 0.3 on
+    the probe; with this data and seed all four layer-1 heads form) gain their rLLC between step 800,
+    before the probe loss drops, and step 2,000, after it: from ~0.05 to ~1 (2026-12-02)."""
     from headlab.data.lm_datamodule import RepeatTokensDataModule
     from headlab.measure.lm_probe import measure_lm_probe
 
@@ -210,17 +210,16 @@ def test_induction_heads_rllc_rises_when_they_form():
     data.setup()
     torch.manual_seed(0)
     net = HeadlabLM(LMConfig(vocab_size=64, max_len=33, n_layers=2, n_heads=4, d_model=64))
-    before = _train(net, data.splits["train"][torch.randperm(32 * 2000, generator=torch.Generator().manual_seed(0))],
-                    lr=3e-3, keep={800})[800]
+    order = torch.randperm(32 * 2000, generator=torch.Generator().manual_seed(0))
+    before = _train(net, data.splits["train"][order], lr=3e-3, keep={800})[800]
     induction = measure_lm_probe(net, data.probe, data.probe_half_len).per_layer[1]["induction_score"]
-    formed = [h for h in range(4) if induction[h] > 0.3]
-    idle = [h for h in range(4) if induction[h] < 0.1]
-    assert formed and idle, f"layer-1 induction scores {induction.tolist()}: expected heads above 0.3 and below 0.1"
+    formed = [h for h in induction.argsort(descending=True)[:2].tolist() if induction[h] > 0.3]
+    assert len(formed) == 2, f"layer-1 induction scores at step 2,000: {induction.tolist()}"
     settings = SGLDSettings(chains=2, draws=60, burnin=40)
     tokens = data.splits["val"]
-    after = {h: estimate_llc(net, tokens, settings, layer=1, head=h).value for h in formed + idle}
+    after = {h: estimate_llc(net, tokens, settings, layer=1, head=h).value for h in formed}
     net.load_state_dict(before)
+    assert measure_lm_probe(net, data.probe, data.probe_half_len).per_layer[1]["induction_score"].max() < 0.1
     early = {h: estimate_llc(net, tokens, settings, layer=1, head=h).value for h in formed}
     for h in formed:
         assert after[h] > 0.5 and after[h] > 5 * early[h], (h, early[h], after[h])
-    assert max(after[h] for h in idle) < 0.5 * min(after[h] for h in formed), after

@@ -15,7 +15,9 @@ import torch
 pytest.importorskip("devinterp", reason="devinterp not installed: pip install -e '.[llc]'")
 
 from headlab.data.repeat_tokens import repeat_token_batch  # noqa: E402
-from headlab.interventions.llc import ROW_COLUMNS, SGLDSettings, estimate_head_llcs, estimate_llc, head_param_masks, llc_rows  # noqa: E402
+from headlab.interventions.llc import (ROW_COLUMNS, SGLDSettings, estimate_head_llcs, estimate_llc, head_metric_frame,  # noqa: E402
+                                      head_param_masks, llc_rows)
+from headlab.store.tables import HEAD_METRIC_COLUMNS  # noqa: E402
 from headlab.model.lm import HeadlabLM, LMConfig  # noqa: E402
 
 VOCAB, SEQ, D_MODEL, D_HEAD = 16, 9, 16, 8
@@ -194,6 +196,11 @@ def test_rows_are_one_per_estimate_with_the_whole_model_at_minus_one(trained):
     assert tuple(rows.columns) == ROW_COLUMNS
     assert rows[["layer", "head", "metric"]].values.tolist() == [[-1, -1, "llc"], [0, 0, "rllc"], [0, 1, "rllc"]]
     assert (rows["step"] == 700).all() and rows["value"].tolist() == [e.value for e in estimates]
+    table = head_metric_frame("run", 700, 3, estimates)
+    assert tuple(table.columns) == HEAD_METRIC_COLUMNS
+    assert table["metric"].tolist() == ["llc", "llc_std", "rllc", "rllc_std", "rllc", "rllc_std"]
+    np.testing.assert_array_equal(table["value"], [v for e in estimates for v in (e.value, e.std)])  # std: NaN for 1 chain
+    assert table["layer"].tolist() == [-1, -1, 0, 0, 0, 0] and table["head"].tolist() == [-1, -1, 0, 0, 1, 1]
 
 
 @pytest.mark.slow

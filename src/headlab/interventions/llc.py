@@ -32,7 +32,9 @@ from scipy import stats
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
-METRICS = ("llc", "rllc")
+from headlab.store.tables import HEAD_METRIC_COLUMNS
+
+METRICS = ("llc", "rllc")  # head_metrics.parquet's names, with `<metric>_std` beside each
 WHOLE_MODEL = -1  # the layer and head of the whole-model `llc` rows
 ROW_COLUMNS = ("step", "layer", "head", "metric", "value", "std", "n_chains", "devinterp_value", "max_abs_drift", "flat")
 
@@ -292,3 +294,12 @@ def llc_rows(step: int, estimates: Sequence[LLCEstimate]) -> pd.DataFrame:
                           "max_abs_drift": float(np.max(np.abs(e.drift))), "flat": e.flat} for e in estimates],
                         columns=list(ROW_COLUMNS))
 
+
+
+def head_metric_frame(run_id: str, step: int, epoch: int, estimates: Sequence[LLCEstimate]) -> pd.DataFrame:
+    """The estimates as head_metrics.parquet rows (`HEAD_METRIC_COLUMNS`): `llc` / `rllc` (the value)
+    and `llc_std` / `rllc_std` (over chains) per estimate; the whole model's at layer = head = -1."""
+    records = [(str(run_id), int(step), int(epoch), e.layer, e.head, name, value)
+               for e in estimates for name, value in ((e.metric, e.value), (f"{e.metric}_std", e.std))]
+    frame = pd.DataFrame(records, columns=list(HEAD_METRIC_COLUMNS))
+    return frame.astype({"step": "int64", "epoch": "int64", "layer": "int64", "head": "int64", "value": "float64"})

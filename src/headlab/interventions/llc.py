@@ -202,7 +202,10 @@ def estimate_llc(net: nn.Module, batches: Tensor | Iterable, settings: SGLDSetti
     """The whole model's LLC (layer = head = -1), or head (layer, head)'s refined LLC, on `batches`
     (token ids `[n, seq]` or a loader of next-token batches). `net` is not changed (devinterp samples
     a copy); sampling runs on the network's device."""
-    from devinterp.slt.sampling import sample
+    try:
+        from devinterp.slt.sampling import sample
+    except ImportError as error:
+        raise ImportError(f"the LLC needs devinterp ({error}): pip install 'headlab[llc]'") from error
 
     settings = settings or SGLDSettings()
     tokens = stack_tokens(batches)

@@ -298,7 +298,6 @@ def llc_rows(step: int, estimates: Sequence[LLCEstimate]) -> pd.DataFrame:
                         columns=list(ROW_COLUMNS))
 
 
-
 def head_metric_frame(run_id: str, step: int, epoch: int, estimates: Sequence[LLCEstimate]) -> pd.DataFrame:
     """The estimates as head_metrics.parquet rows (`HEAD_METRIC_COLUMNS`): `llc` / `rllc` (the value)
     and `llc_std` / `rllc_std` (over chains) per estimate; the whole model's at layer = head = -1."""

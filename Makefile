@@ -25,7 +25,7 @@ help:
 $(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet $(TORCH_PIN)
-	$(BIN)/pip install --quiet -e '.[loggers,launchers,dev,hf,tl]'
+	$(BIN)/pip install --quiet -e '.[loggers,launchers,dev,hf,tl,llc]'
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -125,7 +125,9 @@ def schema_of(target: str, keys: Iterable[str], name: str, *, defaults: bool = F
             inner = schema_of(nested[key][0], nested[key][1], f"{name}_{key}", with_target=False)
             fields.append((key, inner, field(default_factory=inner)))
             continue
-        hint, default = params[key]  # a KeyError here: the conf file sets a key the class no longer takes
+        if key not in params:
+            raise TypeError(f"{target} takes no parameter {key!r}: its conf file and its signature disagree")
+        hint, default = params[key]
         fields.append((key, _schema_type(hint), field(default=default if defaults else MISSING)))
     return dataclasses.make_dataclass(name, fields, namespace={"__module__": __name__})
 

@@ -13,24 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from headlab.errors import HeadlabError
-
-
-def instantiate(node: DictConfig, **kwargs: Any) -> Any:
-    """`hydra.utils.instantiate`, but a headlab error inside comes out as itself, not wrapped in
-    Hydra's InstantiationException."""
-    import hydra
-    from hydra.errors import InstantiationException
-
-    try:
-        return hydra.utils.instantiate(node, **kwargs)
-    except InstantiationException as err:
-        cause = err.__cause__
-        while cause is not None and not isinstance(cause, HeadlabError):
-            cause = cause.__cause__
-        if cause is None:
-            raise
-        raise cause from None
+from headlab.config import instantiate  # re-exported: lit.loggers, run.inputs and run.train import it from here
 
 
 def build_module(cfg: DictConfig, datamodule: Any) -> Any:

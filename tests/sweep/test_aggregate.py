@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from headlab.errors import DataError
-from headlab.store import HEAD_METRICS, HEAD_PAIRS
+from headlab.store import HEAD_METRICS, HEAD_PAIRS, SweepDir
 from headlab.sweep import aggregate_sweep, discover_runs
 from headlab.sweep.runs import expected_jobs
 
@@ -41,7 +41,7 @@ def test_discovery_lists_every_job_with_its_reason(sweep_dir):
 
 
 def test_expected_jobs_follow_hydra_order(sweep_dir):
-    jobs = expected_jobs(sweep_dir)
+    jobs = expected_jobs(SweepDir(sweep_dir))
     assert len(jobs) == 10
     assert jobs[3] == ["data=synthetic", "model.n_heads=2", "seed=3"]
     assert jobs[5] == ["data=synthetic", "model.n_heads=4", "seed=0"]

@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def importance(cmd) -> int:
-    from headlab.run.importance import compute, compute_sweep, is_sweep_dir, write_outputs
+    from headlab.run.importance import compute, compute_sweep, write_outputs
+    from headlab.store import is_sweep_dir
 
     run_dir = Path(cmd.run_dir)
     if not is_sweep_dir(run_dir):

@@ -22,12 +22,6 @@ def is_run_dir(path: Path) -> bool:
     return RunDir(path).has_summary
 
 
-def sweep_jobs(sweep_dir: str | os.PathLike) -> list[Path]:
-    """The job directories (`0/`, `1/`, ...) of a multirun folder, in job order."""
-    sweep_dir = Path(sweep_dir)
-    return sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
-
-
 def load_run_tables(run_dir: str | os.PathLike) -> RunTables:
     """summary.json (required), the saved config, the two head tables and importance.json. A file
     that is missing is None (its checks say "not measured"); one that is present but cannot be read

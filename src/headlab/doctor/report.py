@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from headlab.doctor.checks import FAIL, NOT_MEASURED, WARN, Finding, Thresholds, run_checks
-from headlab.doctor.inputs import is_run_dir, load_run_tables, sweep_jobs
+from headlab.doctor.inputs import is_run_dir, load_run_tables
 from headlab.errors import DataError, HeadlabError
-from headlab.store import RunDir, atomic_write_json
+from headlab.store import RunDir, SweepDir, atomic_write_json
 from headlab.store.run_dir import DOCTOR_REPORT as DOCTOR_JSON
 _MARK = {"ok": "ok  ", WARN: "WARN", FAIL: "FAIL", NOT_MEASURED: "n/m "}
 
@@ -53,12 +53,13 @@ def diagnose(path: str | os.PathLike, thresholds: Thresholds | None = None) -> l
         raise DataError(path, "no such directory (expected a run directory or a sweep directory)")
     if is_run_dir(path):
         return [diagnose_run(path, thresholds)]
-    jobs = sweep_jobs(path)
+    sweep = SweepDir(path)
+    jobs = sweep.job_paths()
     if not jobs:
         raise DataError(path, "neither a run directory (no summary.json) nor a sweep directory (no <job_num>/ folders)")
     results = [diagnose_run(job, thresholds) if is_run_dir(job) else Diagnosis(job, [], "no summary.json (not started)")
                for job in jobs]
-    atomic_write_json(path / DOCTOR_JSON, {"sweep_dir": str(path), "jobs": [d.as_dict() for d in results]})
+    atomic_write_json(sweep.doctor_report_path, {"sweep_dir": str(path), "jobs": [d.as_dict() for d in results]})
     return results
 
 

@@ -20,11 +20,6 @@ from headlab.store import RunDir
 from headlab.store.run_dir import IMPORTANCE_FIGURE, IMPORTANCE_TIMELINE_FIGURE, REDUNDANCY_FIGURE
 
 
-def is_sweep_dir(path: Path) -> bool:
-    """A Hydra multirun folder (what `headlab-train -m` writes), not a run directory."""
-    return (path / "multirun.yaml").is_file() and not RunDir(path).hydra_config_path.is_file()
-
-
 @dataclass
 class CheckpointImportance:
     checkpoint: str

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.analysis.roles import ROLES
-from headlab.store import atomic_write_csv, atomic_write_with
+from headlab.store import AGGREGATE_DIR, atomic_write_csv, atomic_write_with
 from headlab.sweep import heads as head_stats
 from headlab.sweep.convergence import write_convergence
 from headlab.sweep.division import write_division
@@ -58,7 +58,6 @@ from headlab.stats import mean_ci
 from headlab.view import write_view
 from headlab.sweep.stats import TextColumn, config_column, format_interval, steps_to_converge, text_table
 
-AGGREGATE_DIR = "aggregate"
 SOURCES = "accuracy and F1: each run's best checkpoint (by val/acc); roles and head metrics: its last measurement"
 RESULT_METRICS = ("val_acc", "val_f1", "test_acc", "test_f1")
 # Per-run numbers summarised over seeds with a mean and a 95% t-interval.

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from headlab.errors import DataError
-from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir
+from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir, SweepDir
 
 log = logging.getLogger(__name__)
 
@@ -81,17 +81,18 @@ class Run:
 
 def discover_runs(sweep_dir: str | os.PathLike) -> list[Run]:
     """Every job of `sweep_dir`, sorted by job number, including expected jobs without a dir."""
-    sweep_dir = Path(sweep_dir)
+    sweep = SweepDir(sweep_dir)
+    sweep_dir = sweep.path
     if not sweep_dir.is_dir():
         raise DataError(sweep_dir, "no such directory (expected a Hydra multirun folder)")
-    job_dirs = {p.name: p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()}
-    expected = expected_jobs(sweep_dir)
+    job_dirs = {p.name: p for p in sweep.job_paths()}
+    expected = expected_jobs(sweep)
     if not job_dirs and not expected:
         raise DataError(sweep_dir, "no job directories (<job_num>/) and no multirun.yaml: is this a Hydra multirun folder?")
     runs = [load_run(path) for path in job_dirs.values()]
     for num, overrides in enumerate(expected or []):
         if str(num) not in job_dirs:
-            runs.append(Run(str(num), sweep_dir / str(num), MISSING, "no job directory (not started yet, or the sweep stopped)",
+            runs.append(Run(str(num), sweep.job_path(num), MISSING, "no job directory (not started yet, or the sweep stopped)",
                             overrides=overrides))
     return sorted(runs, key=lambda r: int(r.job))
 
@@ -178,13 +179,13 @@ def _read_val_curve(run: Run) -> pd.DataFrame | None:
     return curve.astype({"step": "int64", "val_acc": "float64"}).reset_index(drop=True)
 
 
-def expected_jobs(sweep_dir: Path) -> list[list[str]] | None:
+def expected_jobs(sweep: SweepDir) -> list[list[str]] | None:
     """Each job's overrides, by job number, from `multirun.yaml` (None when it cannot be told).
 
     Re-expands the sweep the way Hydra's basic sweeper does (the joblib and submitit launchers
     use it too), so a job that never created its directory is still reported as missing.
     """
-    path = sweep_dir / "multirun.yaml"
+    path = sweep.multirun_path
     if not path.is_file():
         return None
     try:

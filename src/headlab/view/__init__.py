@@ -9,29 +9,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from headlab.store import RunDir, atomic_write_text
-
-
-def is_sweep(path: str | Path) -> bool:
-    """A multirun folder (Hydra's multirun.yaml), not a run."""
-    return (Path(path) / "multirun.yaml").is_file()
+from headlab.store import RunDir, SweepDir, atomic_write_text, is_sweep_dir
 
 
 def write_view(path: str | Path) -> Path:
     """Write `view.html` into the run or sweep folder `path`; returns its path."""
     from headlab.view.page import render_page
 
-    if is_sweep(path):
+    if is_sweep_dir(path):
         from headlab.view.sweep_data import read_sweep
 
-        data = read_sweep(path)
+        data, out = read_sweep(path), SweepDir(path).view_path
     else:
         from headlab.view.load import read_run
 
-        data = read_run(path)
-    out = RunDir(path).view_path
+        data, out = read_run(path), RunDir(path).view_path
     atomic_write_text(out, render_page(data))
     return out
 
 
-__all__ = ["is_sweep", "write_view"]
+__all__ = ["write_view"]

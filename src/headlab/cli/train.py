@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from headlab.config.overrides import check_overrides
 from headlab.errors import ConfigError, HeadlabError
-from headlab.run.info import configure_cache_dirs, default_log_dir
+from headlab.store.run_info import configure_cache_dirs, default_log_dir
 from headlab.run.rank import is_rank_zero
 from headlab.run.train import train
 

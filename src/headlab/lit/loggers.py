@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from headlab.run.info import SWEPT_KEYS, job_override_list
+from headlab.store.run_info import SWEPT_KEYS, job_override_list
 from headlab.run.build import instantiate
 
 # Overrides that do not change the experimental condition: left out of W&B's job_type.

@@ -87,7 +87,7 @@ def run_id_of(run_dir: Path) -> str:
 def write_outputs(run_dir: Path, outcome: ImportanceOutcome) -> list[Path]:
     import pandas as pd
 
-    from headlab.run.info import configure_cache_dirs
+    from headlab.store.run_info import configure_cache_dirs
     from headlab.interventions import curve_rows, importance_rows
     from headlab.store import replace_steps
 

@@ -17,7 +17,7 @@ from headlab.errors import ConfigError
 
 def analyze_pretrained(cfg: Any) -> dict[str, Any]:
     """Load the model, measure it, write the run contract; returns the summary."""
-    from headlab.run.info import config_digest, configure_cache_dirs
+    from headlab.store.run_info import config_digest, configure_cache_dirs
     from headlab.run.threads import set_torch_threads
     from headlab.hf import AnalyzeSettings, HFEncoder, analyze, load_encoder, resolve_model_path
     from headlab.store import RunDir, atomic_write_text
@@ -99,6 +99,6 @@ def importance_fit(cfg: Any) -> Any:
 def default_run_dir() -> Path:
     from datetime import datetime
 
-    from headlab.run.info import default_log_dir
+    from headlab.store.run_info import default_log_dir
 
     return default_log_dir() / "runs" / "analyze_hf" / datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")

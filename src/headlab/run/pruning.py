@@ -237,7 +237,7 @@ def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
     atomic_write_json(report_path, report)
     written.append(report_path)
     if s.figures:
-        from headlab.run.info import configure_cache_dirs
+        from headlab.store.run_info import configure_cache_dirs
 
         configure_cache_dirs(run_dir)
         from headlab.plots.importance import plot_prune_curve

@@ -46,7 +46,7 @@ class RunRecord:
 
     def start(self, resume: Any) -> None:
         """Status "running", the config segment of this start, and where a resume continues from."""
-        from headlab.run.info import code_commit, config_digest, job_override_list, job_overrides, swept_values
+        from headlab.store.run_info import code_commit, config_digest, job_override_list, job_overrides, swept_values
 
         previous = _previous_status(self.run_dir)
         if is_rank_zero():  # under DDP the other ranks share this dir: one record, written once

@@ -108,7 +108,7 @@ def _changed_settings(cfg: DictConfig, run_dir: Path, extendable: bool) -> dict[
     now = experiment_settings(cfg)
     allowed = tuple(str(k) for k in (cfg.get("resume_allow") or ())) + NOT_A_CONDITION
     follows = _interpolated_keys(cfg)  # e.g. optim.optimizer.lr = ${optim.lr}: its source is compared itself
-    from headlab.run.info import job_override_list
+    from headlab.store.run_info import job_override_list
 
     given = {o.split("=", 1)[0].lstrip("+~") for o in job_override_list()}
     changed = {}

@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from headlab.config.validate import validate_config
-from headlab.run.info import configure_cache_dirs
+from headlab.store.run_info import configure_cache_dirs
 from headlab.run.job import setup_job
 from headlab.run.rank import is_rank_zero
 from headlab.run.record import RunRecord, existing_last_checkpoint

@@ -2,7 +2,8 @@
 
 - nothing outside `cli/` imports `headlab.cli`, and `cli/` holds only console entry points;
 - no two modules import each other, directly or round a circle;
-- packages import only their own layer or the layers below (the README's Development section).
+- packages import only their own layer or the layers below (the README's Development section);
+- inside layer 3, packages have an order of their own: each imports only those before it in `WORKFLOW_ORDER`.
 """
 
 from __future__ import annotations
@@ -18,10 +19,19 @@ SRC = ROOT / "src"
 # Lowest first. A package may import its own layer and those below it, never one above.
 LAYERS = (
     {"errors", "config", "stats", "store", "analysis", "model", "data"},  # foundations: no headlab workflow
-    {"measure", "interventions", "hf", "plots"},  # compute on networks and tables
+    {"measure", "interventions", "hf", "plots", "reload"},  # compute on networks and tables (reload: a finished run rebuilt)
     {"lit", "distill", "run", "sweep", "doctor", "reproduce", "view"},  # workflows over runs and sweeps
     {"cli"},  # console entry points only
 )
+# Layer 3, lowest first: a package imports only those to its left (the order the imports make; a new arrow
+# to the right is a knot to untie, not a reason to reorder). sweep reads a multirun folder into runs;
+# view renders runs and sweeps; lit trains (its head-metrics callback writes the run's view at fit end);
+# distill trains a student through lit; run holds the commands' work on one run directory (training,
+# importance, pruning, HF analysis); doctor and reproduce read run and sweep folders through store/.
+WORKFLOW_ORDER = ("sweep", "view", "lit", "distill", "run", "doctor", "reproduce")
+# Arrows that go when branch cfg lands `headlab.config.instantiate` (then these import it from config/):
+# only `instantiate` may be imported along them (`test_pending_arrows_carry_only_instantiate`).
+PENDING_INSTANTIATE = {("headlab.lit.loggers", "headlab.run.build"), ("headlab.reload.inputs", "headlab.run.build")}
 
 
 def module_files() -> dict[str, Path]:
@@ -108,8 +118,26 @@ def test_every_package_has_a_layer():
 
 def test_packages_import_only_their_layer_or_below():
     upward = sorted(f"{m} -> {t}" for m, targets in GRAPH.items() if package(m) for t in targets
-                    if package(t) and layer(package(t)) > layer(package(m)))
+                    if package(t) and layer(package(t)) > layer(package(m)) and (m, t) not in PENDING_INSTANTIATE)
     assert not upward, "imports that point up a layer:\n" + "\n".join(upward)
+
+
+def test_workflow_order_holds_exactly_layer_3():
+    assert sorted(WORKFLOW_ORDER) == sorted(LAYERS[2])
+
+
+def test_layer_3_packages_import_only_those_before_them():
+    rank = {pkg: i for i, pkg in enumerate(WORKFLOW_ORDER)}
+    rightward = sorted(f"{m} -> {t}" for m, targets in GRAPH.items() if package(m) in rank for t in targets
+                       if package(t) in rank and rank[package(t)] > rank[package(m)] and (m, t) not in PENDING_INSTANTIATE)
+    assert not rightward, f"layer 3 imports against its order {WORKFLOW_ORDER}:\n" + "\n".join(rightward)
+
+
+def test_pending_arrows_carry_only_instantiate():
+    for source, target in sorted(PENDING_INSTANTIATE):
+        names = {a.name for node in ast.walk(ast.parse(MODULES[source].read_text(encoding="utf-8")))
+                 if isinstance(node, ast.ImportFrom) and node.module == target for a in node.names}
+        assert names <= {"instantiate"}, f"{source} imports {sorted(names)} from {target}: only instantiate may wait for config/"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if package(m) == "cli" and m != "headlab.cli"))

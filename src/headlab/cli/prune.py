@@ -26,9 +26,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def prune(cmd) -> int:
     from headlab.run.pruning import compute, summary_lines, write_outputs
+    from headlab.store import RunDir
 
-    outcome = compute(Path(cmd.run_dir), cmd.prune)
-    for path in write_outputs(Path(cmd.run_dir), outcome):
+    run = RunDir(cmd.run_dir)
+    outcome = compute(run, cmd.prune)
+    for path in write_outputs(run, outcome):
         print(f"wrote {path}")
     for line in summary_lines(outcome):
         print(f"{PROG}: {line}")

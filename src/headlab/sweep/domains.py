@@ -30,6 +30,8 @@ import pandas as pd
 
 from headlab.analysis.roles import ROLES
 
+from headlab.measure import measure_probe, probe_chunks
+from headlab.reload import build_datamodule, load_matching_network, run_config
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
 from headlab.stats import mean_ci
@@ -88,14 +90,11 @@ def pipeline_roles(net: Any, chunks: list[dict[str, Any]], domains: list[str]) -
 
 def run_pipeline_roles(run: Run) -> pd.DataFrame:
     """`pipeline_roles` of the run's last checkpoint on its own probe; empty for a shared model."""
-    from headlab.run.inputs import build_datamodule, find_checkpoints, load_matching_network, run_config
-    from headlab.measure import probe_chunks
-
-    cfg = run_config(run.run_dir)
+    cfg = run_config(run.files)
     if not int(cfg.model.get("domain_split_layers") or 0):
         return pd.DataFrame()
     datamodule = build_datamodule(cfg)
-    net = load_matching_network(find_checkpoints(run.run_dir, "last")[-1].path, cfg, datamodule).cpu()
+    net = load_matching_network(run.files.find_checkpoints("last")[-1].path, cfg, datamodule).cpu()
     chunks = probe_chunks(datamodule.probe_set(), 64, "cpu")
     return pipeline_roles(net, chunks, datamodule.domain_names).assign(job=run.job, seed=run.seed)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,6 +53,11 @@ class Run:
     val_curve: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
 
+    @cached_property
+    def files(self) -> RunDir:
+        """The job's run directory (its file names, summary, checkpoints)."""
+        return RunDir(self.run_dir)
+
     @property
     def usable(self) -> bool:
         return self.reason == ""
@@ -79,9 +85,8 @@ class Run:
         return values
 
 
-def discover_runs(sweep_dir: str | os.PathLike) -> list[Run]:
-    """Every job of `sweep_dir`, sorted by job number, including expected jobs without a dir."""
-    sweep = SweepDir(sweep_dir)
+def discover_runs(sweep: SweepDir) -> list[Run]:
+    """Every job of the sweep, sorted by job number, including expected jobs without a dir."""
     sweep_dir = sweep.path
     if not sweep_dir.is_dir():
         raise DataError(sweep_dir, "no such directory (expected a Hydra multirun folder)")
@@ -112,8 +117,8 @@ def load_run(job_dir: str | os.PathLike) -> Run:
 
 def _read_files(run: Run) -> None:
     """Fill `run` from its files; leaves `reason` set when the run cannot be used."""
-    run.overrides = _read_overrides(run.run_dir)
-    files = RunDir(run.run_dir)
+    run.overrides = _read_overrides(run.files)
+    files = run.files
     if not files.has_summary:
         run.reason = "no summary.json (the job never reached training)"
         return
@@ -131,8 +136,8 @@ def _read_files(run: Run) -> None:
     run.val_curve = _read_val_curve(run)
 
 
-def _read_overrides(job_dir: Path) -> list[str]:
-    path = RunDir(job_dir).hydra_overrides_path
+def _read_overrides(files: RunDir) -> list[str]:
+    path = files.hydra_overrides_path
     if not path.is_file():
         return []
     import yaml
@@ -159,7 +164,7 @@ def _read_optional_table(run: Run, name: str, columns: tuple[str, ...]) -> pd.Da
     if not path.exists() or (path.is_dir() and not any(path.glob("part-*.parquet"))):
         run.notes.append(f"no {name}")
         return None
-    df = _parse(path, lambda: RunDir(run.run_dir).table(name))
+    df = _parse(path, lambda: run.files.table(name))
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise DataError(path, f"missing columns {missing}; has {list(df.columns)}")
@@ -167,7 +172,7 @@ def _read_optional_table(run: Run, name: str, columns: tuple[str, ...]) -> pd.Da
 
 
 def _read_val_curve(run: Run) -> pd.DataFrame | None:
-    path = RunDir(run.run_dir).metrics_csv_path
+    path = run.files.metrics_csv_path
     if not path.is_file():
         run.notes.append("no metrics.csv")
         return None

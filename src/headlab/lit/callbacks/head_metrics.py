@@ -276,7 +276,7 @@ class HeadMetricsCallback(L.Callback):
         if trainer.is_global_zero and self._last is not None and self.view:
             from headlab.view import write_view  # the page of the run (headlab-view), written last
 
-            write_view(self.output_dir)
+            write_view(RunDir(self.output_dir))
 
     def state_dict(self) -> dict[str, Any]:
         return {"init_weights": self._init_weights, "cum_grad": self._cum_grad, "last_grad": self._last_grad,

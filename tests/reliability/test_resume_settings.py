@@ -41,9 +41,10 @@ def _drop_from_settings(run, key):
     """The run as an older headlab wrote it: its settings lack `key` (a key added to headlab since)."""
     import json
 
-    from headlab.run.history import RESOLVED, segment_dirs
+    from headlab.run.history import RESOLVED
+    from headlab.store import RunDir
 
-    path = segment_dirs(run)[-1] / RESOLVED
+    path = RunDir(run).segment_dirs()[-1] / RESOLVED
     settings = json.loads(path.read_text())
     del settings[key]
     path.write_text(json.dumps(settings))

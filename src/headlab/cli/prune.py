@@ -13,7 +13,6 @@ checkpoint or setting, one line, nothing written.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from headlab.config.app import positional_args, run_app
 

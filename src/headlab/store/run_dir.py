@@ -89,8 +89,8 @@ class RunCheckpointFile:
 class RunDir:
     """A view of one run directory: its file paths, summary, checkpoints, config and tables.
 
-    `summary` is read once per `RunDir` (a writer that changes the file makes a new `RunDir` to
-    see the change); paths are computed, never checked, so a `RunDir` can name files not yet written.
+    `summary` is read once per `RunDir` (the writer that replaces or removes the file calls
+    `forget_summary`, so a `RunDir` passed down a command never shows a stale one); paths are computed, never checked, so a `RunDir` can name files not yet written.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
@@ -259,6 +259,10 @@ class RunDir:
         """summary.json parsed, whatever JSON it holds; `OSError` / `ValueError` pass through, for a
         caller that reports a broken file in its own words (the sweep's reasons)."""
         return json.loads(self.summary_path.read_text(encoding="utf-8"))
+
+    def forget_summary(self) -> None:
+        """Drop the summary read so far: the next `summary` reads the file again."""
+        self.__dict__.pop("summary", None)
 
     @cached_property
     def summary(self) -> dict[str, Any]:

@@ -99,7 +99,7 @@ def aggregate_sweep(sweep: SweepDir, out_dir: str | os.PathLike | None = None, f
     result = AggregateResult(sweep, Path(out_dir) if out_dir is not None else sweep.aggregate_dir, runs)
     tags = run_tags(runs)
     usable = result.usable
-    heads = _concat([head_stats.head_summary(r, final_importance(r.run_dir)).assign(job=r.job) for r in usable])
+    heads = _concat([head_stats.head_summary(r, final_importance(r.files)).assign(job=r.job) for r in usable])
     per_run = run_table(runs, tags, heads)
     result.written.append(atomic_write_csv(result.out_dir / "sweep_runs.csv", per_run))
     if not usable:

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from headlab.analysis.roles import ROLES
-
 from headlab.measure import measure_probe, probe_chunks
+from headlab.model.domains import PipelineView
 from headlab.reload import build_datamodule, load_matching_network, run_config
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
@@ -77,9 +77,6 @@ def domain_table(runs_by_config: dict[str, list[Run]], tags: pd.DataFrame) -> pd
 def pipeline_roles(net: Any, chunks: list[dict[str, Any]], domains: list[str]) -> pd.DataFrame:
     """One row per (domain, layer, head): the head's role on the probe `chunks` through that
     domain's pipeline (`PipelineView`); `domains[d]` names domain id d."""
-    from headlab.measure import measure_probe
-    from headlab.model.domains import PipelineView
-
     rows = []
     for domain, name in enumerate(domains):
         roles = measure_probe(PipelineView(net, domain), chunks, weight_metrics=False).roles

@@ -49,6 +49,7 @@ import lightning as L
 import torch
 
 from headlab.errors import ConfigError
+from headlab.interventions import gradient_importance
 from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, probe_chunks, query_token_ids
 from headlab.measure import snapshot_weights
 from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir, append_part, drop_parts_after, write_attention_maps
@@ -319,8 +320,6 @@ class HeadMetricsCallback(L.Callback):
         result = measure_probe(pl_module.net, self._probe, map_len=self.map_len, step=step, epoch=epoch,
                                init_weights=self._init_weights, grad_norm=self._last_grad, cum_grad_norm=self._cum_grad)
         if self.importance:  # per-example gate gradients; no parameter's .grad is touched
-            from headlab.interventions import gradient_importance
-
             grad = gradient_importance(pl_module.net, self._labeled_probe)
             for layer, per_head in enumerate(result.head_metrics):
                 per_head["grad_importance"] = grad[layer].numpy()

@@ -20,18 +20,18 @@ SRC = ROOT / "src"
 LAYERS = (
     {"errors", "config", "stats", "store", "analysis", "model", "data"},  # foundations: no headlab workflow
     {"measure", "interventions", "hf", "plots", "reload"},  # compute on networks and tables (reload: a finished run rebuilt)
-    {"lit", "distill", "run", "sweep", "doctor", "reproduce", "view"},  # workflows over runs and sweeps
+    {"lit", "distill", "tasks", "sweep", "doctor", "reproduce", "view"},  # workflows over runs and sweeps
     {"cli"},  # console entry points only
 )
 # Layer 3, lowest first: a package imports only those to its left (the order the imports make; a new arrow
 # to the right is a knot to untie, not a reason to reorder). sweep reads a multirun folder into runs;
 # view renders runs and sweeps; lit trains (its head-metrics callback writes the run's view at fit end);
-# distill trains a student through lit; run holds the commands' work on one run directory (training,
+# distill trains a student through lit; tasks holds the commands' work on one run directory (training,
 # importance, pruning, HF analysis); doctor and reproduce read run and sweep folders through store/.
-WORKFLOW_ORDER = ("sweep", "view", "lit", "distill", "run", "doctor", "reproduce")
+WORKFLOW_ORDER = ("sweep", "view", "lit", "distill", "tasks", "doctor", "reproduce")
 # Arrows that go when branch cfg lands `headlab.config.instantiate` (then these import it from config/):
 # only `instantiate` may be imported along them (`test_pending_arrows_carry_only_instantiate`).
-PENDING_INSTANTIATE = {("headlab.lit.loggers", "headlab.run.build"), ("headlab.reload.inputs", "headlab.run.build")}
+PENDING_INSTANTIATE = {("headlab.lit.loggers", "headlab.tasks.build"), ("headlab.reload.inputs", "headlab.tasks.build")}
 
 
 def module_files() -> dict[str, Path]:
@@ -95,9 +95,9 @@ def test_find_circle_on_hand_built_graphs():
 
 def test_imports_of_resolves_submodules_and_function_level_imports(tmp_path):
     source = tmp_path / "m.py"
-    source.write_text("import os\nfrom headlab.run import info\n\ndef f():\n    from headlab.cli.train import main\n")
-    known = {"headlab.run", "headlab.run.info", "headlab.cli.train"}
-    assert imports_of(source, known) == {"headlab.run.info", "headlab.cli.train"}
+    source.write_text("import os\nfrom headlab.tasks import info\n\ndef f():\n    from headlab.cli.train import main\n")
+    known = {"headlab.tasks", "headlab.tasks.info", "headlab.cli.train"}
+    assert imports_of(source, known) == {"headlab.tasks.info", "headlab.cli.train"}
 
 
 def test_nothing_outside_cli_imports_cli():

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.store import read_table
 from tests.cli.conftest import compose_train_config

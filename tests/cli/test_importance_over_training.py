@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from headlab.reload import build_datamodule, load_network, run_config
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.interventions import gradient_importance
 from headlab.plots.trajectories import build_metric_trajectories_figure
 from headlab.store import RunDir, read_table

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, Subset
 from headlab.cli.prune import main
 from headlab.config.prune import PruneSettings
 from headlab.reload import build_datamodule, load_network, run_config
-from headlab.run import pruning
+from headlab.tasks import pruning
 from headlab.store import RunDir
 from tests.cli.conftest import file_listing, train_keeping_threads
 

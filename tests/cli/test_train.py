@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from headlab.analysis import METRIC_NAMES, ROLES
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.store import read_table
 

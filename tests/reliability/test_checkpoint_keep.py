@@ -9,7 +9,7 @@ import torch
 
 from headlab.cli.importance import main as importance_main
 from headlab.reload import build_datamodule, load_network, run_config
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.lit.checkpointing import RunCheckpoint, load_checkpoint
 from headlab.store import RunDir

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from headlab.run.csv_metrics import KEPT, _stash, keep_csv_rows
+from headlab.tasks.csv_metrics import KEPT, _stash, keep_csv_rows
 from headlab.store import RunDir
 
 
@@ -64,7 +64,7 @@ def test_n_kills_at_every_instant_of_a_resume(tmp_path):
             _logger_writes(tmp_path, range(step + 1, step + 6))  # the logger wrote, then the kill
         else:
             _logger_writes(tmp_path, range(step + 1, step + 6))
-            from headlab.run.csv_metrics import _restore
+            from headlab.tasks.csv_metrics import _restore
 
             _restore(tmp_path, stash)  # a clean end of the segment, then the next kill comes later
     with keep_csv_rows(RunDir(tmp_path), 20):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from headlab.run.lock import RunLock
+from headlab.tasks.lock import RunLock
 from headlab.store import RunDir, read_table
 from tests.cli.conftest import TINY
 from tests.reliability.conftest import run_cli, summary
@@ -56,7 +56,7 @@ def test_lock_is_released_by_a_dead_process(tmp_path):
     import sys
 
     run = tmp_path / "run"
-    code = f"from headlab.run.lock import RunLock; from headlab.store import RunDir; l = RunLock(RunDir({str(run)!r})).__enter__(); import os; os.kill(os.getpid(), 9)"
+    code = f"from headlab.tasks.lock import RunLock; from headlab.store import RunDir; l = RunLock(RunDir({str(run)!r})).__enter__(); import os; os.kill(os.getpid(), 9)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == -9
     with RunLock(RunDir(run)):
         pass

@@ -75,7 +75,7 @@ def test_nested_target_and_attribute_escape_are_refused(tmp_path):
 
 
 @pytest.mark.parametrize("target, allowed", [("headlab.data.TextDataModule", True), ("headlab.os.system", False),
-                                             ("os.system", False), ("headlab.run.build.instantiate", False),
+                                             ("os.system", False), ("headlab.tasks.build.instantiate", False),
                                              ("builtins.eval", False), (None, False)])
 def test_is_headlab_class(target, allowed):
     assert is_headlab_class(target) is allowed

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.data import TextDataModule
 from headlab.sweep import aggregate_sweep
 from headlab.analysis.roles import ROLES

@@ -2,7 +2,7 @@
 
 For each chosen checkpoint of a finished run: every head ablated alone, gradient importance (Michel
 et al. 2019), a random control, keep-top-k and leave-one-layer-in curves, the heads' roles; written
-into RUN_DIR (`headlab.run.importance`). RUN_DIR may be a sweep folder: every usable job is measured
+into RUN_DIR (`headlab.tasks.importance`). RUN_DIR may be a sweep folder: every usable job is measured
 before anything is written, then the sweep is aggregated. `-m run_dir=a,b` measures several runs.
 Settings: `headlab.config.importance` (`--cfg job` prints them). Exit 2: a bad run dir, checkpoint
 or setting, one line, nothing written.
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def importance(cmd) -> int:
-    from headlab.run.importance import compute, compute_sweep, write_outputs
+    from headlab.tasks.importance import compute, compute_sweep, write_outputs
     from headlab.store import RunDir, SweepDir, is_sweep_dir
 
     if not is_sweep_dir(cmd.run_dir):

@@ -4,7 +4,7 @@ Each round removes `prune.fraction_per_step` of the remaining heads (lowest firs
 `prune.ranking`), optionally fine-tunes, re-ranks, and stops before validation accuracy falls more
 than `prune.max_drop` below the unpruned network's (on the whole validation split, or with
 `prune.selection=val_half` on its half A, half B and test held out); with `prune.speedup` the pruned
-network is timed against the unpruned one (`headlab.run.pruning`). Writes `prune_curve.parquet`,
+network is timed against the unpruned one (`headlab.tasks.pruning`). Writes `prune_curve.parquet`,
 `prune.json`, `pruned/<label>.ckpt` (`<ranking>[-valhalf]-ft<N>`) and `figures/prune_curve.png`
 into RUN_DIR. `-m run_dir=a,b` prunes several runs. Settings: `headlab.config.prune` (`--cfg job` prints them). Exit 2: a bad run dir,
 checkpoint or setting, one line, nothing written.
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def prune(cmd) -> int:
-    from headlab.run.pruning import compute, summary_lines, write_outputs
+    from headlab.tasks.pruning import compute, summary_lines, write_outputs
     from headlab.store import RunDir
 
     run = RunDir(cmd.run_dir)

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Subset
 from headlab.config.targets import refuse_foreign_targets
 from headlab.errors import DataError
 from headlab.reload.network import load_network
-from headlab.run.build import instantiate  # headlab.config.instantiate once branch cfg lands (test_layering allows this one)
+from headlab.tasks.build import instantiate  # headlab.config.instantiate once branch cfg lands (test_layering allows this one)
 from headlab.store import RunDir
 from headlab.store.checkpoint_file import CheckpointError, load_checkpoint, saved_model_config
 

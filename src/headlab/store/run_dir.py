@@ -46,7 +46,7 @@ CHECKPOINTS_DIR = "checkpoints"
 LAST_CHECKPOINT = "last.ckpt"
 BEST_CHECKPOINT_PREFIX = "best"  # ModelCheckpoint's filename in conf/callbacks/checkpoints.yaml
 CHECKPOINT_SUFFIX = ".ckpt"
-# Hydra's folder and the per-start copies of it (headlab.run.history)
+# Hydra's folder and the per-start copies of it (headlab.tasks.history)
 HYDRA_DIR = ".hydra"
 CONFIG_FILE = "config.yaml"
 HYDRA_FILE = "hydra.yaml"
@@ -55,7 +55,7 @@ HYDRA_FILES = (CONFIG_FILE, HYDRA_FILE, OVERRIDES_FILE)
 SEGMENTS_DIR = "segments"
 SEGMENT_SETTINGS = "resolved.json"
 SEGMENT_INFO = "segment.json"
-# held (fcntl lock) by the one process writing the run dir; holds that process's pid (headlab.run.lock)
+# held (fcntl lock) by the one process writing the run dir; holds that process's pid (headlab.tasks.lock)
 LOCK_FILE = ".lock"
 # figures/ of a run
 ATTENTION_GRID_FIGURE = "attention_grid.png"

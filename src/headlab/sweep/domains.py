@@ -15,7 +15,7 @@ domain d through `PipelineView(net, d)` (every split layer on domain d's Q/K/V, 
 one-hot on d), with the role rule of `headlab.measure.measure_probe`. `domain_roles_runs.csv`: one
 row per (run, domain, layer, head) with the role; `domain_roles.csv`: per (config, domain, layer,
 role) the number of heads with that role, mean and 95 % t-interval over seeds. This reads each
-run's config, data and checkpoint (`headlab.run.inputs`): a few seconds per run on a CPU; a run
+run's config, data and checkpoint (`headlab.tasks.inputs`): a few seconds per run on a CPU; a run
 that cannot be measured is left out with a logged reason.
 """
 

@@ -2,7 +2,7 @@
 
 A resume continues `checkpoints/last.ckpt` of the run dir. It is refused (one `ConfigError` line,
 and `.hydra/` put back to the run's own) when the model's shape differs from the checkpoint's, or
-when any setting differs from the run's newest segment (`headlab.run.history`), except
+when any setting differs from the run's newest segment (`headlab.tasks.history`), except
 `trainer.max_epochs` / `trainer.max_steps` going up (extending training), settings that do not
 change the experiment (`NOT_A_CONDITION`), and keys the user lists in `resume_allow`
 (e.g. `resume_allow=[optim.lr]`; a group name allows all of its keys). A key the run's settings
@@ -19,7 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from headlab.errors import ConfigError, HeadlabError
-from headlab.run.history import experiment_settings, restore_first_hydra
+from headlab.tasks.history import experiment_settings, restore_first_hydra
 from headlab.store import RunDir
 from headlab.store.checkpoint_file import load_checkpoint, saved_model_config
 from headlab.store.run_info import job_override_list

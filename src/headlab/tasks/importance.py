@@ -22,7 +22,7 @@ from headlab.errors import HeadlabError
 from headlab.interventions import RANKINGS, curve_rows, importance_rows, measure_importance, rank_heads
 from headlab.measure import measure_probe, probe_chunks
 from headlab.reload import build_datamodule, eval_batches, load_matching_network, run_config
-from headlab.run.threads import set_torch_threads
+from headlab.tasks.threads import set_torch_threads
 from headlab.store import RunDir, SweepDir, atomic_write_json, read_table, replace_steps
 from headlab.store.run_dir import IMPORTANCE_FIGURE, IMPORTANCE_TIMELINE_FIGURE, REDUNDANCY_FIGURE
 from headlab.store.run_info import configure_cache_dirs

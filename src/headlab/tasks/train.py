@@ -1,7 +1,7 @@
 """One training run from a composed config: fit, validate, test, and write the run-output contract.
 
 `train(cfg)` only wires (so `headlab-train`, sweeps and tests call it with a composed config): the
-pieces live in `headlab.run` (resume, config history, the run record, CSV rows, evaluation),
+pieces live in `headlab.tasks` (resume, config history, the run record, CSV rows, evaluation),
 `headlab.lit` (module, checkpoints, signals, loggers) and `headlab.config` (the checks).
 """
 
@@ -15,15 +15,15 @@ from omegaconf import DictConfig
 
 from headlab.config.validate import validate_config
 from headlab.store.run_info import configure_cache_dirs
-from headlab.run.job import setup_job
-from headlab.run.rank import is_rank_zero
-from headlab.run.history import restore_first_hydra
-from headlab.run.lock import RunDirBusy, RunLock
-from headlab.run.record import RunRecord, last_checkpoint_text
-from headlab.run.build import build_callbacks, build_module, instantiate
-from headlab.run.csv_metrics import keep_csv_rows
-from headlab.run.resume import find_resume, finished_run, refuse_fresh_over_run
-from headlab.run.summary import evaluate_best, last_state
+from headlab.tasks.job import setup_job
+from headlab.tasks.rank import is_rank_zero
+from headlab.tasks.history import restore_first_hydra
+from headlab.tasks.lock import RunDirBusy, RunLock
+from headlab.tasks.record import RunRecord, last_checkpoint_text
+from headlab.tasks.build import build_callbacks, build_module, instantiate
+from headlab.tasks.csv_metrics import keep_csv_rows
+from headlab.tasks.resume import find_resume, finished_run, refuse_fresh_over_run
+from headlab.tasks.summary import evaluate_best, last_state
 from headlab.store import RunDir
 
 log = logging.getLogger("headlab.train")
@@ -31,7 +31,7 @@ log = logging.getLogger("headlab.train")
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, validate and test one configuration; returns the summary written to `summary.json`.
-    The run dir is locked for the whole run (`headlab.run.lock`: one writer; under DDP rank 0 holds it)."""
+    The run dir is locked for the whole run (`headlab.tasks.lock`: one writer; under DDP rank 0 holds it)."""
     import contextlib
 
     run = RunDir(cfg.paths.output_dir)  # the one RunDir of this run, passed down

@@ -1,6 +1,6 @@
 """What `summary.json` says about a finished run, and which model each number comes from.
 
-Keys (`headlab.run.record.RunRecord` writes the file; sweeps aggregate the top-level ones):
+Keys (`headlab.tasks.record.RunRecord` writes the file; sweeps aggregate the top-level ones):
 
 - `status`: running | completed | interrupted | diverged | failed; `error`, `signal`, `diverged_step` say why.
 - `best`: the best checkpoint by val/acc: `step`, `checkpoint`, `val_acc`, `val_f1`, `val_loss`,

@@ -19,9 +19,9 @@ from omegaconf import DictConfig
 
 from headlab.errors import HeadlabError
 from headlab.lit.signals import RunInterrupted
-from headlab.run.history import record_segment
-from headlab.run.rank import is_rank_zero
-from headlab.run.summary import run_facts
+from headlab.tasks.history import record_segment
+from headlab.tasks.rank import is_rank_zero
+from headlab.tasks.summary import run_facts
 from headlab.store import RunDir, atomic_write_json
 from headlab.store.run_info import code_commit, config_digest, job_override_list, job_overrides, swept_values
 from headlab.store.run_dir import HYDRA_DIR, LOCK_FILE, TRAIN_LOG

@@ -48,7 +48,7 @@ def build_module(cfg: DictConfig, datamodule: Any) -> Any:
 def build_callbacks(cfg: DictConfig, run: RunDir, signals: Any, run_id: str | None = None) -> list[Any]:
     """The `callbacks/` group, with the run's `RunCheckpoint` last (signals always end in a checkpoint);
     `run_id` (the run record's, kept from the first start) goes to every callback that writes rows without one."""
-    from headlab.lit.checkpointing import RunCheckpoint  # Lightning: imported when training starts, not with run/
+    from headlab.lit.checkpointing import RunCheckpoint  # Lightning: imported when training starts, not with tasks/
 
     group = cfg.get("callbacks") or {}
     callbacks = [instantiate(node) for node in group.values() if node is not None and "_target_" in node]

@@ -29,7 +29,7 @@ from headlab.interventions.pruning import finetune_steps, iterative_prune
 from headlab.interventions.timing import measure_speedup
 from headlab.model.encoder import count_parameters
 from headlab.reload import build_datamodule, eval_batches, load_matching_network, run_config, save_pruned
-from headlab.run.threads import set_torch_threads
+from headlab.tasks.threads import set_torch_threads
 from headlab.store import RunDir, SweepDir, atomic_write_json, atomic_write_with
 from headlab.store.run_dir import PRUNE_CURVE_FIGURE
 from headlab.store.run_info import configure_cache_dirs

@@ -19,11 +19,11 @@ from headlab.store import RunDir, atomic_write_text
 def analyze_pretrained(cfg: Any) -> dict[str, Any]:
     """Load the model, measure it, write the run contract; returns the summary."""
     from headlab.store.run_info import config_digest, configure_cache_dirs
-    from headlab.run.threads import set_torch_threads
+    from headlab.tasks.threads import set_torch_threads
     from headlab.hf import AnalyzeSettings, HFEncoder, analyze, load_encoder, resolve_model_path
     from headlab.hf.texts import SOURCES
 
-    from headlab.run.lock import refuse_occupied
+    from headlab.tasks.lock import refuse_occupied
 
     if cfg.run_dir:  # before any loading: never a write into a folder holding another run (or a file)
         refuse_occupied(Path(cfg.run_dir), "run_dir", "headlab-analyze-hf's tables and figures")

@@ -69,7 +69,7 @@ class RepeatTokensDataModule(L.LightningDataModule):
 
     @property
     def stats(self) -> dict[str, object]:
-        """What summary.json records about the data (`headlab.run.summary.run_facts`)."""
+        """What summary.json records about the data (`headlab.tasks.summary.run_facts`)."""
         digest = hashlib.sha256(self.probe.numpy().tobytes()).hexdigest()[:16] if self.probe is not None else None
         return {"source": "repeat_tokens", **self.repeat, "n_train": self.n_train, "n_eval": self.n_eval,
                 "probe_size": self.probe_size, "probe_half_len": self.probe_half_len, "probe_max_gap": self.probe_max_gap, "probe_digest": digest}

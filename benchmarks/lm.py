@@ -48,7 +48,8 @@ def _compose(overrides: list[str]) -> Any:
 def interleaved(rounds: int, warmup: int) -> dict[str, Any]:
     """Per round: the mean ms of `LM_STEPS` training steps, then the ms of one probe measurement."""
     from headlab.measure.lm_probe import measure_lm_probe
-    from headlab.tasks.build import build_module, instantiate
+    from headlab.config import instantiate
+    from headlab.tasks.build import build_module
 
     cfg = _compose([])
     torch.set_num_threads(int(cfg.threads))  # the experiment's threads=1, as in the whole-run arm

@@ -48,7 +48,8 @@ def _compose(overrides: list[str]) -> Any:
 def interleaved(rounds: int, warmup: int) -> dict[str, Any]:
     """Per round: the mean ms of `LM_STEPS` training steps, then the ms of one probe measurement."""
     from headlab.measure.lm_probe import measure_lm_probe
-    from headlab.run.build import build_module, instantiate
+    from headlab.config import instantiate
+    from headlab.tasks.build import build_module
 
     cfg = _compose([])
     torch.set_num_threads(int(cfg.threads))  # the experiment's threads=1, as in the whole-run arm
@@ -93,7 +94,7 @@ def overhead_fraction(measure_ms: float, step_ms: float, every_n_steps: int) -> 
 
 def run_arm(quick: bool = False) -> dict[str, Any]:
     """`train(cfg)` of experiment=induction, shortened; the summary's timing keys."""
-    from headlab.run.train import train
+    from headlab.tasks.train import train
 
     steps = QUICK_RUN_STEPS if quick else LM_RUN_STEPS
     with tempfile.TemporaryDirectory(prefix="headlab-bench-lm-") as tmp:

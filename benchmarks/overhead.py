@@ -28,7 +28,7 @@ def arm(measure: bool, quick: bool = False, device: str = "cpu") -> dict[str, An
     """One `train(cfg)` of the demo for 1 epoch, `trainer.fit` timed by a `FitTimer` callback."""
     from hydra import compose, initialize_config_module
 
-    from headlab.run.train import train
+    from headlab.tasks.train import train
 
     with tempfile.TemporaryDirectory(prefix="headlab-bench-") as tmp:
         run_dir, timer = Path(tmp) / "run", Path(tmp) / "fit.json"

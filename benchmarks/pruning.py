@@ -45,7 +45,8 @@ def build_pair(args: argparse.Namespace) -> tuple[nn.Module, nn.Module]:
 
 def load_pair(path: str) -> tuple[nn.Module, nn.Module]:
     """A headlab-prune checkpoint and the unpruned checkpoint it names in `pruned_from`."""
-    from headlab.lit.checkpointing import load_checkpoint, load_network
+    from headlab.lit.checkpointing import load_checkpoint
+    from headlab.reload import load_network
     from headlab.store.run_dir import run_dir_of_pruned
 
     source = load_checkpoint(path).get("pruned_from")

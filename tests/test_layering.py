@@ -2,7 +2,8 @@
 
 - nothing outside `cli/` imports `headlab.cli`, and `cli/` holds only console entry points;
 - no two modules import each other, directly or round a circle;
-- packages import only their own layer or the layers below (the README's Development section).
+- packages import only their own layer or the layers below (the README's Development section);
+- inside layer 3, packages have an order of their own: each imports only those before it in `WORKFLOW_ORDER`.
 """
 
 from __future__ import annotations
@@ -18,10 +19,16 @@ SRC = ROOT / "src"
 # Lowest first. A package may import its own layer and those below it, never one above.
 LAYERS = (
     {"errors", "config", "stats", "store", "analysis", "model", "data"},  # foundations: no headlab workflow
-    {"measure", "interventions", "hf", "plots"},  # compute on networks and tables
-    {"lit", "distill", "run", "sweep", "doctor", "reproduce", "view"},  # workflows over runs and sweeps
+    {"measure", "interventions", "hf", "plots", "reload"},  # compute on networks and tables (reload: a finished run rebuilt)
+    {"lit", "distill", "tasks", "sweep", "doctor", "reproduce", "view"},  # workflows over runs and sweeps
     {"cli"},  # console entry points only
 )
+# Layer 3, lowest first: a package imports only those to its left (the order the imports make; a new arrow
+# to the right is a knot to untie, not a reason to reorder). sweep reads a multirun folder into runs;
+# view renders runs and sweeps; lit trains (its head-metrics callback writes the run's view at fit end);
+# distill trains a student through lit; tasks holds the commands' work on one run directory (training,
+# importance, pruning, HF analysis); doctor and reproduce read run and sweep folders through store/.
+WORKFLOW_ORDER = ("sweep", "view", "lit", "distill", "tasks", "doctor", "reproduce")
 
 
 def module_files() -> dict[str, Path]:
@@ -85,9 +92,9 @@ def test_find_circle_on_hand_built_graphs():
 
 def test_imports_of_resolves_submodules_and_function_level_imports(tmp_path):
     source = tmp_path / "m.py"
-    source.write_text("import os\nfrom headlab.run import info\n\ndef f():\n    from headlab.cli.train import main\n")
-    known = {"headlab.run", "headlab.run.info", "headlab.cli.train"}
-    assert imports_of(source, known) == {"headlab.run.info", "headlab.cli.train"}
+    source.write_text("import os\nfrom headlab.tasks import info\n\ndef f():\n    from headlab.cli.train import main\n")
+    known = {"headlab.tasks", "headlab.tasks.info", "headlab.cli.train"}
+    assert imports_of(source, known) == {"headlab.tasks.info", "headlab.cli.train"}
 
 
 def test_nothing_outside_cli_imports_cli():
@@ -112,7 +119,17 @@ def test_packages_import_only_their_layer_or_below():
     assert not upward, "imports that point up a layer:\n" + "\n".join(upward)
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if package(m) == "cli" and m != "headlab.cli"))
+def test_workflow_order_holds_exactly_layer_3():
+    assert sorted(WORKFLOW_ORDER) == sorted(LAYERS[2])
+
+
+def test_layer_3_packages_import_only_those_before_them():
+    rank = {pkg: i for i, pkg in enumerate(WORKFLOW_ORDER)}
+    rightward = sorted(f"{m} -> {t}" for m, targets in GRAPH.items() if package(m) in rank for t in targets
+                       if package(t) in rank and rank[package(t)] > rank[package(m)])
+    assert not rightward, f"layer 3 imports against its order {WORKFLOW_ORDER}:\n" + "\n".join(rightward)
+
+
 def test_cli_holds_only_console_entry_points(module):
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
     entry_modules = {target.split(":")[0] for target in scripts.values()}

@@ -76,7 +76,7 @@ def train_keeping_threads(cfg: DictConfig) -> dict:
     which is put back afterwards."""
     import torch
 
-    from headlab.run.train import train
+    from headlab.tasks.train import train
 
     threads = torch.get_num_threads()
     try:

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.store import read_table
 from tests.cli.conftest import compose_train_config
@@ -48,7 +48,7 @@ def test_student_is_an_ordinary_run_whose_loss_is_the_sum_of_its_terms(tmp_path,
     assert (rows["train/loss"] - total).abs().max() < 1e-5
     assert (rows["train/loss_kd"] > 0).all() and (rows["train/loss_attn"] > 0).all()
     assert set(read_table(run / "head_metrics.parquet").layer) == {0, 1}  # heads measured as in any run
-    from headlab.lit.checkpointing import load_network
+    from headlab.reload import load_network
 
     student = load_network(run / "checkpoints" / "last.ckpt")  # no teacher weights inside
     assert student.config.n_heads == 2 and student.config.vocab_size == json.loads(

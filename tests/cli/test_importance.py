@@ -11,7 +11,8 @@ import torch
 
 from headlab.cli.importance import main
 from tests.cli.conftest import file_listing, gated_val_loss, train_keeping_threads
-from headlab.lit.checkpointing import load_network
+from headlab.reload import load_network
+from headlab.store import RunDir
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -32,10 +33,10 @@ def test_ablation_rows_equal_a_hand_computed_gated_val_loss(run_copy):
             "random_score"} == set(table.metric)
     assert len(table) == 6 * 2 * 2 and table.step.nunique() == 1
 
-    from headlab.run.inputs import build_datamodule, run_config  # the run's own val split, batched as in training
+    from headlab.reload import build_datamodule, run_config  # the run's own val split, batched as in training
 
     net = load_network(run_copy / "checkpoints" / "last.ckpt")
-    loader = build_datamodule(run_config(run_copy)).val_dataloader()
+    loader = build_datamodule(run_config(RunDir(run_copy))).val_dataloader()
 
     with torch.no_grad():
         base = gated_val_loss(net, loader, torch.ones(2, 2))

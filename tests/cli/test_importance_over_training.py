@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from headlab.run.inputs import build_datamodule, run_config
-from headlab.run.train import train
+from headlab.reload import build_datamodule, load_network, run_config
+from headlab.tasks.train import train
 from headlab.interventions import gradient_importance
-from headlab.lit.checkpointing import load_network
 from headlab.plots.trajectories import build_metric_trajectories_figure
-from headlab.store import read_table
+from headlab.store import RunDir, read_table
 
 
 def test_gradient_importance_is_measured_at_every_step_and_plotted(tmp_path, tiny_config):
@@ -26,7 +25,7 @@ def test_gradient_importance_is_measured_at_every_step_and_plotted(tmp_path, tin
 
         # the last measurement is of the network last.ckpt holds: recompute it independently of the callback
         net = load_network(run / "checkpoints" / "last.ckpt")
-        probe = build_datamodule(run_config(run)).probe_set()
+        probe = build_datamodule(run_config(RunDir(run))).probe_set()
         batches = [{k: b[k] for k in ("input_ids", "attention_mask", "labels")} for b in probe.batches(64)]
         expected = gradient_importance(net, batches)
         last = grad[grad.step == grad.step.max()].sort_values(["layer", "head"]).value.to_numpy()

@@ -11,7 +11,7 @@ import torch
 
 from headlab.cli.prune import main
 from tests.cli.conftest import file_listing, train_keeping_threads
-from headlab.lit.checkpointing import load_network
+from headlab.reload import load_network
 from headlab.model.encoder import count_parameters
 
 

@@ -13,9 +13,9 @@ from torch.utils.data import DataLoader, Subset
 
 from headlab.cli.prune import main
 from headlab.config.prune import PruneSettings
-from headlab.lit.checkpointing import load_network
-from headlab.run import pruning
-from headlab.run.inputs import build_datamodule, run_config
+from headlab.reload import build_datamodule, load_network, run_config
+from headlab.tasks import pruning
+from headlab.store import RunDir
 from tests.cli.conftest import file_listing, train_keeping_threads
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -56,7 +56,7 @@ def test_the_halves_are_disjoint_and_cover_the_split(n):
 
 
 def test_val_half_batches_are_the_even_and_odd_examples_of_val(trained):
-    datamodule = build_datamodule(run_config(trained))
+    datamodule = build_datamodule(run_config(RunDir(trained)))
     splits, halves = pruning.eval_splits(datamodule, PruneSettings(selection="val_half"))
     assert list(splits) == ["val_a", "val_b", "test"]
     val = datamodule.val_dataloader().dataset
@@ -82,8 +82,8 @@ def test_val_half_never_ranks_or_stops_on_half_b_or_test(trained, monkeypatch):
     seen, real_scorer = [], loop.single_head_ablation
     monkeypatch.setattr(loop, "single_head_ablation",
                         lambda net, batches, **kw: (seen.append(_batch_examples(batches)), real_scorer(net, batches, **kw))[1])
-    honest = pruning.compute(trained, _settings(selection="val_half"))
-    n = len(build_datamodule(run_config(trained)).val_dataloader().dataset)
+    honest = pruning.compute(RunDir(trained), _settings(selection="val_half"))
+    n = len(build_datamodule(run_config(RunDir(trained))).val_dataloader().dataset)
     assert len(seen) >= 2 and all(s == seen[0] for s in seen) and sum(seen[0].values()) == (n + 1) // 2
 
     real_splits = pruning.eval_splits
@@ -94,7 +94,7 @@ def test_val_half_never_ranks_or_stops_on_half_b_or_test(trained, monkeypatch):
         return {**splits, "val_b": flip(splits["val_b"]), "test": flip(splits["test"])}, halves
 
     monkeypatch.setattr(pruning, "eval_splits", garbage)
-    spoiled = pruning.compute(trained, _settings(selection="val_half"))
+    spoiled = pruning.compute(RunDir(trained), _settings(selection="val_half"))
     decided = lambda o: [(s.removed, s.accepted, float(s.scores["val_a"].acc[0])) for s in o.result.steps]  # noqa: E731
     assert decided(spoiled) == decided(honest) and spoiled.result.removed == honest.result.removed
     for split in ("val_b", "test"):  # binary labels flipped: accuracy a -> 1 - a, so the record did change
@@ -124,7 +124,7 @@ def test_recorded_drops_equal_an_independent_evaluation_of_the_saved_checkpoints
     assert entry["pruned_checkpoint"].endswith("pruned/ablation-valhalf-ft0.ckpt") and entry["heads_removed"]
     # prune.json records paths relative to the run dir
     pruned, unpruned = load_network(run_copy / entry["pruned_checkpoint"]), load_network(run_copy / "checkpoints" / "last.ckpt")
-    datamodule = build_datamodule(run_config(run_copy))
+    datamodule = build_datamodule(run_config(RunDir(run_copy)))
     val = datamodule.val_dataloader()
     half = lambda start: DataLoader(Subset(val.dataset, range(start, len(val.dataset), 2)), batch_size=16,  # noqa: E731
                                     collate_fn=val.collate_fn)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from headlab.cli.prune import main
-from headlab.run.pruning import measured_speedup
+from headlab.tasks.pruning import measured_speedup
 from headlab.model import HeadlabClassifier, ModelConfig
 from tests.cli.conftest import file_listing, train_keeping_threads
 

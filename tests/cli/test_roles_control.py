@@ -15,7 +15,7 @@ import csv
 import pytest
 
 from headlab.analysis import ROLES
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.data.synthetic import generate_synthetic
 from headlab.store import read_table
 

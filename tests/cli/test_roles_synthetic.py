@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from headlab.analysis import ROLES
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.store import read_table
 
 # Long enough for the three planted features to be learned (12 epochs of 200 batches of 32 = 2,400 steps; val acc 1.0).

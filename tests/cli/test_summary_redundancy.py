@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from headlab.analysis.redundancy import pair_table_redundancy
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.store import HEAD_PAIRS, read_table
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from headlab.analysis import METRIC_NAMES, ROLES
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.store import read_table
 
@@ -156,7 +156,7 @@ def test_query_tokens_measure_only_those_queries(tmp_path, tiny_config):
     import torch
 
     from headlab.data import TextDataModule
-    from headlab.lit.checkpointing import load_network
+    from headlab.reload import load_network
 
     run = tmp_path / "run"
     cfg = tiny_config(run, "callbacks.head_metrics.query_tokens=[y,'[CLS]']", "callbacks.head_metrics.figures=false",

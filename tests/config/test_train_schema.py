@@ -12,19 +12,11 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_module
 from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
+from omegaconf import MISSING, OmegaConf
 
 from headlab.config import register_configs
 from headlab.config.overrides import compose_train
-from headlab.config.train_schema import (
-    SCHEMAS,
-    FilesDataSchema,
-    ModelSchema,
-    MultidomainDataSchema,
-    SyntheticDataSchema,
-    TextDataSchema,
-    TrainKeys,
-)
+from headlab.config.train_schema import DATA_SCHEMAS, SCHEMAS, ModelSchema, TrainKeys
 from headlab.config.validate import validate_config
 from headlab.errors import ConfigError
 from headlab.model import ModelConfig
@@ -56,11 +48,10 @@ def test_the_model_schema_is_model_config_less_what_the_data_supplies():
         assert composed[name] == getattr(built, name), name
 
 
-@pytest.mark.parametrize("source, schema", [("zh_reviews", TextDataSchema), ("synthetic", SyntheticDataSchema),
-                                            ("multidomain", MultidomainDataSchema), ("files", FilesDataSchema)])
-def test_each_data_file_names_its_schema(source, schema):
+@pytest.mark.parametrize("source", ["zh_reviews", "synthetic", "multidomain", "files"])
+def test_each_data_file_names_its_schema(source):
     cfg = compose_train([f"data={source}"])
-    assert OmegaConf.get_type(cfg.data) is schema
+    assert OmegaConf.get_type(cfg.data) is DATA_SCHEMAS[source]
     assert cfg.data.source == source
 
 
@@ -128,3 +119,74 @@ def test_every_shipped_command_line_composes_as_before_the_schemas(line, monkeyp
     monkeypatch.delenv("HEADLAB_CONFIG_DIR", raising=False)
     overrides = [] if line == "(none)" else line.split(" ")
     assert _digest(overrides) == BEFORE[line]
+
+
+# ---- schema_of: each schema derived from the signature of the class it configures ----------------------------
+def _imported_parameters(dotted: str) -> dict[str, tuple[object, object]]:
+    """The reference: the class imported and inspected (its bases' __init__ where it passes **kwargs on)."""
+    import inspect
+    import typing
+
+    from hydra.utils import get_object
+
+    found: dict[str, tuple[object, object]] = {}
+    target = get_object(dotted)
+    for owner in (target.__mro__ if inspect.isclass(target) else (target,)):
+        function = owner.__init__ if inspect.isclass(target) else owner
+        if inspect.isclass(target) and "__init__" not in vars(owner):
+            continue
+        hints = typing.get_type_hints(function)
+        signature = inspect.signature(function)
+        for name, p in signature.parameters.items():
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name != "self":
+                found.setdefault(name, (hints.get(name), p.default))
+        if not any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
+            break
+    return found
+
+
+@pytest.mark.parametrize("name", [name for name, schema, _ in SCHEMAS if "_target_" in {f.name for f in dataclasses.fields(schema)}])
+def test_a_schema_types_each_key_as_the_imported_class_does(name):
+    import inspect
+
+    from headlab.config.train_schema import _schema_type, parameters
+
+    schema = dict((n, s) for n, s, _ in SCHEMAS)[name]
+    target = schema._target_
+    reference = _imported_parameters(target)
+    read = parameters(target)
+    for spec in dataclasses.fields(schema):
+        if spec.name == "_target_" or dataclasses.is_dataclass(spec.type):
+            continue
+        assert _schema_type(read[spec.name][0]) == _schema_type(reference[spec.name][0]), spec.name
+        if name.startswith("model"):  # the model's schemas carry ModelConfig's defaults
+            default = reference[spec.name][1]
+            assert spec.default == (MISSING if default is inspect.Parameter.empty else default), spec.name
+
+
+def test_parameters_follow_kwargs_to_the_base_class_and_read_a_dataclass_s_fields():
+    from headlab.config.train_schema import parameters
+
+    files_lm = parameters("headlab.data.lm_datamodule.FilesLMDataModule")
+    assert list(files_lm)[:2] == ["max_len", "batch_size"] and "files" in files_lm  # TextLMDataModule's, then its own
+    assert files_lm["max_len"][1] == 65 and files_lm["probe_vocab"][1] == 256
+    model = parameters("headlab.model.ModelConfig")
+    assert model["n_heads"][1] == 4 and model["d_head"][1] is None and model["vocab_size"][1] == MISSING
+
+
+
+def test_the_added_keys_are_the_signature_s_other_parameters():
+    from headlab.config.train_schema import ADDED_KEYS
+
+    options = {schema.__name__: [f.name for f in dataclasses.fields(extra)] for schema, extra in ADDED_KEYS}
+    assert options["ZhReviewsDataSchema"] == ["eval_batch_size", "shuffle_seed", "train_fraction", "train_labels", "train_unlabelled"]
+    assert options["SyntheticDataSchema_synthetic"] == ["min_len", "max_len", "marker", "n_markers", "letters", "end_letters"]
+    assert options["HeadMetricsSchema"] == ["min_gap_steps", "importance"]  # run_id: the run passes it
+    assert options["RunCheckpointSchema"] == ["keep_every_n_train_steps"]
+
+
+def test_a_conf_key_the_class_does_not_take_is_named_when_the_schema_is_built():
+    from headlab.config.train_schema import schema_of
+
+    with pytest.raises(TypeError, match="headlab.lit.schedule.WarmupSchedule takes no parameter 'warmup_step'"):
+        schema_of("headlab.lit.schedule.WarmupSchedule", ["schedule", "warmup_step"], "Broken")

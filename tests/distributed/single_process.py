@@ -7,7 +7,7 @@ from pathlib import Path
 from hydra.utils import instantiate
 
 from headlab.analysis import METRIC_NAMES
-from headlab.lit.checkpointing import load_network
+from headlab.reload import load_network
 from headlab.measure import measure_probe, probe_chunks
 from tests.cli.conftest import compose_train_config
 

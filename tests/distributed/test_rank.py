@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from headlab.run.rank import RANK_VARIABLES, is_rank_zero, process_rank
+from headlab.tasks.rank import RANK_VARIABLES, is_rank_zero, process_rank
 
 
 @pytest.mark.parametrize("env", [{}, {"LOCAL_RANK": "1"}, {"SLURM_PROCID": "3"}, {"RANK": "2", "LOCAL_RANK": "0"},

@@ -66,7 +66,7 @@ def test_mostly_unk_data_is_refused_before_anything_is_written(tmp_path, capsys)
 ])
 def test_config_mistakes_name_the_key(overrides, key, tmp_path):
     with pytest.raises(ConfigError) as err:
-        from headlab.run.pretrained import analyze_pretrained as run
+        from headlab.tasks.pretrained import analyze_pretrained as run
 
         run(compose_hf(overrides + [f"run_dir={tmp_path / 'run'}"]))
     assert err.value.key == key

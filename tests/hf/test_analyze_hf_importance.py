@@ -10,7 +10,7 @@ import torch
 from headlab.cli.analyze_hf import main
 from headlab.config.analyze_hf import CONFIG_MODULE
 from headlab.config.app import compose_command
-from headlab.run.pretrained import analyze_pretrained as run
+from headlab.tasks.pretrained import analyze_pretrained as run
 from headlab.errors import ConfigError, DataError
 from headlab.hf import HFClassifier, HFEncoder, fit_linear_head
 from headlab.hf.importance import stratified_split

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.lit.callbacks.interventions import HeadIntervention, most_important_head
 from headlab.model import HeadlabClassifier, ModelConfig

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.lit import HeadClassifierModule
 from headlab.lit.callbacks.interventions import HeadIntervention

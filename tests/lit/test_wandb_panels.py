@@ -51,7 +51,7 @@ def _wandb_records(path: Path):
 
 @pytest.fixture(scope="module")
 def wandb_run(tmp_path_factory):
-    from headlab.run.train import train
+    from headlab.tasks.train import train
 
     run = tmp_path_factory.mktemp("wandb_run")
     GlobalHydra.instance().clear()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from headlab.config.overrides import check_overrides
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from tests.reliability.conftest import run_cli
 

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from headlab.cli.importance import main as importance_main
-from headlab.run.inputs import build_datamodule, run_config
-from headlab.run.train import train
+from headlab.reload import build_datamodule, load_network, run_config
+from headlab.tasks.train import train
 from headlab.errors import ConfigError
-from headlab.lit.checkpointing import RunCheckpoint, load_checkpoint, load_network
+from headlab.lit.checkpointing import RunCheckpoint, load_checkpoint
+from headlab.store import RunDir
 from tests.cli.conftest import gated_val_loss
 
 QUIET = ("callbacks.head_metrics.figures=false", "test=false", "threads=1")
@@ -43,7 +44,7 @@ def test_kept_checkpoints_at_every_nth_step_and_importance_at_each(tmp_path, tin
 
         # step 2's ablation row is the step-2 network's, computed independently of the tool
         net = load_network(run / "checkpoints" / "step000002.ckpt")
-        loader = build_datamodule(run_config(run)).val_dataloader()
+        loader = build_datamodule(run_config(RunDir(run))).val_dataloader()
 
         with torch.no_grad():
             gates = torch.ones(2, 2)

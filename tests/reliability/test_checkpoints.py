@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.errors import ConfigError, HeadlabError
-from headlab.lit.checkpointing import AtomicCheckpointIO, CheckpointError, load_checkpoint, load_network
+from headlab.lit.checkpointing import AtomicCheckpointIO, CheckpointError, load_checkpoint
+from headlab.reload import load_network
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "headlab"
 

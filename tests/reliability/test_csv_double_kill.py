@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from headlab.run.csv_metrics import KEPT, _stash, keep_csv_rows
+from headlab.tasks.csv_metrics import KEPT, _stash, keep_csv_rows
+from headlab.store import RunDir
 
 
 def _rows(steps) -> pd.DataFrame:
@@ -27,7 +28,7 @@ def test_two_kills_in_a_row_keep_every_row(tmp_path):
     _logger_writes(tmp_path, range(0, 8))  # first segment, SIGKILLed after step 7; last.ckpt at step 4
     _stash(tmp_path, 4)  # resume 1 sets rows 0..4 aside ...
     _logger_writes(tmp_path, range(5, 12))  # ... logs 5..11 and is SIGKILLed too (no merge); last.ckpt at 9
-    with keep_csv_rows(tmp_path, 9):  # resume 2
+    with keep_csv_rows(RunDir(tmp_path), 9):  # resume 2
         _logger_writes(tmp_path, range(10, 20))
     got = _read(tmp_path)
     assert got["step"].tolist() == list(range(20))  # on the parent commit: rows 0..4 lost (15 of 20 left)
@@ -37,10 +38,10 @@ def test_two_kills_in_a_row_keep_every_row(tmp_path):
 
 def test_kill_between_merge_and_cleanup_doubles_nothing(tmp_path):
     _logger_writes(tmp_path, range(0, 8))
-    with keep_csv_rows(tmp_path, 4):
+    with keep_csv_rows(RunDir(tmp_path), 4):
         _logger_writes(tmp_path, range(5, 10))
     _rows(range(0, 5)).to_csv(tmp_path / KEPT, index=False)  # as if killed after the merge, before the unlink
-    with keep_csv_rows(tmp_path, 9):
+    with keep_csv_rows(RunDir(tmp_path), 9):
         _logger_writes(tmp_path, range(10, 14))
     assert _read(tmp_path)["step"].tolist() == list(range(14))
 
@@ -48,7 +49,7 @@ def test_kill_between_merge_and_cleanup_doubles_nothing(tmp_path):
 def test_kill_before_the_logger_replaced_the_file(tmp_path):
     _logger_writes(tmp_path, range(0, 8))
     _stash(tmp_path, 4)  # killed before the CSV logger wrote anything: metrics.csv is still the old file
-    with keep_csv_rows(tmp_path, 6):
+    with keep_csv_rows(RunDir(tmp_path), 6):
         _logger_writes(tmp_path, range(7, 10))
     assert _read(tmp_path)["step"].tolist() == list(range(10))
 
@@ -63,10 +64,10 @@ def test_n_kills_at_every_instant_of_a_resume(tmp_path):
             _logger_writes(tmp_path, range(step + 1, step + 6))  # the logger wrote, then the kill
         else:
             _logger_writes(tmp_path, range(step + 1, step + 6))
-            from headlab.run.csv_metrics import _restore
+            from headlab.tasks.csv_metrics import _restore
 
             _restore(tmp_path, stash)  # a clean end of the segment, then the next kill comes later
-    with keep_csv_rows(tmp_path, 20):
+    with keep_csv_rows(RunDir(tmp_path), 20):
         _logger_writes(tmp_path, range(21, 25))
     assert _read(tmp_path)["step"].tolist() == list(range(25))
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.lit.checkpointing import load_checkpoint
 from headlab.store import read_table
 from tests.reliability.conftest import cli_command, cli_env, run_cli, summary

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from headlab.cli.prune import main as prune_main
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.lit.checkpointing import load_checkpoint
 from tests.cli.conftest import file_listing

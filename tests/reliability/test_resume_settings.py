@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from headlab.run.train import train
+from headlab.tasks.train import train
 
 QUIET = ("callbacks.head_metrics.figures=false", "test=false", "optim=adamw_constant")
 
@@ -41,9 +41,10 @@ def _drop_from_settings(run, key):
     """The run as an older headlab wrote it: its settings lack `key` (a key added to headlab since)."""
     import json
 
-    from headlab.run.history import RESOLVED, segment_dirs
+    from headlab.tasks.history import RESOLVED
+    from headlab.store import RunDir
 
-    path = segment_dirs(run)[-1] / RESOLVED
+    path = RunDir(run).segment_dirs()[-1] / RESOLVED
     settings = json.loads(path.read_text())
     del settings[key]
     path.write_text(json.dumps(settings))

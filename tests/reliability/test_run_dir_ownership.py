@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from headlab.run.lock import RunLock
-from headlab.store import read_table
+from headlab.tasks.lock import RunLock
+from headlab.store import RunDir, read_table
 from tests.cli.conftest import TINY
 from tests.reliability.conftest import run_cli, summary
 
@@ -42,7 +42,7 @@ def _digest(run: Path) -> dict[str, str]:
 def test_second_writer_is_refused_naming_the_holder(tmp_path, finished):
     run = _copy(finished, tmp_path / "run")
     before = _digest(run)
-    with RunLock(run):  # this test process is the writer
+    with RunLock(RunDir(run)):  # this test process is the writer
         result = run_cli(tmp_path, *TINY, *QUIET, "resume=true", "trainer.max_epochs=2", f"hydra.run.dir={run}")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = result.stderr.strip().splitlines()
@@ -56,9 +56,9 @@ def test_lock_is_released_by_a_dead_process(tmp_path):
     import sys
 
     run = tmp_path / "run"
-    code = f"from headlab.run.lock import RunLock; l = RunLock({str(run)!r}).__enter__(); import os; os.kill(os.getpid(), 9)"
+    code = f"from headlab.tasks.lock import RunLock; from headlab.store import RunDir; l = RunLock(RunDir({str(run)!r})).__enter__(); import os; os.kill(os.getpid(), 9)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == -9
-    with RunLock(run):
+    with RunLock(RunDir(run)):
         pass
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from tests.reliability.conftest import run_cli, summary
 

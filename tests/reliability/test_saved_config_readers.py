@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from headlab.errors import DataError
-from headlab.run.history import history, latest_settings
 from headlab.store import RunDir
 from tests.reliability.conftest import run_cli
 
@@ -27,7 +26,7 @@ def _segment(run: Path, name: str, text: str) -> Path:
 def test_broken_segment_settings_name_the_file(tmp_path, text, problem):
     path = _segment(tmp_path / "run", "resolved.json", text)
     with pytest.raises(DataError, match=problem) as info:  # on the parent commit: JSONDecodeError / a list
-        latest_settings(tmp_path / "run")
+        RunDir(tmp_path / "run").latest_settings()
     assert str(path) in str(info.value)
 
 
@@ -35,7 +34,7 @@ def test_broken_segment_settings_name_the_file(tmp_path, text, problem):
 def test_broken_segment_record_names_the_file(tmp_path, text, problem):
     path = _segment(tmp_path / "run", "segment.json", text)
     with pytest.raises(DataError, match=problem) as info:
-        history(tmp_path / "run")
+        RunDir(tmp_path / "run").segment_infos()
     assert str(path) in str(info.value)
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from headlab.config.targets import is_headlab_class
 from headlab.errors import HeadlabError
-from headlab.run.inputs import run_config
+from headlab.reload import run_config
+from headlab.store import RunDir
 
 
 class _Payload:
@@ -49,7 +50,7 @@ def test_payload_really_creates_the_file(tmp_path):
 def test_saved_config_with_foreign_target_is_refused(tmp_path):
     run, marker = _malicious_run(tmp_path)
     with pytest.raises(HeadlabError, match=r"data\._target_='pandas.read_pickle'.*headlab"):
-        run_config(run)
+        run_config(RunDir(run))
     assert not marker.exists()
 
 
@@ -69,12 +70,12 @@ def test_nested_target_and_attribute_escape_are_refused(tmp_path):
         "data:\n  _target_: headlab.data.TextDataModule\n  source:\n    _target_: headlab.os.system\n"
         f"    command: touch {marker}\nmodel: {{}}\n")
     with pytest.raises(HeadlabError, match="headlab.os.system"):
-        run_config(run)
+        run_config(RunDir(run))
     assert not marker.exists()
 
 
 @pytest.mark.parametrize("target, allowed", [("headlab.data.TextDataModule", True), ("headlab.os.system", False),
-                                             ("os.system", False), ("headlab.run.build.instantiate", False),
+                                             ("os.system", False), ("headlab.tasks.build.instantiate", False),
                                              ("builtins.eval", False), (None, False)])
 def test_is_headlab_class(target, allowed):
     assert is_headlab_class(target) is allowed
@@ -87,4 +88,4 @@ def test_broken_saved_config_is_one_error(tmp_path, text, problem):
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "config.yaml").write_text(text)
     with pytest.raises(HeadlabError, match=problem):
-        run_config(run)
+        run_config(RunDir(run))

@@ -34,7 +34,7 @@ import pytest
 
 os.environ.setdefault("MPLCONFIGDIR", str(Path(tempfile.gettempdir()) / f"headlab-tests-mplconfig-{os.getuid()}"))
 
-from headlab.store import HEAD_METRICS, HEAD_PAIRS, append_part, head_metric_rows, head_pair_rows  # noqa: E402
+from headlab.store import HEAD_METRICS, HEAD_PAIRS, SweepDir, append_part, head_metric_rows, head_pair_rows  # noqa: E402
 
 STEPS = (0, 10, 20, 30, 40)
 VAL_ACC = {0: 0.80, 1: 0.84, 2: 0.86, 5: 0.70, 6: 0.76}
@@ -131,5 +131,5 @@ def aggregated(_built_sweep: Path, tmp_path_factory: pytest.TempPathFactory):
     from headlab.sweep import aggregate_sweep
 
     out = tmp_path_factory.mktemp("aggregated")
-    result = aggregate_sweep(_built_sweep, out)
+    result = aggregate_sweep(SweepDir(_built_sweep), out)
     return result, pd.read_csv(out / "sweep_summary.csv").set_index("config")

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from headlab.errors import DataError
-from headlab.store import HEAD_METRICS, HEAD_PAIRS
+from headlab.store import HEAD_METRICS, HEAD_PAIRS, SweepDir
 from headlab.sweep import aggregate_sweep, discover_runs
 from headlab.sweep.runs import expected_jobs
 
@@ -28,7 +28,7 @@ def _t_interval(values):
 
 
 def test_discovery_lists_every_job_with_its_reason(sweep_dir):
-    runs = {r.job: r for r in discover_runs(sweep_dir)}
+    runs = {r.job: r for r in discover_runs(SweepDir(sweep_dir))}
     assert sorted(runs, key=int) == [str(i) for i in range(10)]
     assert {j for j, r in runs.items() if r.usable} == {"0", "1", "2", "5", "6"}
     assert runs["3"].status == "missing" and "no job directory" in runs["3"].reason
@@ -41,12 +41,12 @@ def test_discovery_lists_every_job_with_its_reason(sweep_dir):
 
 
 def test_expected_jobs_follow_hydra_order(sweep_dir):
-    jobs = expected_jobs(sweep_dir)
+    jobs = expected_jobs(SweepDir(sweep_dir))
     assert len(jobs) == 10
     assert jobs[3] == ["data=synthetic", "model.n_heads=2", "seed=3"]
     assert jobs[5] == ["data=synthetic", "model.n_heads=4", "seed=0"]
     (sweep_dir / "multirun.yaml").unlink()
-    assert "3" not in {r.job for r in discover_runs(sweep_dir)}  # no yaml: only the dirs present
+    assert "3" not in {r.job for r in discover_runs(SweepDir(sweep_dir))}  # no yaml: only the dirs present
 
 
 def test_accuracy_ci_matches_a_hand_computed_t_interval(aggregated):
@@ -111,13 +111,13 @@ def test_tidy_table_holds_only_usable_runs_tagged(aggregated):
     tables = {"sweep_runs.csv", "sweep.parquet", "sweep_heads.csv", "sweep_layer_pairs.parquet", "sweep_matches.csv",
               "sweep_summary.csv", "division_of_labour.csv", "sweep_redundancy.csv", "sweep_redundancy_runs.csv",
               "sweep_seed_pairs.csv"}
-    assert {p.name for p in result.written if p.suffix != ".png"} == tables | {"view.html"}  # SWEEP_DIR/view.html
+    assert {p.name for p in result.written if p.suffix != ".png"} == tables  # view.html is the commands' (cli/aggregate)
 
 
 def test_runs_without_head_tables_still_count_for_accuracy(sweep_dir, tmp_path):
     shutil.rmtree(sweep_dir / "0" / HEAD_METRICS)
     shutil.rmtree(sweep_dir / "0" / HEAD_PAIRS)
-    result = aggregate_sweep(sweep_dir, tmp_path / "out", figures=False)
+    result = aggregate_sweep(SweepDir(sweep_dir), tmp_path / "out", figures=False)
     run0 = next(r for r in result.runs if r.job == "0")
     assert run0.usable and f"no {HEAD_METRICS}" in run0.notes
     summary = pd.read_csv(tmp_path / "out" / "sweep_summary.csv").set_index("config")
@@ -130,17 +130,17 @@ def test_no_usable_run_writes_only_the_run_report(tmp_path):
 
     sweep = tmp_path / "sw"
     write_job(sweep, 0, 2, 0, "failed", error="bad override")
-    result = aggregate_sweep(sweep, figures=False)
+    result = aggregate_sweep(SweepDir(sweep), figures=False)
     assert result.usable == [] and [p.name for p in result.written] == ["sweep_runs.csv"]
     assert (sweep / "aggregate" / "sweep_runs.csv").is_file()
 
 
 def test_not_a_sweep_folder_is_a_data_error(tmp_path):
     with pytest.raises(DataError, match="no such directory"):
-        aggregate_sweep(tmp_path / "nope")
+        aggregate_sweep(SweepDir(tmp_path / "nope"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="no job directories"):
-        aggregate_sweep(tmp_path / "empty")
+        aggregate_sweep(SweepDir(tmp_path / "empty"))
 
 
 def test_figures_are_written(aggregated):

@@ -18,6 +18,14 @@ def test_prints_what_it_wrote_and_what_it_skipped(sweep_dir, tmp_path, capsys):
         "its last measurement)" in out
     for job, word in (("3", "missing"), ("4", "running"), ("7", "failed"), ("8", "unreadable"), ("9", "unreadable")):
         assert f"skipped job {job} " in out and word in out.split(f"skipped job {job} ")[1].splitlines()[0]
+    assert not (sweep_dir / "view.html").exists()  # the page comes with the figures
+
+
+@pytest.mark.slow  # seaborn figures of the whole sweep: ~20 s on 2 busy cores
+def test_with_figures_the_command_writes_the_sweeps_page(sweep_dir, tmp_path, capsys):
+    assert main([str(sweep_dir), "--out", str(tmp_path / "out")]) == 0
+    assert f"wrote {sweep_dir / 'view.html'}" in capsys.readouterr().out
+    assert "<html" in (sweep_dir / "view.html").read_text(encoding="utf-8").lower()
 
 
 def test_folder_with_only_failed_jobs_exits_1(tmp_path, capsys):

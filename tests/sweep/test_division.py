@@ -20,6 +20,7 @@ from headlab.sweep.division import (
     seed_pair_same_role,
 )
 from headlab.sweep.runs import Run
+from headlab.store import SweepDir
 
 
 def metric_rows(step: int, roles_per_layer: list[list[float]]) -> pd.DataFrame:
@@ -172,7 +173,7 @@ def test_a_run_without_head_tables_is_not_counted_as_a_seed_of_the_scores(sweep_
 
     shutil.rmtree(sweep_dir / "0" / HEAD_METRICS)
     shutil.rmtree(sweep_dir / "0" / HEAD_PAIRS)
-    aggregate_sweep(sweep_dir, tmp_path / "out", figures=False)
+    aggregate_sweep(SweepDir(sweep_dir), tmp_path / "out", figures=False)
     two = pd.read_csv(tmp_path / "out" / DIVISION_CSV).set_index("model.n_heads").loc[2]
     assert (two["n_seeds"], two["n_seed_pairs"]) == (2, 1)          # jobs 1 and 2 only
     assert two["role_entropy_bits_mean"] == pytest.approx(1.0) and two["same_role_mean"] == pytest.approx(1.0)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from headlab.run.train import train
+from headlab.tasks.train import train
 from headlab.data import TextDataModule
 from headlab.sweep import aggregate_sweep
 from headlab.analysis.roles import ROLES
@@ -26,6 +26,7 @@ from headlab.sweep.domains import (
     run_domain_accuracy,
 )
 from headlab.sweep.runs import Run
+from headlab.store import SweepDir
 from tests.cli.conftest import TINY, compose_train_config
 
 
@@ -95,7 +96,7 @@ def test_a_run_with_domain_ids_records_each_domains_accuracy(sweep):
 
 
 def test_headlab_aggregate_writes_accuracy_per_config_and_domain(sweep, tmp_path):
-    result = aggregate_sweep(sweep, tmp_path / "out", figures=False)
+    result = aggregate_sweep(SweepDir(sweep), tmp_path / "out", figures=False)
     assert DOMAIN_CSV in {p.name for p in result.written}
     table = pd.read_csv(tmp_path / "out" / DOMAIN_CSV)
     assert len(table) == 4                                   # 2 configs x 2 domains
@@ -123,7 +124,7 @@ def test_roles_table_counts_heads_per_role_over_seeds():
 
 
 def test_split_runs_get_roles_per_domain_pipeline(sweep, tmp_path):
-    aggregate_sweep(sweep, tmp_path / "out", figures=False)
+    aggregate_sweep(SweepDir(sweep), tmp_path / "out", figures=False)
     per_run = pd.read_csv(tmp_path / "out" / ROLES_RUNS_CSV, dtype={"job": str})
     assert set(per_run["job"]) == {"1"}                          # the shared (k=0) model has one pipeline
     assert len(per_run) == 2 * 2 * 2 and set(per_run["role"]) <= set(ROLES)  # domains x layers x heads

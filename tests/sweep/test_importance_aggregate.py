@@ -87,7 +87,7 @@ def test_winners_move_farther_with_ablation_importance(tmp_path):
     entropy = [0.1, 0.2, 0.3, 0.4]  # specificity 0.9 .. 0.6: falls as cum_grad rises
     importance = [0.01, 0.2, 0.3, 0.5]  # rises with cum_grad
     run = _movement_run(tmp_path, "0", cum_grad, dist, entropy, importance)
-    heads = head_summary(run, final_importance(run.run_dir))
+    heads = head_summary(run, final_importance(run.files))
     assert heads["ablation_dloss"].to_numpy() == pytest.approx(importance)
     rho = winner_correlations(heads)
     assert rho["rho_grad_ablation"] == pytest.approx(1.0) and rho["rho_grad_specificity"] == pytest.approx(-1.0)
@@ -95,6 +95,6 @@ def test_winners_move_farther_with_ablation_importance(tmp_path):
     assert rho["rho_dist_specificity"] == pytest.approx(0.4)
 
     no_file = _movement_run(tmp_path, "1", cum_grad, dist, entropy, None)
-    without = winner_correlations(head_summary(no_file, final_importance(no_file.run_dir)))
+    without = winner_correlations(head_summary(no_file, final_importance(no_file.files)))
     assert np.isnan(without["rho_grad_ablation"]) and np.isnan(without["rho_dist_ablation"])
     assert without["rho_grad_specificity"] == pytest.approx(-1.0)

@@ -14,6 +14,7 @@ from scipy import stats
 from headlab.sweep import aggregate_sweep
 from headlab.sweep.convergence import CONVERGENCE_CSV, convergence_runs, curve_facts, format_convergence, role_counts
 from headlab.sweep.runs import Run
+from headlab.store import SweepDir
 
 
 def curve(pairs: dict[int, float]) -> pd.DataFrame:
@@ -77,7 +78,7 @@ def test_headlab_aggregate_writes_steps_to_target_per_config(tmp_path):
         (d / "summary.json").write_text(json.dumps({"status": "completed", "swept": {"seed": seed},
                                                      "val_acc": max(acc.values()), "final_roles": roles}))
         pd.DataFrame({"step": list(acc), "val/acc": list(acc.values())}).to_csv(d / "metrics.csv", index=False)
-    result = aggregate_sweep(sweep, tmp_path / "out", figures=False)
+    result = aggregate_sweep(SweepDir(sweep), tmp_path / "out", figures=False)
     assert CONVERGENCE_CSV in {p.name for p in result.written}
     table = pd.read_csv(tmp_path / "out" / CONVERGENCE_CSV).set_index("model.template_mode")
     # targets 0.855, 0.8075, 0.798: free reaches them at 150, 100, 150; hard at 50, 100, 150

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from headlab.store import HEAD_METRICS, append_part, head_metric_rows
+from headlab.store import HEAD_METRICS, SweepDir, append_part, head_metric_rows
 from headlab.sweep import aggregate_sweep
 from headlab.sweep.interventions import (
     EFFECTS_CSV,
@@ -158,7 +158,7 @@ def aggregated(tmp_path_factory):
     for job, (step, seed) in enumerate((s, seed) for s in (None, 20) for seed in (0, 1, 2)):
         write_job(sweep, job, seed, step)
     out = sweep / "aggregate"
-    result = aggregate_sweep(sweep, out, figures=False)
+    result = aggregate_sweep(SweepDir(sweep), out, figures=False)
     return result, out
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from headlab.analysis.roles import ROLES
-from headlab.store import RunDir, append_part, head_metric_rows, head_pair_rows
+from headlab.store import RunDir, SweepDir, append_part, head_metric_rows, head_pair_rows
 from headlab.store.probe_patterns import write_pattern_part
 from headlab.view import write_view
 
@@ -44,7 +44,7 @@ def run(tmp_path_factory):
         tokens = np.array([TOKENS, TOKENS[:4] + ["", ""]])
         write_pattern_part(RunDir(root).probe_patterns_dir, step, patterns, np.array([6, 4]), tokens, mean)
         stored[step] = (mean.astype(np.float16).astype(float), patterns.astype(np.float16).astype(float))
-    return root, write_view(root), stored
+    return root, write_view(RunDir(root)), stored
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ def test_a_sweeps_page_draws_one_divergence_curve_per_config(browser, tmp_path):
     from tests.sweep.conftest import build_sweep
 
     sweep = build_sweep(tmp_path / "multirun")
-    page, errors, requests = open_offline(browser, write_view(sweep))
+    page, errors, requests = open_offline(browser, write_view(SweepDir(sweep)))
     names = page.eval_on_selector_all("#curves .chart .name", "ns => ns.map(n => n.textContent)")
     assert sorted(names) == ["data=synthetic,model.n_heads=2 (3 seeds)", "data=synthetic,model.n_heads=4 (2 seeds)"]
     assert page.eval_on_selector_all("#curves polygon", "ps => ps.length") == 2  # the seed bands

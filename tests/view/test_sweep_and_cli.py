@@ -10,6 +10,7 @@ from headlab.cli.view import main
 from headlab.sweep.matching import config_finals, match_layer
 from headlab.sweep.runs import discover_runs
 from headlab.view.sweep_data import divergence_curve, sweep_page_data
+from headlab.store import SweepDir
 from tests.sweep.conftest import build_sweep
 
 
@@ -19,7 +20,7 @@ def sweep(tmp_path_factory):
 
 
 def test_each_config_gets_the_seed_mean_and_band_of_its_divergence(sweep):
-    runs = discover_runs(sweep)
+    runs = discover_runs(SweepDir(sweep))
     data = sweep_page_data(runs, {})
     usable = [r for r in runs if r.usable]
     by_label = {c["label"]: c for c in data["configs"]}
@@ -45,7 +46,7 @@ def test_each_config_gets_the_seed_mean_and_band_of_its_divergence(sweep):
 
 
 def test_the_seed_grids_are_ordered_by_the_cross_seed_matching(sweep):
-    runs = [r for r in discover_runs(sweep) if r.usable]
+    runs = [r for r in discover_runs(SweepDir(sweep)) if r.usable]
     label = next(r.config for r in runs if r.head_metrics["head"].max() == 3)
     members = sorted((r for r in runs if r.config == label), key=lambda r: r.seed)
     n_layers = int(members[0].head_metrics["layer"].max()) + 1

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from headlab.config.app import positional_args, run_app
 from headlab.errors import DataError
+from headlab.store import SweepDir
 
 PROG = "headlab-aggregate"
 
@@ -27,19 +28,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def aggregate(cmd) -> int:
-    sweep_dir, out = Path(cmd.sweep_dir), None if cmd.out is None else Path(cmd.out)
-    if not sweep_dir.is_dir():  # before the heavy imports: a typo answers at once
-        raise DataError(sweep_dir, "no such directory (expected a Hydra multirun folder)")
+    sweep, out = SweepDir(cmd.sweep_dir), None if cmd.out is None else Path(cmd.out)
+    if not sweep.path.is_dir():  # before the heavy imports: a typo answers at once
+        raise DataError(sweep.path, "no such directory (expected a Hydra multirun folder)")
     if "MPLCONFIGDIR" not in os.environ:  # matplotlib's cache under the output folder, never the home directory
-        os.environ["MPLCONFIGDIR"] = str((out or sweep_dir / "aggregate").resolve() / ".cache" / "matplotlib")
+        os.environ["MPLCONFIGDIR"] = str((out or sweep.aggregate_dir).resolve() / ".cache" / "matplotlib")
     from headlab.sweep import aggregate_sweep
     from headlab.sweep.terminal import aggregate_report
+    from headlab.view import write_view
 
-    result = aggregate_sweep(sweep_dir, out, figures=cmd.figures)
+    result = aggregate_sweep(sweep, out, figures=cmd.figures)
+    if cmd.figures and result.usable:  # the sweep's page (headlab-view) beside its figures
+        result.written.append(write_view(sweep))
     for line in aggregate_report(result):
         print(line)
     if not result.usable:
-        print(f"{PROG}: error: no usable run in {sweep_dir}", file=sys.stderr)
+        print(f"{PROG}: error: no usable run in {sweep.path}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,7 +1,7 @@
 """`headlab-analyze-hf [model=minilm] [data=en_polarity|en_news|zh_reviews|synthetic|files] [importance=true] [key=value ...]`.
 
 Measures a local pretrained encoder's heads on a probe set into a run directory, with the same
-tables and figures as a training run (`headlab.run.pretrained`); `importance=true` also scores every
+tables and figures as a training run (`headlab.tasks.pretrained`); `importance=true` also scores every
 head on a labelled source. The groups are `conf/hf/model/` and `conf/hf/data/`, the keys
 `headlab.config.analyze_hf` (`--cfg job` prints them). Nothing downloads (HF_HUB_OFFLINE=1).
 Prints the run directory; exit 2: a bad key, value, model folder or data set, one line, nothing written.
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 def analyze(cfg) -> int:
     from omegaconf import OmegaConf
 
-    from headlab.run.pretrained import analyze_pretrained
+    from headlab.tasks.pretrained import analyze_pretrained
 
     t0 = time.perf_counter()
     summary = analyze_pretrained(OmegaConf.structured(cfg))

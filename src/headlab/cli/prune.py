@@ -4,7 +4,7 @@ Each round removes `prune.fraction_per_step` of the remaining heads (lowest firs
 `prune.ranking`), optionally fine-tunes, re-ranks, and stops before validation accuracy falls more
 than `prune.max_drop` below the unpruned network's (on the whole validation split, or with
 `prune.selection=val_half` on its half A, half B and test held out); with `prune.speedup` the pruned
-network is timed against the unpruned one (`headlab.run.pruning`). Writes `prune_curve.parquet`,
+network is timed against the unpruned one (`headlab.tasks.pruning`). Writes `prune_curve.parquet`,
 `prune.json`, `pruned/<label>.ckpt` (`<ranking>[-valhalf]-ft<N>`) and `figures/prune_curve.png`
 into RUN_DIR. `-m run_dir=a,b` prunes several runs. Settings: `headlab.config.prune` (`--cfg job` prints them). Exit 2: a bad run dir,
 checkpoint or setting, one line, nothing written.
@@ -13,7 +13,6 @@ checkpoint or setting, one line, nothing written.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from headlab.config.app import positional_args, run_app
 
@@ -25,10 +24,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def prune(cmd) -> int:
-    from headlab.run.pruning import compute, summary_lines, write_outputs
+    from headlab.tasks.pruning import compute, summary_lines, write_outputs
+    from headlab.store import RunDir
 
-    outcome = compute(Path(cmd.run_dir), cmd.prune)
-    for path in write_outputs(Path(cmd.run_dir), outcome):
+    run = RunDir(cmd.run_dir)
+    outcome = compute(run, cmd.prune)
+    for path in write_outputs(run, outcome):
         print(f"wrote {path}")
     for line in summary_lines(outcome):
         print(f"{PROG}: {line}")

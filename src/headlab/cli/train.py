@@ -1,7 +1,7 @@
 """`headlab-train [overrides]`: train one experiment and write the run-output contract.
 
 The command line is checked before Hydra starts (`headlab.config.overrides`), then Hydra composes
-`conf/train.yaml` and `headlab.run.train.train` runs it; this module only maps what can go wrong to
+`conf/train.yaml` and `headlab.tasks.train.train` runs it; this module only maps what can go wrong to
 one line and an exit code (docs/troubleshooting.md). `python -m headlab.cli.train` is the same.
 """
 
@@ -16,9 +16,9 @@ from omegaconf import DictConfig
 
 from headlab.config.overrides import check_overrides
 from headlab.errors import ConfigError, HeadlabError
-from headlab.run.info import configure_cache_dirs, default_log_dir
-from headlab.run.rank import is_rank_zero
-from headlab.run.train import train
+from headlab.store.run_info import configure_cache_dirs, default_log_dir
+from headlab.tasks.rank import is_rank_zero
+from headlab.tasks.train import train
 
 log = logging.getLogger("headlab.train")
 

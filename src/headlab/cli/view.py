@@ -19,9 +19,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def view(cmd) -> int:
+    from headlab.store import RunDir, SweepDir, is_sweep_dir
     from headlab.view import write_view
 
-    print(f"wrote {write_view(cmd.path)}")
+    folder = SweepDir(cmd.path) if is_sweep_dir(cmd.path) else RunDir(cmd.path)
+    print(f"wrote {write_view(folder)}")
     return 0
 
 

@@ -6,6 +6,8 @@ composition from the headlab.conf package in a test or notebook finds the schema
 
 from __future__ import annotations
 
+from typing import Any
+
 _registered = False
 
 
@@ -22,3 +24,22 @@ def register_configs() -> None:
     store_train_schemas(ConfigStore.instance())
     store_command_schemas(ConfigStore.instance())
     _registered = True
+
+
+def instantiate(node: Any, **kwargs: Any) -> Any:
+    """`hydra.utils.instantiate`, but a headlab error inside comes out as itself, not wrapped in
+    Hydra's InstantiationException (whose text is several lines and a traceback's worth of context)."""
+    import hydra
+    from hydra.errors import InstantiationException
+
+    from headlab.errors import HeadlabError
+
+    try:
+        return hydra.utils.instantiate(node, **kwargs)
+    except InstantiationException as err:
+        cause = err.__cause__
+        while cause is not None and not isinstance(cause, HeadlabError):
+            cause = cause.__cause__
+        if cause is None:
+            raise
+        raise cause from None

@@ -94,18 +94,12 @@ def check_command_line(config_name: str, args: list[str], config_module: str = C
     """The overrides composed (and typed) before Hydra starts: each value of a `-m` sweep too."""
     from hydra import compose, initialize_config_module
 
-    from headlab.config.overrides import compose_checked, override_args, parse_override, refuse_sweeps_without_multirun
+    from headlab.config.overrides import compose_checked, override_args, parse_override, refuse_sweeps_without_multirun, sweep_jobs
 
     overrides = override_args(args)
-    parsed = [parse_override(o) for o in overrides]
-    refuse_sweeps_without_multirun(parsed, bool({"-m", "--multirun"} & set(args)))
-    sweeps = [(o, p) for o, p in zip(overrides, parsed) if p.is_sweep_override()]
-    first = [o if not p.is_sweep_override() else f"{o.split('=', 1)[0]}={next(iter(p.sweep_string_iterator()))}"
-             for o, p in zip(overrides, parsed)]
-    jobs = [first] + [[f"{o.split('=', 1)[0]}={v}" if x == o else y for x, y in zip(overrides, first)]
-                      for o, p in sweeps for v in list(p.sweep_string_iterator())[1:]]
+    refuse_sweeps_without_multirun([parse_override(o) for o in overrides], bool({"-m", "--multirun"} & set(args)))
     with initialize_config_module(config_module, version_base="1.3"):
-        for job in jobs:
+        for job in sweep_jobs(overrides):
             typed(compose_checked(compose, config_name, job))
 
 

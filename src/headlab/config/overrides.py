@@ -1,6 +1,6 @@
 """`check_overrides`: the command line checked before Hydra runs, so a typo costs one line.
 
-Unknown group options, values Hydra's override grammar cannot read, sweeps without -m, and, by
+Unknown group options (by composing: Hydra names the options), values Hydra's override grammar cannot read, sweeps without -m, and, by
 composing the config (no files written), unknown keys and values a schema rejects. With -m each
 job of a sweep is composed and validated, so one bad value cannot stop a sweep half-way.
 """
@@ -30,21 +30,21 @@ def check_overrides(args: list[str]) -> None:
 
     Group options, the override grammar, and (by composing the config, ~0.3 s, no files written)
     unknown keys and values OmegaConf rejects. Sweeps (`a=1,2`, `range()`, `choice()`, and the
-    `hydra.sweeper.params` of a `sweep=` config) with -m: every value is composed, and each job's
-    config is validated as `validate_config` would, so one bad value cannot stop a sweep half-way.
+    `hydra.sweeper.params` of a `sweep=` config) with -m: every job, as Hydra's BasicSweeper expands
+    them (`sweep_jobs`), is composed and validated as `validate_config` would, so one bad value or
+    combination cannot stop a sweep half-way.
     `glob()` and `interval()` sweeps, and another primary config (-cp/-cn/-cd), are left to Hydra.
     """
     flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
     if flags & _NO_CHECK_FLAGS:
         return
-    _check_group_choices(args)
     overrides = override_args(args)
     parsed = [parse_override(o) for o in overrides]
     if flags & _OTHER_CONFIG_FLAGS:
         return
     multirun = bool(flags & {"-m", "--multirun"})
     refuse_sweeps_without_multirun(parsed, multirun)
-    _check_composed(overrides, parsed, multirun)
+    _check_composed(overrides, multirun)
 
 
 def refuse_sweeps_without_multirun(parsed: list[Any], multirun: bool) -> None:
@@ -94,49 +94,35 @@ def _quoted(value: str) -> str:
     return f'"{value.strip(chr(39) + chr(34))}"'
 
 
-def _check_composed(overrides: list[str], parsed: list[Any], multirun: bool) -> None:
+def _check_composed(overrides: list[str], multirun: bool) -> None:
     from hydra import compose, initialize_config_module
-    from hydra.core.override_parser.types import ValueType
 
-    if any(p.value_type in (ValueType.GLOB_CHOICE_SWEEP, ValueType.INTERVAL_SWEEP) for p in parsed):
-        return  # not enumerable here: Hydra expands (and reports) them
     register_configs()
     with initialize_config_module("headlab.conf", version_base="1.3"):
-        base = [_single(o, p) for o, p in zip(overrides, parsed)]
-        cfg = compose_checked(compose, "train", base, return_hydra_config=True)
+        first = next(iter(sweep_jobs(overrides)), None)
+        if first is None:
+            return
+        cfg = compose_checked(compose, "train", first, return_hydra_config=True)
         if not multirun:
             return
-        sweeps = _sweeps(parsed, cfg)
-        jobs = [base] + [_replace(base, key, value) for key, values in sweeps.items() for value in values[1:]]
-        for job in jobs:
-            job_cfg = cfg if job is base else compose_checked(compose, "train", job, return_hydra_config=True)
-            if sweeps:
-                validate_config(job_cfg)
+        params = [f"{key}={value}" for key, value in (OmegaConf.select(cfg, "hydra.sweeper.params") or {}).items()]
+        jobs = sweep_jobs([*params, *overrides])
+        for job in jobs if len(jobs) > 1 else ():  # one job: train() validates it
+            validate_config(compose_checked(compose, "train", job, return_hydra_config=True))
 
 
-def _single(override: str, parsed: Any) -> str:
-    """A sweep override reduced to its first value, so one config composes."""
-    if not parsed.is_sweep_override():
-        return override
-    return f"{override.split('=', 1)[0]}={next(iter(parsed.sweep_string_iterator()))}"
+def sweep_jobs(overrides: list[str]) -> list[list[str]]:
+    """Each job's overrides, as Hydra's BasicSweeper expands them (the product of the swept values; a
+    later override of a key replaces an earlier one); the overrides that sweep nothing keep their text.
+    No job for `glob()` and `interval()` sweeps: not enumerable here, Hydra expands (and reports) them."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.types import ValueType
 
-
-def _sweeps(parsed: list[Any], cfg: DictConfig) -> dict[str, list[str]]:
-    """Each swept key -> its values: the command line's, then a `sweep=` config's sweeper params."""
-    sweeps = {p.get_key_element(): list(p.sweep_string_iterator()) for p in parsed if p.is_sweep_override()}
-    params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
-    for key, values in params.items():
-        if key not in sweeps and not any(p.get_key_element() == key for p in parsed):
-            parsed_param = parse_override(f"{key}={values}")
-            sweeps[key] = (list(parsed_param.sweep_string_iterator()) if parsed_param.is_sweep_override()
-                           else [parsed_param.get_value_element_as_str()])
-    return sweeps
-
-
-def _replace(base: list[str], key: str, value: str) -> list[str]:
-    kept = [o for o in base if o.split("=", 1)[0].lstrip("+~") != key.lstrip("+~")]
-    prefix = next((o.split("=", 1)[0] for o in base if o.split("=", 1)[0].lstrip("+~") == key.lstrip("+~")), key)
-    return [*kept, f"{prefix}={value}"]
+    parsed = [parse_override(o) for o in overrides]
+    if any(p.value_type in (ValueType.GLOB_CHOICE_SWEEP, ValueType.INTERVAL_SWEEP) for p in parsed):
+        return []
+    kept = {p.get_key_element(): o for o, p in zip(overrides, parsed) if not p.is_sweep_override()}
+    return [[kept.get(item.split("=", 1)[0], item) for item in job] for job in BasicSweeper.split_arguments(parsed, None)[0]]
 
 
 def compose_train(overrides: list[str], *, return_hydra_config: bool = False) -> DictConfig:
@@ -165,7 +151,8 @@ def compose_checked(compose: Any, config_name: str, overrides: list[str], *,
     except MissingConfigException as err:
         group = next((o.partition("=") for o in overrides if f"'{o.partition('=')[0].lstrip('+~')}/" in str(err)), None)
         if group is not None and err.options:
-            raise ConfigError(group[0].lstrip("+~"), group[2], f"one of {', '.join(sorted(err.options))}") from None
+            key = group[0].lstrip("+~")
+            raise ConfigError(key, group[2], f"one of {', '.join(sorted(err.options))} (the config group {key}/)") from None
         raise ConfigError("config", " ".join(overrides), flatten(err)) from None
     except Exception as err:
         raise _composition_error(compose, config_name, overrides, err) from None
@@ -299,32 +286,3 @@ def expected_type(err: BaseException) -> str:
 
 def flatten(err: BaseException) -> str:
     return " ".join(line.strip() for line in str(err).strip().splitlines() if line.strip())
-
-
-def _check_group_choices(args: list[str]) -> None:
-    """`data=foo`, `logger=foo`, `hydra/launcher=foo`: one line naming the group, the value and the
-    options, instead of Hydra's multi-line "Could not find 'data/foo'" report."""
-    overrides = [a for a in args if "=" in a and not a.startswith("-")]
-    candidates = []
-    for override in overrides:
-        key, _, value = override.partition("=")
-        key = key.lstrip("+~")
-        if "." in key or "@" in key or not value or any(ch in value for ch in "([{$"):
-            continue  # a value override, a package override, a list or sweep syntax: left to Hydra
-        candidates.append((key, value))
-    if not candidates or any(a.split("=")[0] in ("--config-dir", "-cd") for a in args):
-        return  # a user's --config-dir adds options this check cannot see: Hydra reports those
-    from hydra import initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    # train.yaml's hydra.searchpath (HEADLAB_CONFIG_DIR) or its override adds the user's groups
-    searchpath = [o for o in overrides if o.startswith("hydra.searchpath=")]
-    with initialize_config_module("headlab.conf", version_base="1.3"):
-        loader = GlobalHydra.instance().config_loader()
-        for key, value in candidates:
-            options = loader.get_group_options(key, config_name="train", overrides=searchpath)
-            if not options:
-                continue  # not a config group
-            for choice in value.split(","):
-                if choice not in options and choice != "null":
-                    raise ConfigError(key, choice, f"one of {', '.join(sorted(options))} (the config group {key}/)")

@@ -15,7 +15,7 @@ from headlab.errors import ConfigError
 PRUNE_RANKINGS = ("ablation", "gradient", "random", "seed_avg")
 # Which examples rank the heads and decide the stop: the whole validation split, or its half A (even positions of
 # the split as the datamodule orders it), with half B (odd positions) and test read only for the report
-# (headlab.run.pruning.val_halves).
+# (headlab.tasks.pruning.val_halves).
 PRUNE_SELECTIONS = ("val", "val_half")
 
 

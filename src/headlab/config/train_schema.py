@@ -2,16 +2,19 @@
 
 conf/'s group files name their schema first in their defaults list (`- /schema/model@_here_`), so
 OmegaConf types every key while Hydra composes: a wrong type or an unknown key fails there, before
-headlab runs, and `headlab.config.messages` turns that into one line. The values stay in the YAML
-files (a field without a default is MISSING here); the model's come from `ModelConfig` itself.
+headlab runs, and `headlab.config.messages` turns that into one line.
 
-The top level and `data` stay open, because other files add keys to them (headlab-distill adds
-`teacher` and `distill`, sweep=data_size `data.train_fraction`); `data`'s declared keys are still
-typed at composition. Keys added to any schema's node (open, or with `+key=`) must be one of its
-`*Options` (ADDED_KEYS), and the top level's own keys are `TrainKeys`: `headlab.config.validate`
-checks both. Nodes whose `_target_` has no schema (Lightning's Trainer, loggers and callbacks,
-torch's optimisers, and `module`, whose target headlab-distill swaps) are checked against the
-target's signature (`headlab.config.signature`).
+Each schema is DERIVED (`schema_of`) from the class it configures: its keys are the ones its conf file
+sets (in that order, so a composed config reads as the file does), typed by the class's signature; the
+values stay in the YAML files (MISSING here), except the model's, whose defaults are `ModelConfig`'s
+own. The signature's other parameters are the keys a user or a sweep may add (`+data.train_fraction=0.2`,
+ADDED_KEYS), less those the code supplies itself. A parameter renamed in code is a schema changed with it.
+
+The top level and the classifier `data` nodes stay open, because other files add keys to them
+(headlab-distill adds `teacher` and `distill`, sweep=data_size `data.train_fraction`); their added keys
+are checked by `headlab.config.validate`. Nodes whose `_target_` has no schema (Lightning's Trainer,
+loggers and callbacks, torch's optimisers, and `module`, whose target headlab-distill swaps) are checked
+against the target's signature (`headlab.config.signature`).
 
 Choices (`model.pos_encoding`, `optim.schedule`, ...) stay strings here, checked against the lists
 their owners name (POS_ENCODINGS, SCHEDULES, ...) when validation builds them: an Enum field would
@@ -21,215 +24,159 @@ put Enum members, not strings, into the composed config, the checkpoints' hyper-
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
+import os
 import types
 import typing
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any, List, Literal, Optional, Union
 
 from omegaconf import MISSING, OmegaConf
 
-from headlab.model.config import ModelConfig
-
-# ModelConfig fields the data supplies at build time (train() passes them), so no config key.
-_MODEL_FIELDS_FROM_DATA = ("vocab_size", "n_classes", "pad_id", "n_domains")
+_PLAIN = (int, float, str, bool)
 
 
 def _schema_type(hint: Any) -> Any:
-    """`int | None` -> Optional[int]; a union OmegaConf cannot type (str | list) -> Any, left to
-    ModelConfig's own check."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if len(args) == 1 and args[0] in (int, float, str, bool):
-            return Optional[args[0]]
+    """A signature's hint as OmegaConf can type it: `int | None` -> Optional[int], `Sequence[str]` ->
+    List[str], a path -> str; a union of different kinds (str | list) -> Any, left to the class's check."""
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        args = typing.get_args(hint)
+        kinds = {_schema_type(a) for a in args if a is not type(None)}
+        if len(kinds) != 1 or Any in kinds:
+            return Any
+        kind = kinds.pop()
+        return Optional[kind] if type(None) in args else kind
+    if hint in _PLAIN:
+        return hint
+    if inspect.isclass(hint) and issubclass(hint, os.PathLike):
+        return str
+    origin, args = typing.get_origin(hint) or hint, typing.get_args(hint)
+    if origin in (list, tuple, Sequence) and args and args[0] in _PLAIN and (origin is not tuple or args[-1] is Ellipsis):
+        return List[args[0]]
+    return Any
+
+
+# Names the signatures' annotations use (they are strings: `from __future__ import annotations`).
+_NAMES = {**vars(typing), "Sequence": Sequence, "Mapping": Mapping, "os": os}
+_HEADLAB = Path(__file__).resolve().parents[1]  # src/headlab
+
+
+def parameters(dotted: str) -> dict[str, tuple[Any, Any]]:
+    """The keyword parameters of the class or function `dotted` names, as name -> (type hint, default or
+    MISSING): a class's `__init__` (`**kwargs` followed to its first base) or a dataclass's fields.
+
+    Read from the source, not imported: registering the schemas must not import Lightning or matplotlib
+    into every command, and config/ sits below the packages it types (tests/test_layering.py)."""
+    module, _, name = dotted.rpartition(".")
+    file = _HEADLAB.joinpath(*module.split(".")[1:])
+    tree = ast.parse((file / "__init__.py" if file.is_dir() else file.with_suffix(".py")).read_text(encoding="utf-8"))
+    node = next((n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name), None)
+    if node is None:  # re-exported by a package: where it comes from
+        origin = next(n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                      and any(a.name == name for a in n.names))
+        return parameters(f"{origin}.{name}")
+    if isinstance(node, ast.FunctionDef):
+        return _arguments(node.args)
+    if any("dataclass" in ast.unparse(d) for d in node.decorator_list):  # its annotated fields
+        return {n.target.id: (_hint(n.annotation), _default(n.value)) for n in node.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    found = _arguments(init.args) if init is not None else {}
+    if (init is None or init.args.kwarg is not None) and node.bases:
+        found = {**parameters(f"{module}.{ast.unparse(node.bases[0])}"), **found}
+    return found
+
+
+def _arguments(args: ast.arguments) -> dict[str, tuple[Any, Any]]:
+    positional = [a for a in args.args if a.arg != "self"]
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    pairs = [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+    return {a.arg: (_hint(a.annotation), _default(d)) for a, d in pairs}
+
+
+def _hint(annotation: ast.expr | None) -> Any:
+    try:
+        return eval(ast.unparse(annotation), dict(_NAMES)) if annotation is not None else Any  # noqa: S307 - headlab's own source
+    except Exception:  # noqa: BLE001 - a name only type checkers import: left to the class's own check
         return Any
-    return hint if hint in (int, float, str, bool) else Any
 
 
-def _model_schema() -> type:
-    """`model:` = ModelConfig's fields and defaults, less those the data supplies, plus `_target_`."""
-    hints = typing.get_type_hints(ModelConfig)
-    fields = [("_target_", str, field(default="headlab.model.ModelConfig"))]
-    for spec in dataclasses.fields(ModelConfig):
-        if spec.name in _MODEL_FIELDS_FROM_DATA:
+def _default(value: ast.expr | None) -> Any:
+    try:
+        return ast.literal_eval(value) if value is not None else MISSING
+    except ValueError:
+        return MISSING
+
+
+def schema_of(target: str, keys: Iterable[str], name: str, *, defaults: bool = False, with_target: bool = True,
+              nested: Mapping[str, tuple[str, Iterable[str]]] | None = None) -> type:
+    """A dataclass typing `keys` (each a parameter of `target`, a dotted path) by `target`'s signature,
+    `_target_` first. `defaults`: the signature's defaults, else MISSING (the YAML's values).
+    `nested`: a mapping parameter's own schema, from the function its keys go to."""
+    params, nested = parameters(target), nested or {}
+    fields: list[tuple[str, Any, Any]] = [("_target_", str, field(default=target))] if with_target else []
+    for key in keys:
+        if key in nested:
+            inner = schema_of(nested[key][0], nested[key][1], f"{name}_{key}", with_target=False)
+            fields.append((key, inner, field(default_factory=inner)))
             continue
-        default = MISSING if spec.default is dataclasses.MISSING else spec.default
-        fields.append((spec.name, _schema_type(hints[spec.name]), field(default=default)))
-    return dataclasses.make_dataclass("ModelSchema", fields, namespace={"__module__": __name__})
+        if key not in params:
+            raise TypeError(f"{target} takes no parameter {key!r}: its conf file and its signature disagree")
+        hint, default = params[key]
+        fields.append((key, _schema_type(hint), field(default=default if defaults else MISSING)))
+    return dataclasses.make_dataclass(name, fields, namespace={"__module__": __name__})
 
 
-ModelSchema = _model_schema()
+def options_of(target: str, schema: type, name: str, supplied: Iterable[str] = ()) -> type:
+    """The keys `target` takes that `schema` leaves out (a user may add them): its other plain parameters."""
+    taken = {f.name for f in dataclasses.fields(schema)} | set(supplied)
+    kept = [n for n, (hint, _) in parameters(target).items() if n not in taken and _schema_type(hint) is not Any]
+    return schema_of(target, kept, name, with_target=False)
 
 
-def _lm_schema() -> type:
-    """`model:` of model=lm = LMConfig's fields and defaults, less the data's vocab_size, plus `_target_`."""
-    from headlab.model.lm import LMConfig
-
-    hints = typing.get_type_hints(LMConfig)
-    fields = [("_target_", str, field(default="headlab.model.lm.LMConfig"))]
-    for spec in dataclasses.fields(LMConfig):
-        if spec.name != "vocab_size":
-            default = MISSING if spec.default is dataclasses.MISSING else spec.default
-            fields.append((spec.name, _schema_type(hints[spec.name]), field(default=default)))
-    return dataclasses.make_dataclass("LMSchema", fields, namespace={"__module__": __name__})
+# The functions a classifier source's mapping (`data.synthetic: {n: 6000}`) is passed to.
+READERS = {"synthetic": "headlab.data.synthetic.generate_synthetic",
+           "multidomain": "headlab.data.multidomain.generate_multidomain", "files": "headlab.data.files.load_file_splits"}
 
 
-LMSchema = _lm_schema()
+def _conf_dir() -> Path:
+    """conf/ (the package headlab.conf), found without importing it: its import registers these schemas."""
+    return Path(find_spec("headlab.conf").submodule_search_locations[0])
+
+
+def _from_conf(path: str, name: str, node: str = "") -> type:
+    """The schema of conf/<path>'s node at `node`: the keys the file sets there, in its order, typed by
+    its `_target_`'s signature (a mapping key of a classifier source by the function READERS names)."""
+    cfg = OmegaConf.load(_conf_dir() / path)
+    cfg = OmegaConf.select(cfg, node) if node else cfg
+    keys = [str(k) for k in cfg if k not in ("defaults", "_target_")]
+    nested = {k: (READERS[k], list(cfg[k])) for k in keys if k in READERS}
+    return schema_of(cfg._target_, keys, name, nested=nested)
+
+
+def _model_schemas() -> tuple[type, type]:
+    """`model:` = ModelConfig's (LMConfig's) fields and defaults, less those the data supplies."""
+    from_data = ("vocab_size", "n_classes", "pad_id", "n_domains")  # train() passes them
+    return tuple(schema_of(path, [k for k in parameters(path) if k not in from_data], name, defaults=True)
+                 for path, name in (("headlab.model.ModelConfig", "ModelSchema"), ("headlab.model.lm.LMConfig", "LMSchema")))
+
+
+ModelSchema, LMSchema = _model_schemas()
 
 
 # ---- data ------------------------------------------------------------------------------------------
-@dataclass
-class TextDataSchema:
-    """`data:` keys every source shares (headlab.data.TextDataModule's arguments)."""
-
-    _target_: str = "headlab.data.TextDataModule"
-    source: str = MISSING
-    max_len: int = MISSING
-    batch_size: int = MISSING
-    val_fraction: float = MISSING
-    test_fraction: float = MISSING
-    seed: int = MISSING
-    probe_size: int = MISSING
-    num_workers: int = MISSING
-    min_freq: int = MISSING
-    bucket_by_length: bool = MISSING
-
-
-# ---- options: keys no shipped file sets for everyone but a sweep, headlab-distill or a user adds
-# (`+data.train_fraction=0.2`). Never instantiated (no defaults): only their types are read, by
-# headlab.config.validate, which refuses any other added key.
-@dataclass
-class RepeatTokensDataSchema:
-    """`data:` of data=repeat_tokens (headlab.data.lm_datamodule.RepeatTokensDataModule's arguments)."""
-
-    _target_: str = "headlab.data.lm_datamodule.RepeatTokensDataModule"
-    vocab_size: int = MISSING
-    max_len: int = MISSING
-    min_segment: int = MISSING
-    max_segment: int = MISSING
-    fixed_offset: Optional[int] = MISSING
-    batch_size: int = MISSING
-    n_train: int = MISSING
-    n_eval: int = MISSING
-    probe_size: int = MISSING
-    probe_half_len: int = MISSING
-    probe_max_gap: int = MISSING
-    seed: int = MISSING
-    num_workers: int = MISSING
-
-
-@dataclass
-class ReviewsLMDataSchema:
-    """`data:` of data=zh_reviews_lm (headlab.data.lm_datamodule.ReviewsLMDataModule's arguments)."""
-
-    _target_: str = "headlab.data.lm_datamodule.ReviewsLMDataModule"
-    max_len: int = MISSING
-    batch_size: int = MISSING
-    min_freq: int = MISSING
-    val_fraction: float = MISSING
-    test_fraction: float = MISSING
-    probe_size: int = MISSING
-    probe_half_len: int = MISSING
-    probe_max_gap: int = MISSING
-    probe_vocab: Optional[int] = MISSING
-    seed: int = MISSING
-    num_workers: int = MISSING
-
-
-@dataclass
-class DataOptions:
-    eval_batch_size: Optional[int]
-    shuffle_seed: Optional[int]
-    train_fraction: float
-    train_labels: Optional[int]
-    train_unlabelled: bool
-
-
-@dataclass
-class SyntheticOptions:
-    """headlab.data.synthetic.generate_synthetic's other arguments."""
-
-    seed: int
-    min_len: int
-    max_len: int
-    marker: str
-    n_markers: int
-    letters: str
-    end_letters: str
-
-
-@dataclass
-class MultidomainOptions:
-    """headlab.data.multidomain.generate_multidomain's other arguments."""
-
-    seed: int
-    min_len: int
-    max_len: int
-
-
-@dataclass
-class HeadMetricsOptions:
-    min_gap_steps: int
-    importance: bool
-
-
-@dataclass
-class RunCheckpointOptions:
-    keep_every_n_train_steps: Optional[int]  # also keep checkpoints/step{step:06d}.ckpt every N steps
-
-
-@dataclass
-class SyntheticSettings:
-    n: int = MISSING  # texts (headlab.data.synthetic.generate_synthetic)
-
-
-@dataclass
-class MultidomainSettings:
-    n: int = MISSING  # texts per domain (headlab.data.multidomain.generate_multidomain)
-    domains: List[str] = MISSING
-    mark_domain: bool = MISSING
-
-
-@dataclass
-class FilesSettings:
-    train: str = MISSING
-    val: Optional[str] = None
-    test: Optional[str] = None
-
-
-@dataclass
-class SyntheticDataSchema(TextDataSchema):
-    synthetic: SyntheticSettings = field(default_factory=SyntheticSettings)
-
-
-@dataclass
-class MultidomainDataSchema(TextDataSchema):
-    multidomain: MultidomainSettings = field(default_factory=MultidomainSettings)
-
-
-@dataclass
-class FilesDataSchema(TextDataSchema):
-    files: FilesSettings = field(default_factory=FilesSettings)
-
-
-@dataclass
-class FilesLMDataSchema(ReviewsLMDataSchema):
-    """`data:` of data=files_lm (headlab.data.lm_datamodule.FilesLMDataModule's arguments)."""
-
-    _target_: str = "headlab.data.lm_datamodule.FilesLMDataModule"
-    files: FilesSettings = field(default_factory=FilesSettings)
+# conf/data/<name>.yaml -> its schema (ZhReviewsDataSchema, ...), from the datamodule it names.
+DATA_SCHEMAS = {path.stem: _from_conf(f"data/{path.name}", path.stem.title().replace("_", "") + "DataSchema")
+                for path in sorted((_conf_dir() / "data").glob("*.yaml"))}
 
 
 # ---- optim -----------------------------------------------------------------------------------------
-@dataclass
-class WarmupScheduleSchema:
-    """`optim.scheduler:` headlab.lit.schedule.WarmupSchedule, reading the optim group's flat knobs."""
-
-    _target_: str = "headlab.lit.schedule.WarmupSchedule"
-    schedule: str = MISSING
-    warmup_steps: Optional[int] = MISSING
-    warmup_ratio: float = MISSING
-    min_lr_ratio: float = MISSING
+WarmupScheduleSchema = _from_conf("optim/scheduler/warmup.yaml", "WarmupScheduleSchema")
 
 
 @dataclass
@@ -265,48 +212,9 @@ class SGDSchema(OptimSchema):
 
 
 # ---- callbacks and interventions -------------------------------------------------------------------
-@dataclass
-class HeadMetricsSchema:
-    """`callbacks.head_metrics:` headlab.lit.callbacks.HeadMetricsCallback."""
-
-    _target_: str = "headlab.lit.callbacks.HeadMetricsCallback"
-    output_dir: Optional[str] = MISSING
-    every_n_steps: int = MISSING
-    early_steps: int = MISSING
-    early_spacing: str = MISSING
-    measure_epoch_end: bool = MISSING
-    chunk_size: int = MISSING
-    map_len: int = MISSING
-    log_to_loggers: bool = MISSING
-    figures: bool = MISSING
-    query_tokens: Optional[List[str]] = MISSING
-    probe_patterns: int = MISSING  # probe sentences whose per-head maps are stored (0: no token view)
-    probe_pattern_len: int = MISSING
-    view: bool = MISSING  # view.html at the end of the run
-
-
-@dataclass
-class RunCheckpointSchema:
-    """`callbacks.checkpoint:` headlab.lit.checkpointing.RunCheckpoint."""
-
-    _target_: str = "headlab.lit.checkpointing.RunCheckpoint"
-    dirpath: Optional[str] = MISSING
-    every_n_train_steps: Optional[int] = MISSING
-    handle_signals: bool = MISSING
-
-
-@dataclass
-class HeadInterventionSchema:
-    """`callbacks.intervention:` headlab.lit.callbacks.interventions.HeadIntervention."""
-
-    _target_: str = "headlab.lit.callbacks.interventions.HeadIntervention"
-    kind: str = MISSING
-    step: Optional[int] = MISSING
-    heads: Any = MISSING  # [[layer, head], ...] or auto: HeadIntervention checks which
-    n_layers: int = MISSING
-    n_heads: int = MISSING
-    output_dir: Optional[str] = MISSING
-    auto_batches: int = MISSING
+HeadMetricsSchema = _from_conf("callbacks/default.yaml", "HeadMetricsSchema", "head_metrics")
+RunCheckpointSchema = _from_conf("callbacks/checkpoints.yaml", "RunCheckpointSchema", "checkpoint")
+HeadInterventionSchema = _from_conf("intervention/knockout.yaml", "HeadInterventionSchema", "callbacks.intervention")
 
 
 @dataclass
@@ -340,26 +248,29 @@ class TrainKeys:
     overwrite: bool = False  # a fresh start in a run dir that holds a run replaces it (else refused)
 
 
-# Each schema (and its subclasses) -> the dataclass typing the keys that may be added to it.
-ADDED_KEYS: tuple[tuple[type, type], ...] = (
-    (TextDataSchema, DataOptions),
-    (SyntheticSettings, SyntheticOptions),
-    (MultidomainSettings, MultidomainOptions),
-    (HeadMetricsSchema, HeadMetricsOptions),
-    (RunCheckpointSchema, RunCheckpointOptions),
-)
+def _added_keys() -> tuple[tuple[type, type], ...]:
+    """Each schema open to added keys -> the dataclass typing them: the other parameters of its class
+    (and of the functions its mapping keys go to), less those the code passes itself."""
+    pairs = [(HeadMetricsSchema, options_of(HeadMetricsSchema._target_, HeadMetricsSchema, "HeadMetricsOptions", ("run_id",))),
+             (RunCheckpointSchema, options_of(RunCheckpointSchema._target_, RunCheckpointSchema, "RunCheckpointOptions"))]
+    for schema in CLASSIFIER_DATA:
+        pairs.append((schema, options_of(schema._target_, schema, "DataOptions", READERS)))
+        for key, reader in READERS.items():
+            settings = typing.get_type_hints(schema).get(key)
+            if settings is not None and key != "files":  # a file source's keys are all set in conf/data/files.yaml
+                pairs.append((settings, options_of(reader, settings, f"{key.title()}Options", ("seed",))))
+    return tuple(pairs)
+
+
+# The classifier sources' schemas (TextDataModule's): open to the keys sweeps and headlab-distill add.
+CLASSIFIER_DATA = tuple(schema for schema in DATA_SCHEMAS.values() if schema._target_ == "headlab.data.TextDataModule")
+ADDED_KEYS = _added_keys()
 
 # (ConfigStore name under schema/, the schema, open to keys other files add)
 SCHEMAS: tuple[tuple[str, Any, bool], ...] = (
     ("model", ModelSchema, False),
-    ("data/zh_reviews", TextDataSchema, True),
-    ("data/synthetic", SyntheticDataSchema, True),
-    ("data/multidomain", MultidomainDataSchema, True),
-    ("data/files", FilesDataSchema, True),
+    *((f"data/{name}", schema, schema in CLASSIFIER_DATA) for name, schema in DATA_SCHEMAS.items()),
     ("model_lm", LMSchema, False),
-    ("data/repeat_tokens", RepeatTokensDataSchema, False),
-    ("data/zh_reviews_lm", ReviewsLMDataSchema, False),
-    ("data/files_lm", FilesLMDataSchema, False),
     ("optim/adamw", AdamWSchema, False),
     ("optim/sgd", SGDSchema, False),
     ("optim/warmup", WarmupScheduleSchema, False),

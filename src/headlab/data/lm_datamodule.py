@@ -18,6 +18,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from headlab.config.values import check_int
 from headlab.data.repeat_tokens import BOS_ID, check_repeat_keys, induction_probe, repeat_token_batch
 from headlab.errors import ConfigError, DataError
 from headlab.store import atomic_write_json
@@ -43,10 +44,8 @@ class RepeatTokensDataModule(L.LightningDataModule):
         check_repeat_keys(vocab_size, max_len, min_segment, max_segment, fixed_offset)
         for key, value, minimum in (("batch_size", batch_size, 1), ("n_train", n_train, 1), ("n_eval", n_eval, 1),
                                     ("probe_size", probe_size, 1), ("seed", seed, 0), ("num_workers", num_workers, 0)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ConfigError(f"data.{key}", value, f"an integer >= {minimum}")
-        if not isinstance(probe_max_gap, int) or probe_max_gap < 0:
-            raise ConfigError("data.probe_max_gap", probe_max_gap, "an integer >= 0")
+            check_int(f"data.{key}", value, minimum)
+        check_int("data.probe_max_gap", probe_max_gap, 0)
         if not isinstance(probe_half_len, int) or not 2 <= probe_half_len <= (max_len - 1 - probe_max_gap) // 2:
             raise ConfigError("data.probe_half_len", probe_half_len,
                               f"an integer in [2, (max_len - 1 - probe_max_gap) // 2 = {(max_len - 1 - probe_max_gap) // 2}]")
@@ -70,7 +69,7 @@ class RepeatTokensDataModule(L.LightningDataModule):
 
     @property
     def stats(self) -> dict[str, object]:
-        """What summary.json records about the data (`headlab.run.summary.run_facts`)."""
+        """What summary.json records about the data (`headlab.tasks.summary.run_facts`)."""
         digest = hashlib.sha256(self.probe.numpy().tobytes()).hexdigest()[:16] if self.probe is not None else None
         return {"source": "repeat_tokens", **self.repeat, "n_train": self.n_train, "n_eval": self.n_eval,
                 "probe_size": self.probe_size, "probe_half_len": self.probe_half_len, "probe_max_gap": self.probe_max_gap, "probe_digest": digest}
@@ -118,10 +117,8 @@ class TextLMDataModule(RepeatTokensDataModule):
                 raise ConfigError(f"data.{key}", value, "a fraction in (0, 0.5)")
         for key, value, minimum in (("max_len", max_len, 4), ("batch_size", batch_size, 1), ("probe_size", probe_size, 1),
                                     ("seed", seed, 0), ("num_workers", num_workers, 0)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ConfigError(f"data.{key}", value, f"an integer >= {minimum}")
-        if not isinstance(probe_max_gap, int) or probe_max_gap < 0:
-            raise ConfigError("data.probe_max_gap", probe_max_gap, "an integer >= 0")
+            check_int(f"data.{key}", value, minimum)
+        check_int("data.probe_max_gap", probe_max_gap, 0)
         if not isinstance(probe_half_len, int) or not 2 <= probe_half_len <= (max_len - 1 - probe_max_gap) // 2:
             raise ConfigError("data.probe_half_len", probe_half_len,
                               f"an integer in [2, (max_len - 1 - probe_max_gap) // 2 = {(max_len - 1 - probe_max_gap) // 2}]")

@@ -14,6 +14,7 @@ a domain leaves the others' texts unchanged. Labels are balanced (p = 0.5) in ev
 
 from __future__ import annotations
 
+from headlab.config.values import check_int
 from headlab.data.labeled import LabeledTexts
 from headlab.data.synthetic import FEATURES, generate_synthetic
 from headlab.errors import ConfigError
@@ -40,8 +41,7 @@ def generate_multidomain(n: int = 3000, seed: int = 0, domains: list[str] | tupl
 
 
 def _check_args(n: int, domains, mark_domain: bool) -> list[str]:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError("data.multidomain.n", n, "an integer >= 1")
+    check_int("data.multidomain.n", n, 1)
     names = list(domains) if not isinstance(domains, str) else [domains]
     if len(names) < 2 or len(set(names)) != len(names) or not set(names) <= set(FEATURES):
         raise ConfigError("data.multidomain.domains", list(names), f"2 or more distinct names from {list(FEATURES)}")

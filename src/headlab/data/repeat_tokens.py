@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from headlab.config.values import check_int
 from headlab.errors import ConfigError
 
 BOS_ID = 0
@@ -27,8 +28,7 @@ def check_repeat_keys(vocab_size: int, seq_len: int, min_segment: int, max_segme
                       fixed_offset: int | None = None) -> None:
     """One ConfigError naming the data.* key, before anything is drawn."""
     for key, value, minimum in (("vocab_size", vocab_size, 3), ("seq_len", seq_len, 4), ("min_segment", min_segment, 1)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise ConfigError(f"data.{key}", value, f"an integer >= {minimum}")
+        check_int(f"data.{key}", value, minimum)
     if not isinstance(max_segment, int) or not min_segment <= max_segment or 2 * max_segment > seq_len - 1:
         raise ConfigError("data.max_segment", max_segment,
                           f"an integer in [min_segment={min_segment}, (seq_len - 1) // 2 = {(seq_len - 1) // 2}]")

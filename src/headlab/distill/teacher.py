@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from headlab.errors import ConfigError, HeadlabError
+from headlab.reload import load_network
 from headlab.store import RunDir
 
 CHECKPOINTS = ("best", "last")
@@ -43,8 +44,6 @@ def load_teacher(run_dir: str | Path, which: str = "best") -> torch.nn.Module:
     Built under a forked RNG: creating the network draws initial weights, and a student run must
     draw the same random numbers (dropout, init) as a plain run of its seed.
     """
-    from headlab.lit.checkpointing import load_network
-
     path = teacher_checkpoint(run_dir, which)
     with torch.random.fork_rng(devices=[]):
         try:

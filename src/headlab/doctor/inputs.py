@@ -7,7 +7,6 @@ A missing or unreadable table is None, never an exception: the check that needs 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +17,10 @@ from headlab.errors import DataError
 from headlab.store import RunDir, read_table
 
 
-def is_run_dir(path: Path) -> bool:
-    return RunDir(path).has_summary
-
-
-def sweep_jobs(sweep_dir: str | os.PathLike) -> list[Path]:
-    """The job directories (`0/`, `1/`, ...) of a multirun folder, in job order."""
-    sweep_dir = Path(sweep_dir)
-    return sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
-
-
-def load_run_tables(run_dir: str | os.PathLike) -> RunTables:
+def load_run_tables(run: RunDir) -> RunTables:
     """summary.json (required), the saved config, the two head tables and importance.json. A file
     that is missing is None (its checks say "not measured"); one that is present but cannot be read
     (a corrupt parquet part, a broken config) is listed in `unreadable` too: the doctor fails it."""
-    run = RunDir(run_dir)
     unreadable: list[str] = []
     tables = RunTables(summary=run.require_summary(), config=_config(run, unreadable),
                        head_metrics=_table(run.head_metrics_path, unreadable),

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from headlab.doctor.checks import NOT_MEASURED, Finding, RunTables, Thresholds, check_head_width, check_warmup, run_checks
+from headlab.doctor.report import Diagnosis
+from headlab.errors import ConfigError
 
 CONFIG_CHECKS = (check_warmup, check_head_width)
 # The config keys those checks read (dotted), taken from the composed config one by one.
@@ -43,9 +45,6 @@ def diagnose_plan(overrides: list[str], validate: Callable[[Any], None]):
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
-
-    from headlab.doctor.report import Diagnosis
-    from headlab.errors import ConfigError
 
     try:
         if GlobalHydra.instance().is_initialized():  # called from a Hydra app (headlab-doctor): its search path

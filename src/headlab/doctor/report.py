@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from headlab.doctor.checks import FAIL, NOT_MEASURED, WARN, Finding, Thresholds, run_checks
-from headlab.doctor.inputs import is_run_dir, load_run_tables, sweep_jobs
+from headlab.doctor.inputs import load_run_tables
 from headlab.errors import DataError, HeadlabError
-from headlab.store import RunDir, atomic_write_json
+from headlab.store import RunDir, SweepDir, atomic_write_json
 from headlab.store.run_dir import DOCTOR_REPORT as DOCTOR_JSON
 _MARK = {"ok": "ok  ", WARN: "WARN", FAIL: "FAIL", NOT_MEASURED: "n/m "}
 
@@ -32,14 +32,12 @@ class Diagnosis:
                 "checks": [f.as_dict() for f in self.findings]}
 
 
-def diagnose_run(run_dir: str | os.PathLike, thresholds: Thresholds | None = None, write: bool = True) -> Diagnosis:
+def diagnose_run(run: RunDir, thresholds: Thresholds | None = None, write: bool = True) -> Diagnosis:
     """Run every check on one run; writes `<run_dir>/doctor.json` unless `write` is False."""
-    run_dir = Path(run_dir)
-    run = RunDir(run_dir)
     try:
-        diagnosis = Diagnosis(run_dir, run_checks(load_run_tables(run_dir), thresholds))
+        diagnosis = Diagnosis(run.path, run_checks(load_run_tables(run), thresholds))
     except HeadlabError as err:
-        diagnosis = Diagnosis(run_dir, [], str(err))
+        diagnosis = Diagnosis(run.path, [], str(err))
     if write and run.has_summary:
         atomic_write_json(run.doctor_report_path, diagnosis.as_dict())
     return diagnosis
@@ -51,14 +49,16 @@ def diagnose(path: str | os.PathLike, thresholds: Thresholds | None = None) -> l
     path = Path(path)
     if not path.is_dir():
         raise DataError(path, "no such directory (expected a run directory or a sweep directory)")
-    if is_run_dir(path):
-        return [diagnose_run(path, thresholds)]
-    jobs = sweep_jobs(path)
+    run = RunDir(path)
+    if run.has_summary:
+        return [diagnose_run(run, thresholds)]
+    sweep = SweepDir(path)
+    jobs = sweep.jobs()
     if not jobs:
         raise DataError(path, "neither a run directory (no summary.json) nor a sweep directory (no <job_num>/ folders)")
-    results = [diagnose_run(job, thresholds) if is_run_dir(job) else Diagnosis(job, [], "no summary.json (not started)")
+    results = [diagnose_run(job, thresholds) if job.has_summary else Diagnosis(job.path, [], "no summary.json (not started)")
                for job in jobs]
-    atomic_write_json(path / DOCTOR_JSON, {"sweep_dir": str(path), "jobs": [d.as_dict() for d in results]})
+    atomic_write_json(sweep.doctor_report_path, {"sweep_dir": str(path), "jobs": [d.as_dict() for d in results]})
     return results
 
 

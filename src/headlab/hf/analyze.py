@@ -19,6 +19,7 @@ from headlab.hf.adapter import HFEncoder
 from headlab.hf.importance import HFImportance
 from headlab.hf.probe import HFProbe, encode_probe
 from headlab.hf.texts import load_texts
+from headlab.interventions import importance_rows
 from headlab.measure import Measurement, measure_probe
 from headlab.store import (
     RunDir,
@@ -26,8 +27,10 @@ from headlab.store import (
     atomic_write_json,
     head_metric_rows,
     head_pair_rows,
+    replace_steps,
     write_attention_maps,
 )
+from headlab.store.run_dir import IMPORTANCE_FIGURE
 
 # Per-layer means reported in summary.json (the Clark et al. 2019 comparison of docs/pretrained.md).
 LAYER_METRICS = ("entropy", "entropy_norm", "mean_distance", "distance_norm", "cls_attention", "last_attention",
@@ -108,10 +111,7 @@ def analyze(net: HFEncoder, tokenizer: Any, settings: AnalyzeSettings, run_dir: 
 def write_importance(run_dir: Path, run_id: str, importance: HFImportance, roles: list[list[str]]) -> Path:
     """`head_importance.parquet` (headlab-importance's rows and writer, step 0) and its heat-map figure
     beside the role map; returns the figure's path."""
-    from headlab.interventions import importance_rows
-    from headlab.plots.importance import plot_importance
-    from headlab.store import replace_steps
-    from headlab.store.run_dir import IMPORTANCE_FIGURE
+    from headlab.plots.importance import plot_importance  # matplotlib after the run's cache dir is set
 
     run = RunDir(run_dir)
     replace_steps(run.head_importance_path, importance_rows(run_id, 0, 0, importance.result), {0})

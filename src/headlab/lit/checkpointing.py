@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -36,37 +35,7 @@ from headlab.store.run_dir import LAST_CHECKPOINT as LAST
 log = logging.getLogger("headlab.checkpoint")
 
 __all__ = ["AtomicCheckpointIO", "CheckpointError", "RunCheckpoint", "RunInterrupted", "load_checkpoint",
-           "load_network", "saved_model_config"]
-
-
-def save_pruned(path: Path, net: torch.nn.Module, removed: list[Any], *, step: int, epoch: int,
-                pruned_from: str | os.PathLike, settings: dict[str, Any]) -> Path:
-    """A checkpoint `load_network` reads back: the ModelConfig as trained plus the heads removed per
-    layer (tensors, numbers and strings only, so loading it unpickles no code)."""
-    from dataclasses import asdict
-
-    checkpoint = {"state_dict": {f"net.{k}": v.detach().cpu() for k, v in net.state_dict().items()},
-                  "hyper_parameters": {"model_config": asdict(net.config), "pruned_heads": [sorted(h) for h in removed]},
-                  "global_step": step, "epoch": epoch, "pruned_from": str(pruned_from), "prune_settings": settings}
-    with atomic_path(path) as tmp:
-        torch.save(checkpoint, tmp)
-    return path
-
-
-def load_network(path: str | os.PathLike) -> torch.nn.Module:
-    """The trained `HeadlabClassifier` of a checkpoint, in eval mode: for analysis after a run
-    (the checkpoint stores its `ModelConfig`, and `pruned_heads` when headlab-prune removed heads)."""
-    from headlab.model import HeadlabClassifier, ModelConfig
-
-    checkpoint = load_checkpoint(path)
-    net = HeadlabClassifier(ModelConfig(**saved_model_config(checkpoint, path)))
-    pruned = (checkpoint.get("hyper_parameters") or {}).get("pruned_heads")
-    if pruned:  # a headlab-prune checkpoint: per layer, the original heads it removed
-        net.prune_heads({layer: heads for layer, heads in enumerate(pruned) if heads})
-    prefix = "net."
-    state = {k[len(prefix):]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
-    net.load_state_dict(state)
-    return net.eval()
+           "saved_model_config"]
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

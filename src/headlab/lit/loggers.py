@@ -17,8 +17,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from headlab.run.info import SWEPT_KEYS, job_override_list
-from headlab.run.build import instantiate
+from headlab.store.run_info import SWEPT_KEYS, job_override_list
+from headlab.config import instantiate
 
 # Overrides that do not change the experimental condition: left out of W&B's job_type.
 _NOT_A_CONDITION = ("seed", "sweep", "logger", "hydra/launcher", "threads", "trainer.enable_progress_bar")

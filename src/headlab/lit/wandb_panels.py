@@ -96,7 +96,7 @@ def _grid_image(result: Measurement) -> Any:
     """The run figure's attention grid (rows = layers, columns = heads) as a PIL image."""
     from PIL import Image
 
-    from headlab.plots._figure import figure_style
+    from headlab.plots._figure import figure_style  # matplotlib: only when a W&B panel is drawn
     from headlab.plots.attention_grid import build_attention_grid_figure
 
     fig = build_attention_grid_figure(result.mean_patterns, roles=result.roles, title=f"step {result.step}")

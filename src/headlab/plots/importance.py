@@ -15,7 +15,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
+from headlab.analysis.roles import ROLES
 from headlab.errors import DataError
+from headlab.interventions.onset import importance_onset, importance_shares
 from headlab.plots._figure import categorical_palette, figure_style, new_figure, save_figure
 
 PANELS = (("ablation_dloss", "ablation: val loss increase"), ("grad_importance", "gradient importance E|dL/dgate|"))
@@ -192,9 +194,6 @@ def build_importance_timeline_figure(trajectory: pd.DataFrame, metric: str, role
     timeline), a dotted line at an equal share (1 / heads) and a dashed one at the step from which
     the head keeps more than that. "Which head became important, at which step, and did it hold
     its role before or after" reads off one figure."""
-    from headlab.analysis.roles import ROLES
-    from headlab.interventions.onset import importance_onset, importance_shares
-
     if trajectory.empty:
         raise DataError("importance trajectory", "no rows")
     table = trajectory.pivot_table(index="step", columns=["layer", "head"], values="value", aggfunc="mean").sort_index()

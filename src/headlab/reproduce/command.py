@@ -27,7 +27,7 @@ class Plan:
 
 def plan_for(cmd) -> Plan:
     """Specs, evidence folders and runner of `cmd` (a headlab.config.reproduce.ReproduceCommand)."""
-    from headlab.run.info import default_log_dir
+    from headlab.store.run_info import default_log_dir
 
     root = Path(cmd.sweeps_root) if cmd.sweeps_root else default_log_dir() / "sweeps"
     plan = Plan(claim_specs(cmd.specs, cmd.only), root, explicit_evidence(cmd.evidence))

@@ -19,7 +19,7 @@ from headlab.reproduce.spec import ClaimSpec
 from headlab.reproduce.statistics import EvidenceMissing, Statistic, from_values, table_statistic
 from headlab.reproduce.provenance import unmet_settings
 from headlab.reproduce.verdict import NOT_TESTABLE, ClaimResult, decide, not_measured
-from headlab.sweep.aggregate import AGGREGATE_DIR
+from headlab.store import AGGREGATE_DIR
 
 def find_aggregate(sweep_name: str, sweeps_root: Path, explicit: Mapping[str, Path]) -> Path:
     """The aggregate folder of `sweep_name`: the explicit one, else the most recently aggregated of

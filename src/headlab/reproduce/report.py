@@ -87,7 +87,7 @@ def write_report(results: list[ClaimResult], out_dir: str | os.PathLike, title: 
     `scale` the title says whether its seeds are exploratory or confirmatory."""
     out = Path(out_dir)
     if scale is not None:
-        from headlab.run.info import code_commit
+        from headlab.store.run_info import code_commit
 
         title = f"{title}: {scale} scale, {SCALE_LABEL.get(scale, scale)}; headlab {code_commit()}"
     figures = _copy_figures(results, out / "figures")

@@ -1,5 +1,5 @@
-"""The run directory (`RunDir`: its file names, summary, checkpoints), per-run tables and atomic writes
-(no torch, no Lightning)."""
+"""The run directory (`RunDir`: its file names, summary, checkpoints), the sweep folder (`SweepDir`,
+`is_sweep_dir`), per-run tables and atomic writes (no torch, no Lightning)."""
 
 from headlab.store.atomic import (
     atomic_path,
@@ -20,6 +20,7 @@ from headlab.store.run_dir import (
     RunCheckpointFile,
     RunDir,
 )
+from headlab.store.sweep_dir import AGGREGATE_DIR, SweepDir, is_sweep_dir
 from headlab.store.tables import (
     append_part,
     drop_parts_after,
@@ -31,6 +32,7 @@ from headlab.store.tables import (
 )
 
 __all__ = [
+    "AGGREGATE_DIR",
     "ATTENTION_MAPS",
     "CHECKPOINT_CHOICES",
     "HEAD_IMPORTANCE",
@@ -40,6 +42,7 @@ __all__ = [
     "PRUNE_CURVE",
     "RunCheckpointFile",
     "RunDir",
+    "SweepDir",
     "append_part",
     "atomic_path",
     "atomic_write_csv",
@@ -50,6 +53,7 @@ __all__ = [
     "drop_parts_after",
     "head_metric_rows",
     "head_pair_rows",
+    "is_sweep_dir",
     "read_table",
     "replace_steps",
     "write_attention_maps",

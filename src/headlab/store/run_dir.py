@@ -46,7 +46,7 @@ CHECKPOINTS_DIR = "checkpoints"
 LAST_CHECKPOINT = "last.ckpt"
 BEST_CHECKPOINT_PREFIX = "best"  # ModelCheckpoint's filename in conf/callbacks/checkpoints.yaml
 CHECKPOINT_SUFFIX = ".ckpt"
-# Hydra's folder and the per-start copies of it (headlab.run.history)
+# Hydra's folder and the per-start copies of it (headlab.tasks.history)
 HYDRA_DIR = ".hydra"
 CONFIG_FILE = "config.yaml"
 HYDRA_FILE = "hydra.yaml"
@@ -55,7 +55,7 @@ HYDRA_FILES = (CONFIG_FILE, HYDRA_FILE, OVERRIDES_FILE)
 SEGMENTS_DIR = "segments"
 SEGMENT_SETTINGS = "resolved.json"
 SEGMENT_INFO = "segment.json"
-# held (fcntl lock) by the one process writing the run dir; holds that process's pid (headlab.run.lock)
+# held (fcntl lock) by the one process writing the run dir; holds that process's pid (headlab.tasks.lock)
 LOCK_FILE = ".lock"
 # figures/ of a run
 ATTENTION_GRID_FIGURE = "attention_grid.png"
@@ -89,8 +89,8 @@ class RunCheckpointFile:
 class RunDir:
     """A view of one run directory: its file paths, summary, checkpoints, config and tables.
 
-    `summary` is read once per `RunDir` (a writer that changes the file makes a new `RunDir` to
-    see the change); paths are computed, never checked, so a `RunDir` can name files not yet written.
+    `summary` is read once per `RunDir` (the writer that replaces or removes the file calls
+    `forget_summary`, so a `RunDir` passed down a command never shows a stale one); paths are computed, never checked, so a `RunDir` can name files not yet written.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
@@ -259,6 +259,10 @@ class RunDir:
         """summary.json parsed, whatever JSON it holds; `OSError` / `ValueError` pass through, for a
         caller that reports a broken file in its own words (the sweep's reasons)."""
         return json.loads(self.summary_path.read_text(encoding="utf-8"))
+
+    def forget_summary(self) -> None:
+        """Drop the summary read so far: the next `summary` reads the file again."""
+        self.__dict__.pop("summary", None)
 
     @cached_property
     def summary(self) -> dict[str, Any]:

@@ -19,7 +19,9 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 | `sweep_prune.csv`, `sweep_prune_runs.csv` | (config, prune label) and (run, prune label): share of heads pruned, accuracy drop and measured speed-up of each job's `headlab-prune` (only when jobs hold prune.json): see `headlab.sweep.pruning` |
 | `induction_onsets.csv`, `induction_scaling.csv` (+ `figures/induction_scaling.png`) | config of LM runs: onsets with seed CIs (`headlab.sweep.induction`); onset tokens vs N = T sqrt(B C) when the runs span several (B, C) (`headlab.sweep.induction_scaling`) |
 | `figures/*.png` | see `headlab.plots.sweep` |
-| `<sweep_dir>/view.html` | with the figures: headlab-view's page of the sweep (`headlab.view`, docs/view.md) |
+
+With the figures, the commands that aggregate (`headlab-aggregate`, `headlab-importance SWEEP_DIR`) also
+write `<sweep_dir>/view.html`, headlab-view's page of the sweep (`headlab.view`, docs/view.md).
 
 Only usable runs (completed, every file readable) enter the statistics; the others are listed
 in `sweep_runs.csv` with the reason.
@@ -41,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.analysis.roles import ROLES
-from headlab.store import atomic_write_csv, atomic_write_with
+from headlab.store import SweepDir, atomic_write_csv, atomic_write_with
 from headlab.sweep import heads as head_stats
 from headlab.sweep.convergence import write_convergence
 from headlab.sweep.division import write_division
@@ -55,10 +57,8 @@ from headlab.sweep.redundancy import write_sweep_redundancy
 from headlab.sweep.runs import Run, discover_runs
 from headlab.sweep.seed_pairs import SEED_PAIRS_CSV, seed_pair_table
 from headlab.stats import mean_ci
-from headlab.view import write_view
 from headlab.sweep.stats import TextColumn, config_column, format_interval, steps_to_converge, text_table
 
-AGGREGATE_DIR = "aggregate"
 SOURCES = "accuracy and F1: each run's best checkpoint (by val/acc); roles and head metrics: its last measurement"
 RESULT_METRICS = ("val_acc", "val_f1", "test_acc", "test_f1")
 # Per-run numbers summarised over seeds with a mean and a 95% t-interval.
@@ -75,7 +75,7 @@ _RUN_FACTS = ("best_step", "global_step", "wall_s", "measure_s", "n_params", "he
 class AggregateResult:
     """What `aggregate_sweep` read and wrote. `runs` holds every job, usable or not."""
 
-    sweep_dir: Path
+    sweep: SweepDir
     out_dir: Path
     runs: list[Run]
     written: list[Path] = field(default_factory=list)
@@ -89,19 +89,17 @@ class AggregateResult:
         return [r for r in self.runs if not r.usable]
 
 
-def aggregate_sweep(
-    sweep_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, figures: bool = True
-) -> AggregateResult:
-    """Read every job of `sweep_dir` and write the tables (and figures) listed in the module docstring.
+def aggregate_sweep(sweep: SweepDir, out_dir: str | os.PathLike | None = None, figures: bool = True) -> AggregateResult:
+    """Read every job of the sweep and write the tables (and figures) listed in the module docstring
+    (into `out_dir`, default the sweep's `aggregate/`).
 
-    Raises DataError only when `sweep_dir` is not a multirun folder; bad runs are skipped and listed.
+    Raises DataError only when the folder is not a multirun folder; bad runs are skipped and listed.
     """
-    sweep_dir = Path(sweep_dir)
-    runs = discover_runs(sweep_dir)
-    result = AggregateResult(sweep_dir, Path(out_dir) if out_dir is not None else sweep_dir / AGGREGATE_DIR, runs)
+    runs = discover_runs(sweep)
+    result = AggregateResult(sweep, Path(out_dir) if out_dir is not None else sweep.aggregate_dir, runs)
     tags = run_tags(runs)
     usable = result.usable
-    heads = _concat([head_stats.head_summary(r, final_importance(r.run_dir)).assign(job=r.job) for r in usable])
+    heads = _concat([head_stats.head_summary(r, final_importance(r.files)).assign(job=r.job) for r in usable])
     per_run = run_table(runs, tags, heads)
     result.written.append(atomic_write_csv(result.out_dir / "sweep_runs.csv", per_run))
     if not usable:
@@ -134,7 +132,6 @@ def aggregate_sweep(
         from headlab.plots.sweep import write_sweep_figures  # plotting only when asked
 
         result.written += write_sweep_figures(out / "figures", tidy, heads, pairs, summary, swept_factors(tags))
-        result.written.append(write_view(sweep_dir))  # SWEEP_DIR/view.html (headlab-view)
     return result
 
 

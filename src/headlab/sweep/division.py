@@ -38,6 +38,7 @@ from headlab.sweep.heads import layer_pair_means
 from headlab.sweep.matching import ROLE_METRIC
 from headlab.sweep.runs import Run
 from headlab.stats import mean_ci
+from headlab.sweep.seed_pairs import pair_means
 from headlab.sweep.stats import TextColumn, config_column, format_interval, job_tags, text_table
 
 DIVISION_CSV = "division_of_labour.csv"
@@ -116,8 +117,6 @@ def _entropy_column(role_metric: str) -> str:
 def seed_pair_same_role(matches: pd.DataFrame) -> pd.DataFrame:
     """One row per seed pair (job_a, job_b): `same_role` and `same_role_baseline` averaged over
     layers, from the rows of `seed_matches` that matched (empty `error`)."""
-    from headlab.sweep.seed_pairs import pair_means
-
     return pair_means(matches)[["job_a", "job_b", "same_role", "same_role_baseline"]]
 
 

@@ -15,7 +15,7 @@ domain d through `PipelineView(net, d)` (every split layer on domain d's Q/K/V, 
 one-hot on d), with the role rule of `headlab.measure.measure_probe`. `domain_roles_runs.csv`: one
 row per (run, domain, layer, head) with the role; `domain_roles.csv`: per (config, domain, layer,
 role) the number of heads with that role, mean and 95 % t-interval over seeds. This reads each
-run's config, data and checkpoint (`headlab.run.inputs`): a few seconds per run on a CPU; a run
+run's config, data and checkpoint (`headlab.tasks.inputs`): a few seconds per run on a CPU; a run
 that cannot be measured is left out with a logged reason.
 """
 
@@ -29,7 +29,9 @@ import numpy as np
 import pandas as pd
 
 from headlab.analysis.roles import ROLES
-
+from headlab.measure import measure_probe, probe_chunks
+from headlab.model.domains import PipelineView
+from headlab.reload import build_datamodule, load_matching_network, run_config
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
 from headlab.stats import mean_ci
@@ -75,9 +77,6 @@ def domain_table(runs_by_config: dict[str, list[Run]], tags: pd.DataFrame) -> pd
 def pipeline_roles(net: Any, chunks: list[dict[str, Any]], domains: list[str]) -> pd.DataFrame:
     """One row per (domain, layer, head): the head's role on the probe `chunks` through that
     domain's pipeline (`PipelineView`); `domains[d]` names domain id d."""
-    from headlab.measure import measure_probe
-    from headlab.model.domains import PipelineView
-
     rows = []
     for domain, name in enumerate(domains):
         roles = measure_probe(PipelineView(net, domain), chunks, weight_metrics=False).roles
@@ -88,14 +87,11 @@ def pipeline_roles(net: Any, chunks: list[dict[str, Any]], domains: list[str]) -
 
 def run_pipeline_roles(run: Run) -> pd.DataFrame:
     """`pipeline_roles` of the run's last checkpoint on its own probe; empty for a shared model."""
-    from headlab.run.inputs import build_datamodule, find_checkpoints, load_matching_network, run_config
-    from headlab.measure import probe_chunks
-
-    cfg = run_config(run.run_dir)
+    cfg = run_config(run.files)
     if not int(cfg.model.get("domain_split_layers") or 0):
         return pd.DataFrame()
     datamodule = build_datamodule(cfg)
-    net = load_matching_network(find_checkpoints(run.run_dir, "last")[-1].path, cfg, datamodule).cpu()
+    net = load_matching_network(run.files.find_checkpoints("last")[-1].path, cfg, datamodule).cpu()
     chunks = probe_chunks(datamodule.probe_set(), 64, "cpu")
     return pipeline_roles(net, chunks, datamodule.domain_names).assign(job=run.job, seed=run.seed)
 

@@ -29,6 +29,7 @@ from scipy.stats import kendalltau
 
 from headlab.errors import HeadlabError
 from headlab.store import RunDir
+from headlab.store import atomic_write_csv
 from headlab.sweep.matching import config_finals, match_layer
 from headlab.sweep.runs import Run
 
@@ -36,9 +37,8 @@ METRIC = "ablation_dloss"
 N_SHUFFLES = 200
 
 
-def final_importance(run_dir: Path) -> pd.Series | None:
+def final_importance(run: RunDir) -> pd.Series | None:
     """`ablation_dloss` per (layer, head) at the newest checkpoint measured; None without the file."""
-    run = RunDir(run_dir)
     if not run.head_importance_path.is_file():
         return None
     table = run.head_importance()
@@ -49,7 +49,7 @@ def final_importance(run_dir: Path) -> pd.Series | None:
 def config_importance(runs: Sequence[Run], seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(`sweep_importance` rows, `sweep_importance_tau` rows) of one config's runs (see module docstring)."""
     finals = config_finals(runs)  # every seed with head tables, importance or not: the matching's yardstick
-    importance = {r.job: imp for r in runs if r.job in finals and (imp := final_importance(r.run_dir)) is not None}
+    importance = {r.job: imp for r in runs if r.job in finals and (imp := final_importance(r.files)) is not None}
     if len(importance) < 2:
         return pd.DataFrame(), pd.DataFrame()
     reference = next(iter(importance))
@@ -114,8 +114,6 @@ def sweep_importance(groups: dict[str, list[Run]]) -> tuple[pd.DataFrame, pd.Dat
 def write_sweep_importance(out_dir: Path, groups: dict[str, list[Run]]) -> list[Path]:
     """Write `sweep_importance.csv` and `sweep_importance_tau.csv` (atomically) when any config has
     two or more runs with `head_importance.parquet`; returns the paths written."""
-    from headlab.store import atomic_write_csv
-
     averaged, taus = sweep_importance(groups)
     return [atomic_write_csv(Path(out_dir) / name, frame)
             for name, frame in (("sweep_importance.csv", averaged), ("sweep_importance_tau.csv", taus)) if not frame.empty]

@@ -24,7 +24,7 @@ import pandas as pd
 
 from headlab.errors import DataError
 from headlab.stats import mean_ci
-from headlab.store import RunDir, atomic_write_csv
+from headlab.store import atomic_write_csv
 from headlab.sweep.induction import FORMED, run_onsets
 from headlab.sweep.runs import Run
 
@@ -45,7 +45,7 @@ def scaling_facts(run: Run) -> dict[str, object] | None:
     if onsets is None:
         return None
     try:
-        data = RunDir(run.run_dir).config().data
+        data = run.files.config().data
         batch_size, context = int(data.batch_size), int(data.max_len)
     except (DataError, OSError, AttributeError, TypeError, ValueError):  # no readable config: not placeable on the grid
         return None

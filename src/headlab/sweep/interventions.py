@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from headlab.store import RunDir, atomic_write_csv
+from headlab.store import atomic_write_csv
 from headlab.sweep.matching import ROLE_METRIC
 from headlab.sweep.runs import Run
 from headlab.stats import mean_ci
@@ -66,7 +66,7 @@ def intervention_info(run: Run) -> dict[str, Any] | None:
     if not isinstance(info, dict):
         return None
     if info.get("applied_step") is None and info.get("step") is not None:
-        path = RunDir(run.run_dir).interventions_path  # written by the run at t (headlab.lit.callbacks.interventions)
+        path = run.files.interventions_path  # written by the run at t (headlab.lit.callbacks.interventions)
         try:
             written = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
         except (OSError, ValueError):

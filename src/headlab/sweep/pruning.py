@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from headlab.store import RunDir, atomic_write_csv
+from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
 from headlab.stats import mean_ci
 from headlab.sweep.stats import TextColumn, config_column, format_interval, job_tags, text_table
@@ -42,7 +42,7 @@ CONFIG_STATISTICS = {"fraction_heads_pruned": (0.0, 1.0), "test_acc_drop": (-1.0
 
 def prune_rows(run: Run) -> list[dict[str, Any]]:
     """One row per label of the run's prune.json ([] without a readable file)."""
-    path = RunDir(run.run_dir).prune_report_path
+    path = run.files.prune_report_path
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

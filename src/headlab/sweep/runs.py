@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
 from headlab.errors import DataError
-from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir
+from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir, SweepDir
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,11 @@ class Run:
     val_curve: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
 
+    @cached_property
+    def files(self) -> RunDir:
+        """The job's run directory (its file names, summary, checkpoints)."""
+        return RunDir(self.run_dir)
+
     @property
     def usable(self) -> bool:
         return self.reason == ""
@@ -79,19 +85,19 @@ class Run:
         return values
 
 
-def discover_runs(sweep_dir: str | os.PathLike) -> list[Run]:
-    """Every job of `sweep_dir`, sorted by job number, including expected jobs without a dir."""
-    sweep_dir = Path(sweep_dir)
+def discover_runs(sweep: SweepDir) -> list[Run]:
+    """Every job of the sweep, sorted by job number, including expected jobs without a dir."""
+    sweep_dir = sweep.path
     if not sweep_dir.is_dir():
         raise DataError(sweep_dir, "no such directory (expected a Hydra multirun folder)")
-    job_dirs = {p.name: p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()}
-    expected = expected_jobs(sweep_dir)
+    job_dirs = {p.name: p for p in sweep.job_paths()}
+    expected = expected_jobs(sweep)
     if not job_dirs and not expected:
         raise DataError(sweep_dir, "no job directories (<job_num>/) and no multirun.yaml: is this a Hydra multirun folder?")
     runs = [load_run(path) for path in job_dirs.values()]
     for num, overrides in enumerate(expected or []):
         if str(num) not in job_dirs:
-            runs.append(Run(str(num), sweep_dir / str(num), MISSING, "no job directory (not started yet, or the sweep stopped)",
+            runs.append(Run(str(num), sweep.job_path(num), MISSING, "no job directory (not started yet, or the sweep stopped)",
                             overrides=overrides))
     return sorted(runs, key=lambda r: int(r.job))
 
@@ -111,8 +117,8 @@ def load_run(job_dir: str | os.PathLike) -> Run:
 
 def _read_files(run: Run) -> None:
     """Fill `run` from its files; leaves `reason` set when the run cannot be used."""
-    run.overrides = _read_overrides(run.run_dir)
-    files = RunDir(run.run_dir)
+    run.overrides = _read_overrides(run.files)
+    files = run.files
     if not files.has_summary:
         run.reason = "no summary.json (the job never reached training)"
         return
@@ -130,8 +136,8 @@ def _read_files(run: Run) -> None:
     run.val_curve = _read_val_curve(run)
 
 
-def _read_overrides(job_dir: Path) -> list[str]:
-    path = RunDir(job_dir).hydra_overrides_path
+def _read_overrides(files: RunDir) -> list[str]:
+    path = files.hydra_overrides_path
     if not path.is_file():
         return []
     import yaml
@@ -158,7 +164,7 @@ def _read_optional_table(run: Run, name: str, columns: tuple[str, ...]) -> pd.Da
     if not path.exists() or (path.is_dir() and not any(path.glob("part-*.parquet"))):
         run.notes.append(f"no {name}")
         return None
-    df = _parse(path, lambda: RunDir(run.run_dir).table(name))
+    df = _parse(path, lambda: run.files.table(name))
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise DataError(path, f"missing columns {missing}; has {list(df.columns)}")
@@ -166,7 +172,7 @@ def _read_optional_table(run: Run, name: str, columns: tuple[str, ...]) -> pd.Da
 
 
 def _read_val_curve(run: Run) -> pd.DataFrame | None:
-    path = RunDir(run.run_dir).metrics_csv_path
+    path = run.files.metrics_csv_path
     if not path.is_file():
         run.notes.append("no metrics.csv")
         return None
@@ -178,13 +184,13 @@ def _read_val_curve(run: Run) -> pd.DataFrame | None:
     return curve.astype({"step": "int64", "val_acc": "float64"}).reset_index(drop=True)
 
 
-def expected_jobs(sweep_dir: Path) -> list[list[str]] | None:
+def expected_jobs(sweep: SweepDir) -> list[list[str]] | None:
     """Each job's overrides, by job number, from `multirun.yaml` (None when it cannot be told).
 
     Re-expands the sweep the way Hydra's basic sweeper does (the joblib and submitit launchers
     use it too), so a job that never created its directory is still reported as missing.
     """
-    path = sweep_dir / "multirun.yaml"
+    path = sweep.multirun_path
     if not path.is_file():
         return None
     try:

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from headlab.sweep.aggregate import SOURCES, format_results
+from headlab.sweep.convergence import CONVERGENCE_CSV, format_convergence
+from headlab.sweep.division import DIVISION_CSV, format_division
+from headlab.sweep.domains import DOMAIN_CSV, format_domain_accuracy
+from headlab.sweep.interventions import EFFECTS_CSV, format_effects
+from headlab.sweep.pruning import CONFIG_FILE as PRUNE_CSV, format_prune
+from headlab.sweep.redundancy import CONFIG_FILE as REDUNDANCY_CSV, format_redundancy
+
 
 def terminal_tables(written: list[Path]) -> list[str]:
     """The per-config tables a reader wants first, formatted, in a fixed order (those the sweep wrote)."""
     import pandas as pd
-
-    from headlab.sweep.aggregate import format_results
-    from headlab.sweep.convergence import CONVERGENCE_CSV, format_convergence
-    from headlab.sweep.division import DIVISION_CSV, format_division
-    from headlab.sweep.domains import DOMAIN_CSV, format_domain_accuracy
-    from headlab.sweep.interventions import EFFECTS_CSV, format_effects
-    from headlab.sweep.pruning import CONFIG_FILE as PRUNE_CSV, format_prune
-    from headlab.sweep.redundancy import CONFIG_FILE as REDUNDANCY_CSV, format_redundancy
 
     formatters = {"sweep_summary.csv": format_results, DIVISION_CSV: format_division, CONVERGENCE_CSV: format_convergence,
                   EFFECTS_CSV: format_effects, DOMAIN_CSV: format_domain_accuracy, REDUNDANCY_CSV: format_redundancy,
@@ -32,8 +32,6 @@ def terminal_tables(written: list[Path]) -> list[str]:
 def aggregate_report(result) -> list[str]:
     """Everything `headlab-aggregate` prints to stdout for one `AggregateResult`, line by line: each file
     written, how many runs were usable (and what each number is read from), the tables, the skipped jobs."""
-    from headlab.sweep.aggregate import SOURCES
-
     lines = [f"wrote {path}" for path in result.written]
     lines.append(f"{len(result.usable)} of {len(result.runs)} runs aggregated ({SOURCES})")
     lines += terminal_tables(result.written)

@@ -1,6 +1,6 @@
 """headlab-view: one offline HTML page per run or sweep (docs/view.md).
 
-`write_view(path)` reads a run directory (or a sweep folder: it holds multirun.yaml) and writes
+`write_view(folder)` reads a run directory (`RunDir`) or a sweep folder (`SweepDir`) and writes
 its `view.html`: the head grid over a step slider, a head's trajectories and role timeline, the
 token view, or for a sweep the configs' divergence curves and the seeds' aligned head grids.
 """
@@ -9,29 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from headlab.store import RunDir, atomic_write_text
+from headlab.store import RunDir, SweepDir, atomic_write_text
+from headlab.view.load import read_run
+from headlab.view.page import render_page
+from headlab.view.sweep_data import read_sweep
 
 
-def is_sweep(path: str | Path) -> bool:
-    """A multirun folder (Hydra's multirun.yaml), not a run."""
-    return (Path(path) / "multirun.yaml").is_file()
+def write_view(folder: RunDir | SweepDir) -> Path:
+    """Write `view.html` into the run or sweep folder; returns its path."""
+    data = read_sweep(folder) if isinstance(folder, SweepDir) else read_run(folder)
+    atomic_write_text(folder.view_path, render_page(data))
+    return folder.view_path
 
 
-def write_view(path: str | Path) -> Path:
-    """Write `view.html` into the run or sweep folder `path`; returns its path."""
-    from headlab.view.page import render_page
-
-    if is_sweep(path):
-        from headlab.view.sweep_data import read_sweep
-
-        data = read_sweep(path)
-    else:
-        from headlab.view.load import read_run
-
-        data = read_run(path)
-    out = RunDir(path).view_path
-    atomic_write_text(out, render_page(data))
-    return out
-
-
-__all__ = ["is_sweep", "write_view"]
+__all__ = ["write_view"]

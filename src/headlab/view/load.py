@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,9 +16,8 @@ NO_TOKEN_VIEW = ("no token view: this run stored no per-example patterns (probe_
                  "before headlab-view, or with callbacks.head_metrics.probe_patterns=0)")
 
 
-def read_run(run_dir: str | Path) -> dict[str, Any]:
-    """The page data of the run in `run_dir`; a DataError when it holds no head metrics."""
-    run = RunDir(run_dir)
+def read_run(run: RunDir) -> dict[str, Any]:
+    """The page data of the run; a DataError when it holds no head metrics."""
     if not run.path.is_dir():
         raise DataError(run.path, "no such run directory")
     try:

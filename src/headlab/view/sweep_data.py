@@ -7,7 +7,6 @@ head of seed 1 sits under the head of seed 0 that does the same thing, when one 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -15,7 +14,7 @@ import pandas as pd
 
 from headlab.analysis.roles import ROLES
 from headlab.errors import DataError
-from headlab.store import RunDir
+from headlab.store import SweepDir
 from headlab.store.probe_patterns import read_pattern_parts
 from headlab.sweep.matching import config_finals, match_layer
 from headlab.sweep.runs import Run, discover_runs
@@ -98,15 +97,15 @@ def _aligned_grid(members: list[Run], maps: dict[str, np.ndarray]) -> tuple[dict
             "order": order, "roles": roles, "data": data, "scale": scale}, failed
 
 
-def read_sweep(sweep_dir: str | Path) -> dict[str, Any]:
-    """The page data of the multirun folder `sweep_dir`."""
-    runs = discover_runs(sweep_dir)
+def read_sweep(sweep: SweepDir) -> dict[str, Any]:
+    """The page data of a multirun folder."""
+    runs = discover_runs(sweep)
     maps = {}
     for run in runs:
         if not run.usable:
             continue
-        parts = read_pattern_parts(RunDir(run.run_dir).probe_patterns_dir)
-        last = {int(p["step"]): p["mean_pattern"].astype(np.float64) for p in parts} or summary_maps(RunDir(run.run_dir))
+        parts = read_pattern_parts(run.files.probe_patterns_dir)
+        last = {int(p["step"]): p["mean_pattern"].astype(np.float64) for p in parts} or summary_maps(run.files)
         if last:
             maps[run.job] = last[max(last)]
-    return sweep_page_data(runs, maps, title=Path(sweep_dir).name)
+    return sweep_page_data(runs, maps, title=sweep.path.name)

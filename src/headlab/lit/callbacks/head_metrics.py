@@ -49,6 +49,7 @@ import lightning as L
 import torch
 
 from headlab.errors import ConfigError
+from headlab.interventions import gradient_importance
 from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, probe_chunks, query_token_ids
 from headlab.measure import snapshot_weights
 from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir, append_part, drop_parts_after, write_attention_maps
@@ -276,7 +277,7 @@ class HeadMetricsCallback(L.Callback):
         if trainer.is_global_zero and self._last is not None and self.view:
             from headlab.view import write_view  # the page of the run (headlab-view), written last
 
-            write_view(self.output_dir)
+            write_view(RunDir(self.output_dir))
 
     def state_dict(self) -> dict[str, Any]:
         return {"init_weights": self._init_weights, "cum_grad": self._cum_grad, "last_grad": self._last_grad,
@@ -319,8 +320,6 @@ class HeadMetricsCallback(L.Callback):
         result = measure_probe(pl_module.net, self._probe, map_len=self.map_len, step=step, epoch=epoch,
                                init_weights=self._init_weights, grad_norm=self._last_grad, cum_grad_norm=self._cum_grad)
         if self.importance:  # per-example gate gradients; no parameter's .grad is touched
-            from headlab.interventions import gradient_importance
-
             grad = gradient_importance(pl_module.net, self._labeled_probe)
             for layer, per_head in enumerate(result.head_metrics):
                 per_head["grad_importance"] = grad[layer].numpy()

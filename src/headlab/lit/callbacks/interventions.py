@@ -30,6 +30,7 @@ import lightning as L
 import torch
 
 from headlab.errors import ConfigError
+from headlab.interventions.ablation import rank_heads, single_head_ablation
 from headlab.store import atomic_write_json
 from headlab.store.run_dir import INTERVENTIONS as INTERVENTIONS_FILE
 
@@ -136,8 +137,6 @@ def most_important_head(net: torch.nn.Module, batches: Sequence[Mapping[str, tor
     """((layer, head) whose single-head ablation raises the loss most on `batches`, every head's
     loss increase `[layer, head]`). Ties go to the lower (layer, head). The RNG states are
     restored afterwards, so choosing changes nothing else in the run."""
-    from headlab.interventions.ablation import rank_heads, single_head_ablation
-
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices):
         dloss = single_head_ablation(net, batches).dloss

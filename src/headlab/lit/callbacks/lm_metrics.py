@@ -24,7 +24,9 @@ from headlab.analysis.lm_heads import lm_roles
 from headlab.analysis.phase_change import onset_step
 from headlab.errors import ConfigError
 from headlab.measure.lm_probe import LMMeasurement, measure_lm_probe
+from headlab.model.hooks import capture_patterns
 from headlab.store import RunDir, append_part, drop_parts_after
+from headlab.store.run_dir import INDUCTION_GRID_FIGURE, INDUCTION_PHASE_FIGURE
 from headlab.store.tables import head_metric_rows
 
 
@@ -70,9 +72,7 @@ class LMHeadMetricsCallback(L.Callback):
         import pandas as pd
         import torch
 
-        from headlab.model.hooks import capture_patterns
-        from headlab.plots.induction import plot_induction_grid, plot_induction_phase
-        from headlab.store.run_dir import INDUCTION_GRID_FIGURE, INDUCTION_PHASE_FIGURE
+        from headlab.plots.induction import plot_induction_grid, plot_induction_phase  # matplotlib: only when drawing
 
         run = RunDir(self.output_dir)
         curve = pd.DataFrame([{k: e[k] for k in ("step", "probe_loss", "icl_score")} for e in self.history])

@@ -2,7 +2,7 @@
 
 A resume continues `checkpoints/last.ckpt` of the run dir. It is refused (one `ConfigError` line,
 and `.hydra/` put back to the run's own) when the model's shape differs from the checkpoint's, or
-when any setting differs from the run's newest segment (`headlab.run.history`), except
+when any setting differs from the run's newest segment (`headlab.tasks.history`), except
 `trainer.max_epochs` / `trainer.max_steps` going up (extending training), settings that do not
 change the experiment (`NOT_A_CONDITION`), and keys the user lists in `resume_allow`
 (e.g. `resume_allow=[optim.lr]`; a group name allows all of its keys). A key the run's settings
@@ -19,8 +19,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from headlab.errors import ConfigError, HeadlabError
-from headlab.run.history import experiment_settings, latest_settings, restore_first_hydra
+from headlab.tasks.history import experiment_settings, restore_first_hydra
 from headlab.store import RunDir
+from headlab.store.checkpoint_file import load_checkpoint, saved_model_config
+from headlab.store.run_info import job_override_list
 
 # Settings that change how a run is shown or how fast it goes, never what it computes.
 NOT_A_CONDITION = ("threads", "test", "tags", "sweep_name", "logger", "trainer.enable_progress_bar",
@@ -43,7 +45,7 @@ class ResumePoint:
             _refuse_shape(Path(self.path), differ, hint="the data, data.max_len or data.min_freq changed")
 
 
-def find_resume(cfg: DictConfig, run_dir: Path) -> ResumePoint | None:
+def find_resume(cfg: DictConfig, run: RunDir) -> ResumePoint | None:
     """`resume=true`: the run dir's last.ckpt, checked against this config. `resume=auto`: the same
     when last.ckpt exists, else None (a fresh start, for requeued jobs). `.hydra/` is restored on refusal."""
     value = cfg.get("resume")
@@ -51,9 +53,7 @@ def find_resume(cfg: DictConfig, run_dir: Path) -> ResumePoint | None:
         return None
     if value not in (True, "auto"):
         raise ConfigError("resume", value, "true, false or auto")
-    from headlab.lit.checkpointing import load_checkpoint, saved_model_config
-
-    last = RunDir(run_dir).last_checkpoint_path
+    last = run.last_checkpoint_path
     if not last.is_file():
         if value == "auto":
             return None
@@ -67,14 +67,14 @@ def find_resume(cfg: DictConfig, run_dir: Path) -> ResumePoint | None:
         if differ:
             _refuse_shape(last, differ)
         _refuse_pruned(last, checkpoint, model)
-        _refuse_changed_settings(cfg, run_dir)
+        _refuse_changed_settings(cfg, run)
     except HeadlabError:  # a refused setting, an unreadable saved one: .hydra/ back to the run's own
-        restore_first_hydra(run_dir)
+        restore_first_hydra(run)
         raise
     return ResumePoint(str(last), int(checkpoint.get("global_step", 0)), saved)
 
 
-def finished_run(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
+def finished_run(cfg: DictConfig, run: RunDir) -> dict[str, Any] | None:
     """`resume=auto` (or `resume=true`) on a run that already completed with exactly these settings: its
     summary, so a re-launched sweep (make reproduce-quick, a requeued array) skips it instead of training
     again, and nothing is appended (a resumed fit of a finished run would log its final val and test
@@ -82,34 +82,32 @@ def finished_run(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     unknown or changed settings, or more epochs / steps asked for (that is a resume)."""
     if cfg.get("resume") not in ("auto", True):
         return None
-    summary = RunDir(run_dir).summary
-    if summary.get("status") != "completed" or latest_settings(run_dir) is None:
+    summary = run.summary
+    if summary.get("status") != "completed" or run.latest_settings() is None:
         return None
-    if _changed_settings(cfg, run_dir, extendable=False):
+    if _changed_settings(cfg, run, extendable=False):
         return None
     if cfg.get("resume") is True:
-        find_resume(cfg, run_dir)  # resume=true still refuses a last.ckpt of another network (a pruned one)
+        find_resume(cfg, run)  # resume=true still refuses a last.ckpt of another network (a pruned one)
     return summary
 
 
-def _refuse_changed_settings(cfg: DictConfig, run_dir: Path) -> None:
-    changed = _changed_settings(cfg, run_dir, extendable=True)
+def _refuse_changed_settings(cfg: DictConfig, run: RunDir) -> None:
+    changed = _changed_settings(cfg, run, extendable=True)
     if changed:
         diffs = ", ".join(f"{k}: run {a!r} vs now {b!r}" for k, (a, b) in changed.items())
         raise ConfigError("resume", True, f"the settings the run was trained with ({diffs}); resume with them, "
                           f"or list the keys to change: resume_allow=[{','.join(changed)}]")
 
 
-def _changed_settings(cfg: DictConfig, run_dir: Path, extendable: bool) -> dict[str, tuple[Any, Any]]:
+def _changed_settings(cfg: DictConfig, run: RunDir, extendable: bool) -> dict[str, tuple[Any, Any]]:
     """Settings that differ from the run's newest segment, beyond what a resume may change."""
-    before = latest_settings(run_dir)
+    before = run.latest_settings()
     if before is None:
         return {}  # a run from before segments were kept: only its model shape can be checked
     now = experiment_settings(cfg)
     allowed = tuple(str(k) for k in (cfg.get("resume_allow") or ())) + NOT_A_CONDITION
     follows = _interpolated_keys(cfg)  # e.g. optim.optimizer.lr = ${optim.lr}: its source is compared itself
-    from headlab.run.info import job_override_list
-
     given = {o.split("=", 1)[0].lstrip("+~") for o in job_override_list()}
     changed = {}
     for key in sorted(set(before) | set(now)):
@@ -162,27 +160,27 @@ def _refuse_pruned(path: Path, checkpoint: dict[str, Any], model: dict[str, Any]
     kept = [model["n_heads"] - len(heads) for heads in pruned]
     raise ConfigError("resume", True, f"a training checkpoint; {path} was pruned by headlab-prune (heads per layer: "
                       f"checkpoint {kept} vs config {[model['n_heads']] * len(pruned)}); resume from the run's own "
-                      "last.ckpt, or read the pruned network with headlab.lit.checkpointing.load_network")
+                      "last.ckpt, or read the pruned network with headlab.reload.load_network")
 
 
-def refuse_fresh_over_run(cfg: DictConfig, run_dir: Path) -> None:
+def refuse_fresh_over_run(cfg: DictConfig, run: RunDir) -> None:
     """A fresh start (`resume=false`) in a folder that holds a run would replace its checkpoints and
     tables: refused (and `.hydra/` put back to the run's own), unless `overwrite=true` asks for it, which
     deletes the old run's files first so nothing of it mixes into the new one."""
     if cfg.get("resume") not in (False, None):
         return
-    run = RunDir(run_dir)
     found = run.run_files()
     if not found:
         return
     if not cfg.get("overwrite"):
-        restore_first_hydra(run_dir)
+        restore_first_hydra(run)
         status = run.summary.get("status")
         held = f"a run (status {status})" if status else f"a run's files ({', '.join(found[:4])})"
-        raise ConfigError("hydra.run.dir", str(run_dir), f"a new or empty folder for a fresh start; it holds {held}: "
+        raise ConfigError("hydra.run.dir", str(run.path), f"a new or empty folder for a fresh start; it holds {held}: "
                           "resume=true to continue it, overwrite=true to replace it, or another hydra.run.dir")
     import shutil
 
     for name in found:
         path = run.path / name
         shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    run.forget_summary()

@@ -14,15 +14,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from headlab.analysis.redundancy import pair_table_redundancy
 from headlab.config.importance import ImportanceSettings
 from headlab.errors import HeadlabError
-from headlab.store import RunDir
+from headlab.interventions import RANKINGS, curve_rows, importance_rows, measure_importance, rank_heads
+from headlab.measure import measure_probe, probe_chunks
+from headlab.reload import build_datamodule, eval_batches, load_matching_network, run_config
+from headlab.tasks.threads import set_torch_threads
+from headlab.store import RunDir, SweepDir, atomic_write_json, read_table, replace_steps
 from headlab.store.run_dir import IMPORTANCE_FIGURE, IMPORTANCE_TIMELINE_FIGURE, REDUNDANCY_FIGURE
-
-
-def is_sweep_dir(path: Path) -> bool:
-    """A Hydra multirun folder (what `headlab-train -m` writes), not a run directory."""
-    return (path / "multirun.yaml").is_file() and not RunDir(path).hydra_config_path.is_file()
+from headlab.store.run_info import configure_cache_dirs
+from headlab.sweep.runs import Run, discover_runs
 
 
 @dataclass
@@ -42,16 +46,11 @@ class ImportanceOutcome:
     redundancy: dict[str, Any] | None = None  # see `run_redundancy`
 
 
-def compute(run_dir: Path, which: str, settings: ImportanceSettings) -> ImportanceOutcome:
+def compute(run: RunDir, which: str, settings: ImportanceSettings) -> ImportanceOutcome:
     """Everything the outputs need, computed before one file is written (so a failure writes nothing)."""
-    from headlab.run.inputs import build_datamodule, eval_batches, find_checkpoints, load_matching_network, run_config
-    from headlab.run.threads import set_torch_threads
-
-    cfg = run_config(run_dir)
-    checkpoints = find_checkpoints(run_dir, which)
+    cfg = run_config(run)
+    checkpoints = run.find_checkpoints(which)
     set_torch_threads(settings.threads)
-    from headlab.interventions import measure_importance
-
     datamodule = build_datamodule(cfg)
     batches = eval_batches(datamodule, settings.split, settings.batch_size, settings.device)
     results = []
@@ -61,17 +60,14 @@ def compute(run_dir: Path, which: str, settings: ImportanceSettings) -> Importan
                                     curves=settings.curves, max_rows=settings.max_rows)
         results.append(CheckpointImportance(str(ckpt.path), ckpt.step, ckpt.epoch, result, probe_roles(net, datamodule, settings.device)))
     newest = max(c.step for c in results)
-    return ImportanceOutcome(run_id_of(run_dir), settings, results, run_redundancy(run_dir, newest, settings.redundancy_mass))
+    return ImportanceOutcome(run.run_id, settings, results, run_redundancy(run, newest, settings.redundancy_mass))
 
 
-def run_redundancy(run_dir: Path, step: int, mass: float) -> dict[str, Any] | None:
+def run_redundancy(run: RunDir, step: int, mass: float) -> dict[str, Any] | None:
     """Near-duplicate head clusters per layer from the run's `head_pairs.parquet` (`js`), at the last
     measurement at or before `step`; None when the run has no pair table."""
-    from headlab.analysis.redundancy import pair_table_redundancy
-    from headlab.store import HEAD_PAIRS, read_table
-
     try:
-        pairs = read_table(run_dir / HEAD_PAIRS)
+        pairs = read_table(run.head_pairs_path)
     except FileNotFoundError:
         return None
     return pair_table_redundancy(pairs, mass, step)
@@ -79,24 +75,10 @@ def run_redundancy(run_dir: Path, step: int, mass: float) -> dict[str, Any] | No
 
 def probe_roles(net: Any, datamodule: Any, device: str) -> list[list[str]]:
     """Each head's role on the run's fixed probe set, through the one measurement seam."""
-    from headlab.measure import measure_probe, probe_chunks
-
     return measure_probe(net, probe_chunks(datamodule.probe_set(), 64, device), weight_metrics=False).roles
 
 
-def run_id_of(run_dir: Path) -> str:
-    """The id the run's rows carry: summary.json's `run_id`, else the folder's name (`RunDir.run_id`)."""
-    return RunDir(run_dir).run_id
-
-
-def write_outputs(run_dir: Path, outcome: ImportanceOutcome) -> list[Path]:
-    import pandas as pd
-
-    from headlab.run.info import configure_cache_dirs
-    from headlab.interventions import curve_rows, importance_rows
-    from headlab.store import replace_steps
-
-    run = RunDir(run_dir)
+def write_outputs(run: RunDir, outcome: ImportanceOutcome) -> list[Path]:
     steps = {c.step for c in outcome.checkpoints}
     heads = pd.concat([importance_rows(outcome.run_id, c.step, c.epoch, c.result) for c in outcome.checkpoints])
     written = [replace_steps(run.head_importance_path, heads, steps)]
@@ -105,8 +87,8 @@ def write_outputs(run_dir: Path, outcome: ImportanceOutcome) -> list[Path]:
         written.append(replace_steps(run.importance_curves_path, curves, steps))
     written.append(write_report(run.importance_report_path, outcome))
     if outcome.settings.figures:
-        configure_cache_dirs(run_dir)  # matplotlib's cache inside the run dir, never $HOME
-        from headlab.plots.importance import plot_importance
+        configure_cache_dirs(run.path)  # matplotlib's cache inside the run dir, never $HOME
+        from headlab.plots.importance import plot_importance  # matplotlib only when figures are asked for
 
         newest = max(outcome.checkpoints, key=lambda c: c.step)
         all_heads = pd.read_parquet(written[0])
@@ -116,15 +98,15 @@ def write_outputs(run_dir: Path, outcome: ImportanceOutcome) -> list[Path]:
             from headlab.plots.importance import plot_redundancy
 
             written.append(plot_redundancy(outcome.redundancy, run.figure(REDUNDANCY_FIGURE)))
-        written += write_timeline(run_dir, all_heads)
+        written += write_timeline(run, all_heads)
     return written
 
 
-def write_timeline(run_dir: Path, head_importance: Any) -> list[Path]:
+def write_timeline(run: RunDir, head_importance: Any) -> list[Path]:
     """`figures/importance_timeline.png` when the run has importance at two or more steps (kept
     checkpoints measured here, or the callback's `grad_importance`), with the roles of head_metrics."""
-    from headlab.plots.importance import importance_trajectory, plot_importance_timeline
-    run = RunDir(run_dir)
+    from headlab.plots.importance import importance_trajectory, plot_importance_timeline  # matplotlib: figures only
+
     try:
         head_metrics = run.head_metrics()
     except FileNotFoundError:
@@ -138,9 +120,6 @@ def write_timeline(run_dir: Path, head_importance: Any) -> list[Path]:
 
 def write_report(path: Path, outcome: ImportanceOutcome) -> Path:
     """importance.json: per checkpoint, the intact scores, how concentrated importance is, the top heads."""
-    from headlab.interventions import RANKINGS, rank_heads
-    from headlab.store import atomic_write_json
-
     entries = {}
     if path.is_file():
         entries = {e["step"]: e for e in json.loads(path.read_text(encoding="utf-8")).get("checkpoints", [])}
@@ -161,19 +140,17 @@ def write_report(path: Path, outcome: ImportanceOutcome) -> Path:
     return path
 
 
-def compute_sweep(sweep_dir: Path, which: str, settings: ImportanceSettings) -> tuple[list[Any], list[tuple[Any, ImportanceOutcome]]]:
+def compute_sweep(sweep: SweepDir, which: str, settings: ImportanceSettings) -> tuple[list[Run], list[tuple[Run, ImportanceOutcome]]]:
     """(every job of the sweep, [(usable job, its outcome)]): every job measured before the first file is
     written; one job that cannot be measured is a HeadlabError naming it."""
-    from headlab.sweep.runs import discover_runs
-
-    runs = discover_runs(sweep_dir)
+    runs = discover_runs(sweep)
     usable = [r for r in runs if r.usable]
     if not usable:
-        raise HeadlabError(f"{sweep_dir}: no usable job in the sweep (none completed with readable files)")
+        raise HeadlabError(f"{sweep.path}: no usable job in the sweep (none completed with readable files)")
     outcomes = []
     for run in usable:
         try:
-            outcomes.append((run, compute(run.run_dir, which, settings)))
+            outcomes.append((run, compute(run.files, which, settings)))
         except HeadlabError as err:
             raise HeadlabError(f"job {run.job} ({run.config}, seed {run.seed}): {err}") from None
     return runs, outcomes

@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from headlab.errors import ConfigError
-from headlab.run.threads import set_torch_threads
+from headlab.tasks.threads import set_torch_threads
 
 
 def setup_job(cfg: DictConfig) -> int:

@@ -1,6 +1,6 @@
 """What `summary.json` says about a finished run, and which model each number comes from.
 
-Keys (`headlab.run.record.RunRecord` writes the file; sweeps aggregate the top-level ones):
+Keys (`headlab.tasks.record.RunRecord` writes the file; sweeps aggregate the top-level ones):
 
 - `status`: running | completed | interrupted | diverged | failed; `error`, `signal`, `diverged_step` say why.
 - `best`: the best checkpoint by val/acc: `step`, `checkpoint`, `val_acc`, `val_f1`, `val_loss`,
@@ -24,6 +24,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from headlab.analysis.redundancy import DEFAULT_MASS, duplicate_clusters, js_threshold, redundant_heads
+from headlab.model import count_parameters
 from headlab.store import RunDir
 
 _LAST_VAL = {"val_acc": "val/acc", "val_f1": "val/f1", "val_loss": "val/loss"}
@@ -78,8 +80,6 @@ def run_facts(trainer: Any) -> dict[str, Any]:
         facts["data"] = datamodule.stats
         facts["probe_digest"] = datamodule.stats.get("probe_digest")
     if module is not None:
-        from headlab.model import count_parameters
-
         facts["n_params"] = count_parameters(module.net, non_embedding=False)
         facts["n_params_non_embedding"] = count_parameters(module.net, non_embedding=True)
         facts["head_dim"] = module.net.config.head_dim
@@ -105,7 +105,6 @@ def _n_measurements(callback: Any, this_start: int) -> int:
     output_dir = getattr(callback, "output_dir", None)
     if output_dir is None:
         return this_start
-    from headlab.store import RunDir
 
     try:
         return int(RunDir(output_dir).head_metrics()["step"].nunique())
@@ -116,8 +115,6 @@ def _n_measurements(callback: Any, this_start: int) -> int:
 def final_redundancy(head_pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """`redundant_heads` (heads that duplicate another of their layer at the last measurement, at the
     bar of `headlab.analysis.redundancy.DEFAULT_MASS`) and `redundant_clusters` (per layer, the clusters)."""
-    from headlab.analysis.redundancy import DEFAULT_MASS, duplicate_clusters, js_threshold, redundant_heads
-
     if not head_pairs or any("js" not in layer for layer in head_pairs):
         return {}
     clusters = [duplicate_clusters(layer["js"], js_threshold(DEFAULT_MASS)) for layer in head_pairs]

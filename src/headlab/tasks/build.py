@@ -8,29 +8,12 @@ and `ResumedOptimizerSettings`, so a resume trains with the optimiser settings o
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
-from headlab.errors import HeadlabError
-
-
-def instantiate(node: DictConfig, **kwargs: Any) -> Any:
-    """`hydra.utils.instantiate`, but a headlab error inside comes out as itself, not wrapped in
-    Hydra's InstantiationException."""
-    import hydra
-    from hydra.errors import InstantiationException
-
-    try:
-        return hydra.utils.instantiate(node, **kwargs)
-    except InstantiationException as err:
-        cause = err.__cause__
-        while cause is not None and not isinstance(cause, HeadlabError):
-            cause = cause.__cause__
-        if cause is None:
-            raise
-        raise cause from None
+from headlab.config import instantiate
+from headlab.store import RunDir
 
 
 def build_module(cfg: DictConfig, datamodule: Any) -> Any:
@@ -45,11 +28,10 @@ def build_module(cfg: DictConfig, datamodule: Any) -> Any:
     return module(model_config=network, optimizer=optimizer, scheduler=scheduler)
 
 
-def build_callbacks(cfg: DictConfig, run_dir: Path, signals: Any, run_id: str | None = None) -> list[Any]:
+def build_callbacks(cfg: DictConfig, run: RunDir, signals: Any, run_id: str | None = None) -> list[Any]:
     """The `callbacks/` group, with the run's `RunCheckpoint` last (signals always end in a checkpoint);
     `run_id` (the run record's, kept from the first start) goes to every callback that writes rows without one."""
-    from headlab.lit.checkpointing import RunCheckpoint
-    from headlab.store import RunDir
+    from headlab.lit.checkpointing import RunCheckpoint  # Lightning: imported when training starts, not with tasks/
 
     group = cfg.get("callbacks") or {}
     callbacks = [instantiate(node) for node in group.values() if node is not None and "_target_" in node]
@@ -57,8 +39,8 @@ def build_callbacks(cfg: DictConfig, run_dir: Path, signals: Any, run_id: str | 
         if run_id is not None and getattr(callback, "run_id", "") is None:
             callback.run_id = run_id
     run_checkpoints = [c for c in callbacks if isinstance(c, RunCheckpoint)]
-    run_checkpoint = run_checkpoints[0] if run_checkpoints else RunCheckpoint(dirpath=str(RunDir(run_dir).checkpoints_dir))
+    run_checkpoint = run_checkpoints[0] if run_checkpoints else RunCheckpoint(dirpath=str(run.checkpoints_dir))
     run_checkpoint.use_signals(signals)
-    from headlab.lit.resumed_optimizer import ResumedOptimizerSettings
+    from headlab.lit.resumed_optimizer import ResumedOptimizerSettings  # Lightning, as above
 
     return [c for c in callbacks if c is not run_checkpoint] + [ResumedOptimizerSettings(), run_checkpoint]

@@ -12,16 +12,18 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from omegaconf import DictConfig
 
 from headlab.errors import HeadlabError
-from headlab.run import history
-from headlab.run.rank import is_rank_zero
+from headlab.lit.signals import RunInterrupted
+from headlab.tasks.history import record_segment
+from headlab.tasks.rank import is_rank_zero
+from headlab.tasks.summary import run_facts
 from headlab.store import RunDir, atomic_write_json
+from headlab.store.run_info import code_commit, config_digest, job_override_list, job_overrides, swept_values
 from headlab.store.run_dir import HYDRA_DIR, LOCK_FILE, TRAIN_LOG
 
 log = logging.getLogger("headlab.train")
@@ -31,12 +33,13 @@ _HYDRA_STARTUP = {HYDRA_DIR, TRAIN_LOG, LOCK_FILE}
 
 
 class RunRecord:
-    def __init__(self, cfg: DictConfig, run_dir: Path) -> None:
-        self.cfg, self.run_dir = cfg, run_dir
+    def __init__(self, cfg: DictConfig, run: RunDir) -> None:
+        self.cfg, self.run = cfg, run
+        run_dir = run.path
         self.fresh = not run_dir.exists() or {p.name for p in run_dir.iterdir()} <= _HYDRA_STARTUP
         run_dir.mkdir(parents=True, exist_ok=True)
         # the id every table row carries: chosen once, at the first start, so a moved run dir still resumes
-        self.run_id = str(RunDir(run_dir).summary.get("run_id") or run_dir.name)
+        self.run_id = str(run.summary.get("run_id") or run_dir.name)
         self.summary: dict[str, Any] = {}
         self.trainer: Any = None
         self._started = time.perf_counter()
@@ -46,14 +49,12 @@ class RunRecord:
 
     def start(self, resume: Any) -> None:
         """Status "running", the config segment of this start, and where a resume continues from."""
-        from headlab.run.info import code_commit, config_digest, job_override_list, job_overrides, swept_values
-
-        previous = _previous_status(self.run_dir)
+        previous = self.run.summary.get("status")
         if is_rank_zero():  # under DDP the other ranks share this dir: one record, written once
-            history.record_segment(self.run_dir, self.cfg, resume.step if resume else 0, job_override_list())
-        self.summary = {"status": "running", "run_id": self.run_id, "run_dir": str(self.run_dir.resolve()),
+            record_segment(self.run, self.cfg, resume.step if resume else 0, job_override_list())
+        self.summary = {"status": "running", "run_id": self.run_id, "run_dir": str(self.run.path.resolve()),
                         "config_digest": config_digest(self.cfg), "overrides": job_overrides(),
-                        "swept": swept_values(self.cfg), "config_history": history.history(self.run_dir),
+                        "swept": swept_values(self.cfg), "config_history": self.run.segment_infos(),
                         "git_commit": code_commit()}
         if resume:
             self.summary["resumed_from"] = {"step": resume.step, "previous_status": previous}
@@ -72,9 +73,7 @@ class RunRecord:
             return
         if err is not None:
             self.summary.update(_outcome(err))
-        self.summary["last_checkpoint"] = existing_last_checkpoint(self.run_dir)
-        from headlab.run.summary import run_facts
-
+        self.summary["last_checkpoint"] = last_checkpoint_text(self.run)
         self.summary.update(run_facts(self.trainer), wall_s=round(time.perf_counter() - self._started, 3))
         last = self.summary.get("last")
         if isinstance(last, dict) and "final_roles" in self.summary:
@@ -83,20 +82,19 @@ class RunRecord:
 
     def _write(self) -> None:
         if is_rank_zero():
-            atomic_write_json(RunDir(self.run_dir).summary_path, self.summary)
+            atomic_write_json(self.run.summary_path, self.summary)
+            self.run.forget_summary()
 
     def _before_training(self) -> bool:
-        return (self.trainer is None or self.trainer.global_step == 0) and not RunDir(self.run_dir).checkpoints_dir.exists()
+        return (self.trainer is None or self.trainer.global_step == 0) and not self.run.checkpoints_dir.exists()
 
     def _remove_run_dir(self) -> None:
         # Hydra's train.log handler may still hold its file open: unlinking it is fine on POSIX
-        shutil.rmtree(self.run_dir, ignore_errors=True)
-        log.debug("removed %s: the run failed its config check", self.run_dir)
+        shutil.rmtree(self.run.path, ignore_errors=True)
+        log.debug("removed %s: the run failed its config check", self.run.path)
 
 
 def _outcome(err: BaseException) -> dict[str, Any]:
-    from headlab.lit.signals import RunInterrupted
-
     if isinstance(err, RunInterrupted):
         return {"status": "interrupted", "error": str(err), "signal": err.signal_name}
     if type(err).__name__ == "NonFiniteLossError":
@@ -105,12 +103,8 @@ def _outcome(err: BaseException) -> dict[str, Any]:
     return {"status": status, "error": str(err) or type(err).__name__}
 
 
-def _previous_status(run_dir: Path) -> str | None:
-    return RunDir(run_dir).summary.get("status")
-
-
-def existing_last_checkpoint(run_dir: Path) -> str | None:
-    """The run's `checkpoints/last.ckpt` (where `resume=true` continues) as summary.json records it,
-    or None before the first one."""
-    last = RunDir(run_dir).existing_last_checkpoint()
+def last_checkpoint_text(run: RunDir) -> str | None:
+    """The run's `checkpoints/last.ckpt` (where `resume=true` continues) as summary.json records it (a
+    string), or None before the first one."""
+    last = run.existing_last_checkpoint()
     return str(last) if last is not None else None

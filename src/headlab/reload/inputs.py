@@ -1,4 +1,4 @@
-"""What `headlab-importance` and `headlab-prune` read from a finished run: its config, data and checkpoints.
+"""What the tools that compute on a finished run read from it: its config, data and checkpoints.
 
 Everything here checks before anything is computed or written: a run dir without a config or
 checkpoints, a checkpoint whose model does not match the run's config or data, an unknown tool
@@ -12,23 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from torch.utils.data import DataLoader, Subset
 
+from headlab.config.targets import refuse_foreign_targets
 from headlab.errors import DataError
-from headlab.store import RunCheckpointFile, RunDir
+from headlab.reload.network import load_network
+from headlab.config import instantiate
+from headlab.store import RunDir
+from headlab.store.checkpoint_file import CheckpointError, load_checkpoint, saved_model_config
 
 
 REQUIRED_GROUPS = ("data", "model")
 
 
-def run_config(run_dir: Path) -> DictConfig:
+def run_config(run: RunDir) -> DictConfig:
     """The training config of the run's newest segment, else Hydra's `.hydra/config.yaml` (`RunDir.config`),
     checked as data: readable YAML, with the groups the tools rebuild, and a `data` node that builds only
     headlab classes (`headlab.config.targets`: a saved config never runs code)."""
-    from omegaconf.errors import OmegaConfBaseException
-
-    from headlab.config.targets import refuse_foreign_targets
-
-    run = RunDir(run_dir)
     cfg = run.config(required=REQUIRED_GROUPS)
     source = run.config_path
     try:
@@ -38,15 +39,8 @@ def run_config(run_dir: Path) -> DictConfig:
     return cfg
 
 
-def find_checkpoints(run_dir: Path, which: str) -> list[RunCheckpointFile]:
-    """`last`, `best` or `all` checkpoints of the run, one per step (`RunDir.find_checkpoints`)."""
-    return RunDir(run_dir).find_checkpoints(which)
-
-
 def build_datamodule(cfg: DictConfig) -> Any:
     """The run's datamodule, set up: same source, split, vocabulary and probe as in training."""
-    from headlab.run.build import instantiate
-
     data = instantiate(cfg.data)
     data.setup("fit")
     return data
@@ -54,8 +48,6 @@ def build_datamodule(cfg: DictConfig) -> Any:
 
 def load_matching_network(path: Path, cfg: DictConfig, datamodule: Any) -> Any:
     """`load_network(path)`, refused when its model differs from the run's config or data."""
-    from headlab.lit.checkpointing import CheckpointError, load_checkpoint, load_network, saved_model_config
-
     saved = saved_model_config(load_checkpoint(path, mmap=True), path)
     expected = {**{k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k in saved},
                 "vocab_size": datamodule.vocab_size, "n_classes": datamodule.n_classes}
@@ -75,8 +67,6 @@ def eval_batches(datamodule: Any, split: str, batch_size: int, device: str,
     """Every example of the `val` or `test` split once (or only those at `positions` in the split's
     order), on `device`, batched by length (less padding, same sums: padded keys get exactly zero
     attention)."""
-    from torch.utils.data import DataLoader, Subset
-
     loader = getattr(datamodule, f"{split}_dataloader")()
     dataset = loader.dataset
     order = sorted(range(len(dataset)) if positions is None else positions, key=lambda i: len(dataset[i][0]))

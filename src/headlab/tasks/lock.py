@@ -22,10 +22,10 @@ class RunDirBusy(HeadlabError):
 
 
 class RunLock:
-    """`with RunLock(run_dir):` the exclusive right to write `run_dir` (created if missing)."""
+    """`with RunLock(run):` the exclusive right to write the run directory (created if missing)."""
 
-    def __init__(self, run_dir: str | os.PathLike, key: str = "hydra.run.dir") -> None:
-        self.run_dir, self.key = Path(run_dir), key
+    def __init__(self, run: RunDir, key: str = "hydra.run.dir") -> None:
+        self.run, self.run_dir, self.key = run, run.path, key
         self._file: IO[str] | None = None
 
     def __enter__(self) -> "RunLock":
@@ -33,7 +33,7 @@ class RunLock:
 
         refuse_file(self.run_dir, self.key)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        path = RunDir(self.run_dir).lock_path
+        path = self.run.lock_path
         handle = open(path, "a+", encoding="utf-8")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -68,9 +68,10 @@ def refuse_file(path: Path, key: str) -> None:
 def refuse_occupied(path: Path, key: str, what: str = "this command's output") -> None:
     """Before writing `what` into `path`: refused when `path` is a file or already holds a run's files."""
     refuse_file(path, key)
-    found = RunDir(path).run_files()
+    run = RunDir(path)
+    found = run.run_files()
     if found:
-        status = RunDir(path).summary.get("status")
+        status = run.summary.get("status")
         held = f"a run (status {status})" if status else f"files ({', '.join(found[:4])}{', ...' if len(found) > 4 else ''})"
         raise ConfigError(key, str(path), f"a new or empty folder for {what}; it holds {held}: "
                           "nothing was written, choose another folder")

@@ -1,7 +1,7 @@
 """One training run from a composed config: fit, validate, test, and write the run-output contract.
 
 `train(cfg)` only wires (so `headlab-train`, sweeps and tests call it with a composed config): the
-pieces live in `headlab.run` (resume, config history, the run record, CSV rows, evaluation),
+pieces live in `headlab.tasks` (resume, config history, the run record, CSV rows, evaluation),
 `headlab.lit` (module, checkpoints, signals, loggers) and `headlab.config` (the checks).
 """
 
@@ -14,10 +14,17 @@ from typing import Any
 from omegaconf import DictConfig
 
 from headlab.config.validate import validate_config
-from headlab.run.info import configure_cache_dirs
-from headlab.run.job import setup_job
-from headlab.run.rank import is_rank_zero
-from headlab.run.record import RunRecord, existing_last_checkpoint
+from headlab.store.run_info import configure_cache_dirs
+from headlab.tasks.job import setup_job
+from headlab.tasks.rank import is_rank_zero
+from headlab.tasks.history import restore_first_hydra
+from headlab.tasks.lock import RunDirBusy, RunLock
+from headlab.tasks.record import RunRecord, last_checkpoint_text
+from headlab.config import instantiate
+from headlab.tasks.build import build_callbacks, build_module
+from headlab.tasks.csv_metrics import keep_csv_rows
+from headlab.tasks.resume import find_resume, finished_run, refuse_fresh_over_run
+from headlab.tasks.summary import evaluate_best, last_state
 from headlab.store import RunDir
 
 log = logging.getLogger("headlab.train")
@@ -25,53 +32,43 @@ log = logging.getLogger("headlab.train")
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, validate and test one configuration; returns the summary written to `summary.json`.
-    The run dir is locked for the whole run (`headlab.run.lock`: one writer; under DDP rank 0 holds it)."""
+    The run dir is locked for the whole run (`headlab.tasks.lock`: one writer; under DDP rank 0 holds it)."""
     import contextlib
 
-    from headlab.run.history import restore_first_hydra
-    from headlab.run.lock import RunDirBusy, RunLock
-
-    run_dir = Path(cfg.paths.output_dir)
+    run = RunDir(cfg.paths.output_dir)  # the one RunDir of this run, passed down
     try:
-        lock = RunLock(run_dir) if is_rank_zero() else contextlib.nullcontext()
+        lock = RunLock(run) if is_rank_zero() else contextlib.nullcontext()
         lock.__enter__()
     except RunDirBusy:
-        restore_first_hydra(run_dir)  # Hydra rewrote .hydra/ for this refused launch
+        restore_first_hydra(run)  # Hydra rewrote .hydra/ for this refused launch
         raise
     try:
-        return _train(cfg, run_dir)
+        return _train(cfg, run)
     finally:
         lock.__exit__(None, None, None)
 
 
-def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+def _train(cfg: DictConfig, run: RunDir) -> dict[str, Any]:
     configure_cache_dirs(Path(cfg.paths.log_dir))
-    from headlab.run.history import restore_first_hydra
-    from headlab.run.resume import finished_run, refuse_fresh_over_run
-
-    done = finished_run(cfg, run_dir)
+    done = finished_run(cfg, run)
     if done is not None:  # resume=auto or true on a run completed with these settings: nothing to do
-        restore_first_hydra(run_dir)  # Hydra rewrote .hydra/ for this launch
-        log.info("%s: completed already with these settings (resume=%s): not trained again", run_dir, str(cfg.resume).lower())
-        return {**done, "run_dir": str(run_dir)}  # the folder it is now (a moved run: not the summary's)
+        restore_first_hydra(run)  # Hydra rewrote .hydra/ for this launch
+        log.info("%s: completed already with these settings (resume=%s): not trained again", run.path, str(cfg.resume).lower())
+        return {**done, "run_dir": str(run.path)}  # the folder it is now (a moved run: not the summary's)
     if is_rank_zero():
-        refuse_fresh_over_run(cfg, run_dir)  # before the record: a finished run is never silently replaced
-    with RunRecord(cfg, run_dir) as record:
+        refuse_fresh_over_run(cfg, run)  # before the record: a finished run is never silently replaced
+    with RunRecord(cfg, run) as record:
         validate_config(cfg)  # before data, imports or files: a typo costs milliseconds
         setup_job(cfg)
-        import lightning as L  # heavy imports after the config checks
+        import lightning as L  # heavy imports (Lightning, through lit/) after the config checks
 
         from headlab.lit.loggers import build_loggers, closing_wandb, log_config
         from headlab.lit.checkpointing import AtomicCheckpointIO, RunInterrupted
         from headlab.lit.signals import RunSignals
-        from headlab.run.build import build_callbacks, build_module, instantiate
-        from headlab.run.csv_metrics import keep_csv_rows
-        from headlab.run.resume import find_resume
-        from headlab.run.summary import evaluate_best, last_state
 
-        resume = find_resume(cfg, run_dir)  # refuses a changed model or settings before anything is rewritten
+        resume = find_resume(cfg, run)  # refuses a changed model or settings before anything is rewritten
         record.start(resume)
-        with RunSignals() as signals, closing_wandb(), keep_csv_rows(run_dir, resume.step if resume and is_rank_zero() else None):
+        with RunSignals() as signals, closing_wandb(), keep_csv_rows(run, resume.step if resume and is_rank_zero() else None):
             L.seed_everything(cfg.seed, workers=True)
             datamodule = instantiate(cfg.data)
             datamodule.setup("fit")
@@ -79,13 +76,13 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             if resume:
                 resume.check_data_shape(module.net.config)
             if is_rank_zero():
-                datamodule.tokenizer.save(RunDir(run_dir).vocab_path)
+                datamodule.tokenizer.save(run.vocab_path)
             loggers = build_loggers(cfg, record.run_id)
-            record.trainer = trainer = instantiate(cfg.trainer, callbacks=build_callbacks(cfg, run_dir, signals, record.run_id),
+            record.trainer = trainer = instantiate(cfg.trainer, callbacks=build_callbacks(cfg, run, signals, record.run_id),
                                                    logger=loggers or False, plugins=[AtomicCheckpointIO()])
             log_config(loggers, cfg)
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume.path if resume else None, weights_only=True)
-            last = existing_last_checkpoint(run_dir)
+            last = last_checkpoint_text(run)
             if signals.requested:  # the signal came after the last training step
                 raise RunInterrupted(signals.requested, int(trainer.global_step), last)
             record.summary["last"] = last_state(trainer, last)

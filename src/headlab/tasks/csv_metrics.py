@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
-from headlab.store import atomic_write_with
+from headlab.store import RunDir, atomic_write_with
 from headlab.store.run_dir import METRICS_CSV
 
 log = logging.getLogger("headlab.train")
@@ -23,9 +23,10 @@ KEPT = ".metrics.kept.csv"
 
 
 @contextlib.contextmanager
-def keep_csv_rows(output_dir: Path, resume_step: int | None) -> Iterator[None]:
+def keep_csv_rows(run: RunDir, resume_step: int | None) -> Iterator[None]:
     """Around a resumed run (from before its CSV logger starts): set aside the rows logged up to `resume_step`, then
     write metrics.csv = those rows + the rows logged since, under one header (also after a failure)."""
+    output_dir = run.path
     stash = _stash(output_dir, resume_step) if resume_step is not None else None
     try:
         yield

@@ -42,18 +42,8 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: node}
 
 
-def segment_dirs(run_dir: Path) -> list[Path]:
-    return RunDir(run_dir).segment_dirs()
-
-
-def latest_settings(run_dir: Path) -> dict[str, Any] | None:
-    """The settings of the newest segment (None: a run from before segments were kept; `RunDir.latest_settings`)."""
-    return RunDir(run_dir).latest_settings()
-
-
-def record_segment(run_dir: Path, cfg: DictConfig, start_step: int, overrides: list[str]) -> Path:
+def record_segment(run: RunDir, cfg: DictConfig, start_step: int, overrides: list[str]) -> Path:
     """Keep this start's config as `segments/<n>/`, then put `.hydra/` back to the first start's."""
-    run = RunDir(run_dir)
     segment = run.segments_dir / str(len(run.segment_dirs()))
     segment.mkdir(parents=True)
     hydra_dir = run.hydra_dir
@@ -65,21 +55,15 @@ def record_segment(run_dir: Path, cfg: DictConfig, start_step: int, overrides: l
         atomic_write_with(segment / CONFIG_FILE, lambda tmp: Path(tmp).write_text(OmegaConf.to_yaml(cfg), encoding="utf-8"))
     atomic_write_json(segment / RESOLVED, experiment_settings(cfg))
     atomic_write_json(segment / SEGMENT_INFO, {"segment": int(segment.name), "start_step": start_step, "overrides": overrides})
-    restore_first_hydra(run_dir)
+    restore_first_hydra(run)
     return segment
 
 
-def restore_first_hydra(run_dir: Path) -> None:
+def restore_first_hydra(run: RunDir) -> None:
     """`.hydra/` = the first start's files again (after Hydra rewrote them for a resume)."""
-    run = RunDir(run_dir)
     segments = run.segment_dirs()
     if not segments or not run.hydra_dir.is_dir():
         return
     for name in HYDRA_FILES:
         if (segments[0] / name).is_file():
             shutil.copy2(segments[0] / name, run.hydra_dir / name)
-
-
-def history(run_dir: Path) -> list[dict[str, Any]]:
-    """`segment.json` of every segment, oldest first (for summary.json's `config_history`)."""
-    return RunDir(run_dir).segment_infos()

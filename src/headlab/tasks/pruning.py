@@ -20,12 +20,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import torch
+
 from headlab.config.prune import PruneSettings
-from headlab.errors import ConfigError
-from headlab.lit.checkpointing import save_pruned
-from headlab.run.importance import run_id_of
-from headlab.store import RunDir
+from headlab.errors import ConfigError, DataError
+from headlab.interventions.pruning import finetune_steps, iterative_prune
+from headlab.interventions.timing import measure_speedup
+from headlab.model.encoder import count_parameters
+from headlab.reload import build_datamodule, eval_batches, load_matching_network, run_config, save_pruned
+from headlab.tasks.threads import set_torch_threads
+from headlab.store import RunDir, SweepDir, atomic_write_json, atomic_write_with
 from headlab.store.run_dir import PRUNE_CURVE_FIGURE
+from headlab.store.run_info import configure_cache_dirs
+from headlab.sweep.importance import METRIC, seed_averaged_importance
+from headlab.sweep.runs import discover_runs
 
 SPLITS = ("val", "test")
 # selection=val_half: the split names of validation half A (ranks the heads, decides the stop) and half B (held out)
@@ -37,7 +46,7 @@ HALVES_RULE = "even / odd positions of the validation split in the datamodule's 
 class PruneOutcome:
     run_id: str
     settings: PruneSettings
-    checkpoint: Any  # headlab.run.inputs.RunCheckpointFile
+    checkpoint: Any  # headlab.store.RunCheckpointFile
     result: Any  # headlab.interventions.pruning.PruneResult
     n_params: int
     speedup: dict[str, Any] | None = None  # prune.json's `speedup` (None: prune.speedup=false)
@@ -67,9 +76,6 @@ def val_halves(n: int) -> tuple[list[int], list[int]]:
 def eval_splits(datamodule: Any, settings: PruneSettings) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The batched splits the loop scores: `val`, `test` (selection=val), or `val_a`, `val_b`, `test`
     (val_half), with val_half's `val_halves` record (None for val)."""
-    from headlab.errors import DataError
-    from headlab.run.inputs import eval_batches
-
     batches = functools.partial(eval_batches, datamodule, batch_size=settings.batch_size, device=settings.device)
     if settings.selection == "val":
         return {name: batches(name) for name in SPLITS}, None
@@ -81,17 +87,11 @@ def eval_splits(datamodule: Any, settings: PruneSettings) -> tuple[dict[str, Any
     return splits, {"rule": HALVES_RULE, "n_a": len(half_a), "n_b": len(half_b)}
 
 
-def compute(run_dir: Path, settings: PruneSettings) -> PruneOutcome:
+def compute(run: RunDir, settings: PruneSettings) -> PruneOutcome:
     """The pruned network, its curve and its measured speed-up, computed before anything is written."""
-    from headlab.run.inputs import build_datamodule, eval_batches, find_checkpoints, load_matching_network, run_config
-    from headlab.run.threads import set_torch_threads
-
-    cfg = run_config(run_dir)
-    (checkpoint,) = find_checkpoints(run_dir, settings.checkpoint)[-1:]
+    cfg = run_config(run)
+    (checkpoint,) = run.find_checkpoints(settings.checkpoint)[-1:]
     threads = set_torch_threads(settings.threads)
-    from headlab.interventions.pruning import finetune_steps, iterative_prune
-    from headlab.model.encoder import count_parameters
-
     datamodule = build_datamodule(cfg)
     splits, halves = eval_splits(datamodule, settings)
     net = load_matching_network(checkpoint.path, cfg, datamodule).to(settings.device)
@@ -101,7 +101,7 @@ def compute(run_dir: Path, settings: PruneSettings) -> PruneOutcome:
         finetune = functools.partial(finetune_steps, batches=train, steps=settings.finetune_steps,
                                      lr=settings.finetune_lr, seed=settings.random_seed)
 
-    fixed = seed_avg_scores(run_dir, net.heads_per_layer) if settings.ranking == "seed_avg" else None
+    fixed = seed_avg_scores(run, net.heads_per_layer) if settings.ranking == "seed_avg" else None
     n_params = count_parameters(net, non_embedding=False)
     result = iterative_prune(net, splits, ranking=settings.ranking, fraction_per_step=settings.fraction_per_step,
                              max_drop=settings.max_drop, recompute=settings.recompute, normalize=settings.normalize_layers,
@@ -111,7 +111,7 @@ def compute(run_dir: Path, settings: PruneSettings) -> PruneOutcome:
     speedup = None
     if settings.speedup:
         speedup = measured_speedup(net, result.net, int(cfg.data.max_len), settings.speedup_rounds, settings.device, threads)
-    return PruneOutcome(run_id_of(run_dir), settings, checkpoint, result, n_params, speedup, halves)
+    return PruneOutcome(run.run_id, settings, checkpoint, result, n_params, speedup, halves)
 
 
 SPEEDUP_BATCHES = (1, 64)
@@ -120,8 +120,6 @@ SPEEDUP_BATCHES = (1, 64)
 def measured_speedup(unpruned: Any, pruned: Any, seq: int, rounds: int, device: str, threads: int) -> dict[str, Any]:
     """prune.json's `speedup`: unpruned / pruned median ms per forward at batch 1 and 64 (`batch_<n>`), with
     the medians (`ms_batch_<n>`: [unpruned, pruned]). Nothing pruned: 1.0 by definition, not timed (`rounds` 0)."""
-    from headlab.interventions.timing import measure_speedup
-
     seq = min(seq, unpruned.config.max_len)
     out: dict[str, Any] = {"rounds": rounds, "threads": threads, "seq": seq, "device": device}
     if sum(pruned.heads_per_layer) == sum(unpruned.heads_per_layer):
@@ -134,20 +132,14 @@ def measured_speedup(unpruned: Any, pruned: Any, seq: int, rounds: int, device: 
     return out
 
 
-def seed_avg_scores(run_dir: Path, heads_per_layer: list[int]) -> Any:
+def seed_avg_scores(run: RunDir, heads_per_layer: list[int]) -> Any:
     """`[layer, head]` ablation importance of the run's heads averaged over the seeds of its sweep
     config (the run's parent is the sweep folder; heads matched as in `headlab-aggregate`).
     A run outside a sweep, or a config whose seeds lack `head_importance.parquet`: one ConfigError line."""
-    import torch
-
-    from headlab.errors import DataError
-    from headlab.sweep.importance import METRIC, seed_averaged_importance
-    from headlab.sweep.runs import discover_runs
-
-    run_dir = Path(run_dir).resolve()
+    run_dir = run.path.resolve()
     not_in_sweep = f"a run inside a sweep folder (a job dir 0/, 1/, ... of a Hydra multirun); {run_dir} is not one"
     try:
-        runs = discover_runs(run_dir.parent) if run_dir.name.isdigit() else []
+        runs = discover_runs(SweepDir(run_dir.parent)) if run_dir.name.isdigit() else []
     except DataError:
         runs = []
     this = [r for r in runs if r.job == run_dir.name and r.usable]
@@ -172,8 +164,6 @@ def curve_frame(outcome: PruneOutcome) -> Any:
     """Long rows: one per (prune round, split metric), with the round's heads and parameter counts, and
     the `selection` that steered the loop. Under val_half each round also has the held-out drops from
     the unpruned network, `val_b_acc_drop` and `test_acc_drop` (before - after: positive = worse)."""
-    import pandas as pd
-
     s, records = outcome.settings, []
     base = outcome.result.steps[0]
     total_heads = base.n_heads
@@ -195,12 +185,8 @@ def _drop(before: Any, after: Any, split: str) -> float:
     return float(before.scores[split].acc[0]) - float(after.scores[split].acc[0])
 
 
-def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
-    import pandas as pd
-
-    from headlab.store import atomic_write_json, atomic_write_with
-
-    s, run = outcome.settings, RunDir(run_dir)
+def write_outputs(run: RunDir, outcome: PruneOutcome) -> list[Path]:
+    s = outcome.settings
     path = run.prune_curve_path
     rows = curve_frame(outcome)
     if path.is_file():
@@ -237,10 +223,8 @@ def write_outputs(run_dir: Path, outcome: PruneOutcome) -> list[Path]:
     atomic_write_json(report_path, report)
     written.append(report_path)
     if s.figures:
-        from headlab.run.info import configure_cache_dirs
-
-        configure_cache_dirs(run_dir)
-        from headlab.plots.importance import plot_prune_curve
+        configure_cache_dirs(run.path)
+        from headlab.plots.importance import plot_prune_curve  # matplotlib after its cache dir is set, figures only
 
         shown = rows[rows["selection"] == s.selection]  # the accuracy the stop rule read: val_acc or val_a_acc
         written.append(plot_prune_curve(shown, run.figure(PRUNE_CURVE_FIGURE), metric=f"{outcome.select}_acc"))

@@ -13,18 +13,17 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from headlab.errors import ConfigError
+from headlab.store import RunDir, atomic_write_text
 
 
 def analyze_pretrained(cfg: Any) -> dict[str, Any]:
     """Load the model, measure it, write the run contract; returns the summary."""
-    from headlab.run.info import config_digest, configure_cache_dirs
-    from headlab.run.threads import set_torch_threads
+    from headlab.store.run_info import config_digest, configure_cache_dirs
+    from headlab.tasks.threads import set_torch_threads
     from headlab.hf import AnalyzeSettings, HFEncoder, analyze, load_encoder, resolve_model_path
-    from headlab.store import RunDir, atomic_write_text
-
     from headlab.hf.texts import SOURCES
 
-    from headlab.run.lock import refuse_occupied
+    from headlab.tasks.lock import refuse_occupied
 
     if cfg.run_dir:  # before any loading: never a write into a folder holding another run (or a file)
         refuse_occupied(Path(cfg.run_dir), "run_dir", "headlab-analyze-hf's tables and figures")
@@ -62,25 +61,24 @@ def analyze_pretrained(cfg: Any) -> dict[str, Any]:
                        "n_layers": len(net.blocks), "n_heads": net.n_heads, "d_head": net.blocks[0].attn.d_head,
                        "architecture": type(model).__name__}}
     summary = analyze(net, tokenizer, settings, run_dir, facts, importance, importance_facts)
-    write_pretrained_view(net, tokenizer, settings, run_dir)
+    write_pretrained_view(net, tokenizer, settings, RunDir(run_dir))
     return summary
 
 
-def write_pretrained_view(net: Any, tokenizer: Any, settings: Any, run_dir: Path) -> Path:
+def write_pretrained_view(net: Any, tokenizer: Any, settings: Any, run: RunDir) -> Path:
     """view.html, the page a trained run gets (one step), with its token view: the first 8 probe
     sentences' maps stored as training stores them (probe_patterns/, step 0)."""
     import numpy as np
 
     from headlab.hf.analyze import build_probe
     from headlab.lit.callbacks.probe_patterns import ProbePatterns
-    from headlab.store import RunDir
     from headlab.view import write_view
 
     patterns = ProbePatterns()
     patterns.select(build_probe(tokenizer, settings)[0], tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
-    with np.load(RunDir(run_dir).attention_maps_path, allow_pickle=False) as maps:
-        patterns.write(run_dir, net, 0, maps["mean_pattern"])
-    return write_view(run_dir)
+    with np.load(run.attention_maps_path, allow_pickle=False) as maps:
+        patterns.write(run.path, net, 0, maps["mean_pattern"])
+    return write_view(run)
 
 
 def importance_fit(cfg: Any) -> Any:
@@ -99,6 +97,6 @@ def importance_fit(cfg: Any) -> Any:
 def default_run_dir() -> Path:
     from datetime import datetime
 
-    from headlab.run.info import default_log_dir
+    from headlab.store.run_info import default_log_dir
 
     return default_log_dir() / "runs" / "analyze_hf" / datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")

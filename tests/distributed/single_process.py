@@ -9,7 +9,7 @@ from hydra.utils import instantiate
 from headlab.analysis import METRIC_NAMES
 from headlab.reload import load_network
 from headlab.measure import measure_probe, probe_chunks
-from tests.cli.conftest import compose_train_config
+from tests._runs import compose_train_config
 
 
 def measure_checkpoint(checkpoint: Path, overrides: list[str]) -> dict[tuple[int, int, str], float]:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from headlab.store import read_table
-from tests.reliability.conftest import run_cli
+from tests._runs import run_cli
 
 pytestmark = pytest.mark.slow
 

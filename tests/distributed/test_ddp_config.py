@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.reliability.conftest import run_cli
+from tests._runs import run_cli
 
 
 def test_ddp_in_a_local_multirun_is_refused_naming_the_key(tmp_path):

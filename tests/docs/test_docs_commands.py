@@ -29,7 +29,7 @@ SKIP = {  # a piece of the command -> why it is not run here
     "slurm": "needs a SLURM cluster", "accelerator=gpu": "needs GPUs", "my_conf": "needs the user's config folder",
     "/models/": "needs a model folder", "<stamp>": "a sweep folder's stamp", "<sweep folder>": "a sweep folder",
     "<name>": "a sweep folder", "SWEEP_DIR": "a sweep folder", "strategy=ddp": "2 processes: the README test runs one",
-    "sweep=induction": "the LM sweep: tests/sweep_configs checks its grid", "experiment=induction": "3,000 LM steps",
+    "sweep=induction": "the LM sweep: tests/conf checks its grid", "experiment=induction": "3,000 LM steps",
     "logs/sweeps/smoke/x": "a sweep folder", "headlab-reproduce": "needs the claims' sweeps on disk (tests/reproduce)",
 }
 PLACEHOLDERS = ("logs/runs/<run>", "RUN_DIR", "RUN_A", "RUN_B", "logs/runs/a", "logs/runs/b")

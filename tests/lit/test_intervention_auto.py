@@ -9,7 +9,7 @@ from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.lit.callbacks.interventions import HeadIntervention, most_important_head
 from headlab.model import HeadlabClassifier, ModelConfig
-from tests.cli.conftest import TINY, compose_train_config
+from tests._runs import TINY, compose_train_config
 
 CONFIG = dict(vocab_size=12, n_classes=2, max_len=10, d_model=16, n_heads=2, n_layers=2, dropout=0.0)
 CARRIER = (1, 0)

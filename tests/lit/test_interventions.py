@@ -18,7 +18,7 @@ from headlab.lit import HeadClassifierModule
 from headlab.lit.callbacks.interventions import HeadIntervention
 from headlab.model import ModelConfig
 from headlab.plots.trajectories import build_metric_trajectories_figure
-from tests.cli.conftest import TINY, compose_train_config
+from tests._runs import TINY, compose_train_config
 
 CONFIG = dict(vocab_size=12, n_classes=2, max_len=10, d_model=16, n_heads=2, n_layers=2, dropout=0.1)
 T = 3

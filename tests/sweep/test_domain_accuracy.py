@@ -27,7 +27,7 @@ from headlab.sweep.domains import (
 )
 from headlab.sweep.runs import Run
 from headlab.store import SweepDir
-from tests.cli.conftest import TINY, compose_train_config
+from tests._runs import TINY, compose_train_config
 
 
 def run(job: str, **accs: float) -> Run:

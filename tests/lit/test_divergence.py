@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from tests.reliability.conftest import RESUMABLE, run_cli, summary
+from tests._runs import RESUMABLE, run_cli, summary
 
 DIVERGE = [*RESUMABLE, "optim.lr=1e6", "optim.warmup_steps=0", "callbacks.checkpoint.every_n_train_steps=1"]
 

@@ -11,7 +11,7 @@ import yaml
 
 from headlab.tasks.train import train
 from headlab.errors import ConfigError
-from tests.reliability.conftest import run_cli, summary
+from tests._runs import run_cli, summary
 
 QUIET = ("callbacks.head_metrics.figures=false", "test=false")
 

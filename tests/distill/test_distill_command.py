@@ -15,7 +15,7 @@ import torch
 from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.store import read_table
-from tests.cli.conftest import compose_train_config
+from tests._runs import compose_train_config
 
 DISTILL = ["+distill=default", "trainer.log_every_n_steps=1"]
 

@@ -11,7 +11,7 @@ import seaborn as sns
 from headlab.analysis.roles import ROLES
 from headlab.cli.importance import main
 from headlab.plots.importance import build_importance_timeline_figure, importance_trajectory
-from tests.cli.conftest import train_keeping_threads
+from tests._runs import train_keeping_threads
 
 STEPS = [0, 10, 20, 30]
 # (layer, head) -> importance per step. Step 0: every head large (the untrained loss), equal shares.

@@ -10,7 +10,7 @@ import pytest
 
 from headlab.errors import DataError
 from headlab.store import RunDir
-from tests.reliability.conftest import run_cli
+from tests._runs import run_cli
 
 BROKEN = [("{not json", "cannot be read"), ("[1, 2]", "not a JSON object")]
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from headlab.cli.importance import main
-from tests.cli.conftest import file_listing, gated_val_loss, train_keeping_threads
+from tests._runs import file_listing, gated_val_loss, train_keeping_threads
 from headlab.reload import load_network
 from headlab.store import RunDir
 

@@ -19,7 +19,7 @@ from headlab.tasks.train import train
 from headlab.data.synthetic import generate_synthetic
 from headlab.store import read_table
 
-from .conftest import TINY, compose_train_config
+from tests._runs import TINY, compose_train_config
 from .test_roles_synthetic import LEARNS
 
 

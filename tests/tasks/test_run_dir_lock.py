@@ -12,8 +12,8 @@ import pytest
 
 from headlab.tasks.lock import RunLock
 from headlab.store import RunDir, read_table
-from tests.cli.conftest import TINY
-from tests.reliability.conftest import run_cli, summary
+from tests._runs import TINY
+from tests._runs import run_cli, summary
 
 QUIET = ["trainer.enable_progress_bar=false", "trainer.enable_model_summary=false", "callbacks.progress_bar=null",
          "callbacks.head_metrics.figures=false"]

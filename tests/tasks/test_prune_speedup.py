@@ -12,7 +12,7 @@ import torch
 from headlab.cli.prune import main
 from headlab.tasks.pruning import measured_speedup
 from headlab.model import HeadlabClassifier, ModelConfig
-from tests.cli.conftest import file_listing, train_keeping_threads
+from tests._runs import file_listing, train_keeping_threads
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,9 +7,9 @@ import pytest
 from headlab.config.overrides import check_overrides
 from headlab.tasks.train import train
 from headlab.errors import ConfigError
-from tests.reliability.conftest import run_cli
+from tests._runs import run_cli
 
-# (override, key in the message, value in the message); tests/cli/test_train.py covers
+# (override, key in the message, value in the message); tests/tasks/test_train.py covers
 # model.n_heads=3, model.pos_encoding=spiral, optim.lr=0, data.max_len=1, every_n_steps=0.
 MISTAKES = [
     ("model.n_layers=0", "model.n_layers", "0"),

@@ -12,7 +12,7 @@ import pytest
 
 from headlab.cli.prune import main
 from headlab.store import head_metric_rows
-from tests.cli.conftest import file_listing, train_keeping_threads
+from tests._runs import file_listing, train_keeping_threads
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -14,7 +14,7 @@ import torch
 from headlab.tasks.train import train
 from headlab.lit.checkpointing import load_checkpoint
 from headlab.store import read_table
-from tests.reliability.conftest import cli_command, cli_env, run_cli, summary
+from tests._runs import cli_command, cli_env, run_cli, summary
 
 # lr 1e-9: the weights barely move, so val/acc after epoch 1 equals epoch 0's and is never a new best
 PLATEAU = ("optim.lr=1e-9", "trainer.max_epochs=3", "callbacks.head_metrics.figures=false", "test=false")

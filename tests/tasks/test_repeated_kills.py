@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from headlab.store import read_table
-from tests.reliability.conftest import RESUMABLE, cli_command, cli_env, run_cli, summary
+from tests._runs import RESUMABLE, cli_command, cli_env, run_cli, summary
 
 FINAL = ("val_acc", "val_f1", "test_acc", "test_f1", "best_step", "global_step", "final_roles")
 

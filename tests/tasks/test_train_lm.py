@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from tests.cli.conftest import compose_train_config, train_keeping_threads
+from tests._runs import compose_train_config, train_keeping_threads
 
 TINY_LM = ["experiment=induction", "trainer.max_steps=10", "data.n_train=320", "data.n_eval=64", "data.probe_size=8",
            "callbacks.lm_metrics.every_n_steps=4", "trainer.enable_model_summary=false"]

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.reliability.conftest import RESUMABLE, run_cli
+from tests._runs import RESUMABLE, run_cli
 
 
 @pytest.mark.parametrize("resume", ["true", "auto"])

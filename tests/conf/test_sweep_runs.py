@@ -16,7 +16,7 @@ import pytest
 
 from headlab.config.threads import available_cores
 
-# Seconds-per-job overrides (same spirit as tests/cli/conftest.py's TINY).
+# Seconds-per-job overrides (same spirit as tests/_runs.py's TINY).
 TINY = ["debug=fast", "data=synthetic", "data.synthetic.n=400", "data.probe_size=16", "data.batch_size=32",
         "model.d_model=16", "model.n_layers=1", "callbacks.head_metrics.figures=false", "trainer.enable_model_summary=false"]
 

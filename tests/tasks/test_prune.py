@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from headlab.cli.prune import main
-from tests.cli.conftest import file_listing, train_keeping_threads
+from tests._runs import file_listing, train_keeping_threads
 from headlab.reload import load_network
 from headlab.model.encoder import count_parameters
 

@@ -1,10 +1,14 @@
-"""Compose real configs through Hydra's compose API and train tiny models on CPU."""
+"""Training helpers the suite shares: tiny configs composed through Hydra, and `headlab-train` run as a
+real subprocess, as a user (or SLURM) would. Fixtures built on them are in tests/conftest.py."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-import pytest
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -42,35 +46,6 @@ def compose_train_config(run_dir: Path, overrides: list[str]) -> DictConfig:
     return cfg
 
 
-@pytest.fixture
-def tiny_config():
-    def make(run_dir: Path, *extra: str) -> DictConfig:
-        return compose_train_config(run_dir, TINY + list(extra))
-
-    return make
-
-
-@pytest.fixture(scope="session")
-def compose_tiny():
-    """`compose_tiny(run_dir, *extra)` for fixtures wider than one test (module-scoped runs)."""
-
-    def make(run_dir: Path, *extra: str) -> DictConfig:
-        return compose_train_config(run_dir, TINY + list(extra))
-
-    return make
-
-
-@pytest.fixture
-def one_thread():
-    """Tiny models on a shared machine: extra torch threads only spin."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def train_keeping_threads(cfg: DictConfig) -> dict:
     """`train(cfg)` for a module-scoped fixture: `threads=1` in cfg sets torch's process-wide count,
     which is put back afterwards."""
@@ -83,16 +58,6 @@ def train_keeping_threads(cfg: DictConfig) -> dict:
         return train(cfg)
     finally:
         torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def run_copy(trained, tmp_path):
-    """A copy of the module's `trained` run directory, for a command that writes into it."""
-    import shutil
-
-    copy = tmp_path / "run"
-    shutil.copytree(trained, copy)
-    return copy
 
 
 def file_listing(path: Path) -> list[tuple[str, int]]:
@@ -108,3 +73,31 @@ def gated_val_loss(net, loader, gates) -> float:
     losses = [F.cross_entropy(net(b["input_ids"], b["attention_mask"], head_gates=gates).logits, b["labels"],
                               reduction="sum") for b in loader]
     return float(sum(losses)) / len(loader.dataset)
+
+
+# Tiny and deterministic: 2 epochs x 10 steps, checkpoint every 3 steps, heads measured every 3 steps up to 9.
+RESUMABLE = [
+    "data=synthetic", "data.synthetic.n=800", "data.probe_size=32", "data.batch_size=32",
+    "model.d_model=32", "model.n_heads=2", "model.n_layers=2",
+    "trainer.max_epochs=2", "trainer.limit_train_batches=10", "trainer.deterministic=true", "trainer.log_every_n_steps=2",
+    "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false", "callbacks.progress_bar=null",
+    "callbacks.head_metrics.every_n_steps=3", "callbacks.head_metrics.early_steps=9", "callbacks.head_metrics.early_spacing=linear", "callbacks.head_metrics.figures=false",
+    "callbacks.checkpoint.every_n_train_steps=3",
+]
+
+
+def cli_command(*overrides: str) -> list[str]:
+    return [sys.executable, "-m", "headlab.cli.train", *overrides]
+
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "HEADLAB_LOG_DIR": str(tmp_path / "logs"), "PYTHONUNBUFFERED": "1"}
+
+
+def run_cli(tmp_path: Path, *overrides: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(cli_command(*overrides), capture_output=True, text=True, env=cli_env(tmp_path),
+                          timeout=timeout, cwd=tmp_path)
+
+
+def summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())

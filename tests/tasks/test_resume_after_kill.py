@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from headlab.store import read_table
-from tests.reliability.conftest import RESUMABLE, cli_command, cli_env, run_cli, summary
+from tests._runs import RESUMABLE, cli_command, cli_env, run_cli, summary
 
 pytestmark = pytest.mark.slow
 FINAL = ("val_acc", "val_f1", "val_loss", "test_acc", "test_f1", "test_loss", "best_step", "global_step", "final_roles")

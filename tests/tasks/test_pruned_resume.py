@@ -11,7 +11,7 @@ from headlab.cli.prune import main as prune_main
 from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.lit.checkpointing import load_checkpoint
-from tests.cli.conftest import file_listing
+from tests._runs import file_listing
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.lit.checkpointing import RunCheckpoint, load_checkpoint
 from headlab.store import RunDir
-from tests.cli.conftest import gated_val_loss
+from tests._runs import gated_val_loss
 
 QUIET = ("callbacks.head_metrics.figures=false", "test=false", "threads=1")
 

@@ -16,7 +16,7 @@ from headlab.config.prune import PruneSettings
 from headlab.reload import build_datamodule, load_network, run_config
 from headlab.tasks import pruning
 from headlab.store import RunDir
-from tests.cli.conftest import file_listing, train_keeping_threads
+from tests._runs import file_listing, train_keeping_threads
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -12,7 +12,7 @@ import pytest
 from headlab.cli.importance import main
 from headlab.cli.prune import main as prune_main
 from headlab.reload import load_network
-from tests.cli.conftest import file_listing, train_keeping_threads
+from tests._runs import file_listing, train_keeping_threads
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

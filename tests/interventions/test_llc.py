@@ -83,6 +83,7 @@ def test_whole_model_llc_is_devinterps_own_call(trained):
     assert ours.n_chains == 2 and ours.value > 0
 
 
+@pytest.mark.slow  # two devinterp runs (~5 s each on 2 cores); make test-all
 def test_burn_in_steps_are_left_out_of_the_estimate(trained):
     """With burn-in, the estimate is devinterp's loss at the draws only (its `sampling_loss` array)."""
     from devinterp.slt.sampling import sample
@@ -139,6 +140,7 @@ def test_same_seed_same_number_other_seed_another(trained):
     assert other.value != first.value
 
 
+@pytest.mark.slow  # two devinterp runs (~5 s each on 2 cores); make test-all
 def test_an_unsettled_chain_is_not_flat(trained):
     """A step size too small for its 40 steps and no burn-in: the loss still climbs towards its
     equilibrium through the draws (time constant ~2 / (lr * localization) ~ 70 steps), the drift flags

@@ -18,7 +18,6 @@ from headlab.config.overrides import check_overrides
 from headlab.errors import ConfigError, HeadlabError
 from headlab.store.run_info import configure_cache_dirs, default_log_dir
 from headlab.tasks.rank import is_rank_zero
-from headlab.tasks.train import train
 
 log = logging.getLogger("headlab.train")
 
@@ -33,6 +32,10 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     from hydra.types import RunMode
 
     configure_cache_dirs(Path(cfg.paths.log_dir))  # before anything imports matplotlib or wandb
+    # Imported here, after the cache folders are set: training imports Lightning, which imports matplotlib,
+    # and matplotlib fixes its cache folder (else under $HOME) when first imported.
+    from headlab.tasks.train import train
+
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         summary = train(cfg)

@@ -59,15 +59,6 @@ def _batches():
     return torch.utils.data.DataLoader([batch] * 20, batch_size=None)  # one fixed batch, 20 times
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models on a shared machine: extra torch threads only spin."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("loss, head_map, teacher_shape", [
     ("kl", "mean", (4, 32)),        # 4 teacher heads averaged in pairs onto 2 student heads
     ("mse", "mean", (2, 16)),       # TinyBERT: scores of equal head counts, masked cells skipped

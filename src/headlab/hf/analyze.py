@@ -24,7 +24,6 @@ from headlab.measure import Measurement, measure_probe
 from headlab.store import (
     RunDir,
     append_part,
-    atomic_write_json,
     head_metric_rows,
     head_pair_rows,
     replace_steps,
@@ -104,7 +103,7 @@ def analyze(net: HFEncoder, tokenizer: Any, settings: AnalyzeSettings, run_dir: 
     }
     if importance is not None:
         summary["importance"] = importance_facts or {}
-    atomic_write_json(run.summary_path, summary)
+    run.write_summary(summary)
     return summary
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from headlab.errors import ConfigError, DataError
+from headlab.store.atomic import atomic_write_json
 
 # --- the files of a run dir (docs/outputs.md) ------------------------------------------------------
 SUMMARY = "summary.json"
@@ -89,7 +90,7 @@ class RunCheckpointFile:
 class RunDir:
     """A view of one run directory: its file paths, summary, checkpoints, config and tables.
 
-    `summary` is read once per `RunDir` (the writer that replaces or removes the file calls
+    `summary` is read once per `RunDir` (`write_summary` replaces the file and a remover calls
     `forget_summary`, so a `RunDir` passed down a command never shows a stale one); paths are computed, never checked, so a `RunDir` can name files not yet written.
     """
 
@@ -259,6 +260,12 @@ class RunDir:
         """summary.json parsed, whatever JSON it holds; `OSError` / `ValueError` pass through, for a
         caller that reports a broken file in its own words (the sweep's reasons)."""
         return json.loads(self.summary_path.read_text(encoding="utf-8"))
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        """Replace summary.json atomically; the next `summary` reads what was written, so a `RunDir`
+        passed down a command never shows a stale one."""
+        atomic_write_json(self.summary_path, summary)
+        self.forget_summary()
 
     def forget_summary(self) -> None:
         """Drop the summary read so far: the next `summary` reads the file again."""

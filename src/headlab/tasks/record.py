@@ -22,7 +22,7 @@ from headlab.lit.signals import RunInterrupted
 from headlab.tasks.history import record_segment
 from headlab.tasks.rank import is_rank_zero
 from headlab.tasks.summary import run_facts
-from headlab.store import RunDir, atomic_write_json
+from headlab.store import RunDir
 from headlab.store.run_info import code_commit, config_digest, job_override_list, job_overrides, swept_values
 from headlab.store.run_dir import HYDRA_DIR, LOCK_FILE, TRAIN_LOG
 
@@ -82,8 +82,7 @@ class RunRecord:
 
     def _write(self) -> None:
         if is_rank_zero():
-            atomic_write_json(self.run.summary_path, self.summary)
-            self.run.forget_summary()
+            self.run.write_summary(self.summary)
 
     def _before_training(self) -> bool:
         return (self.trainer is None or self.trainer.global_step == 0) and not self.run.checkpoints_dir.exists()

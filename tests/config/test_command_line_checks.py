@@ -1,4 +1,5 @@
-"""`check_overrides` (the command line before Hydra runs) and the exit code a user sees.
+"""`check_overrides` (the command line before Hydra runs), the CheckedSweeper (every job of a -m sweep
+before the first starts) and the exit code a user sees.
 
 In-process for the messages; a handful of real `headlab-train` processes for exit code 2, one
 stderr line, and nothing written.
@@ -79,10 +80,32 @@ def test_a_sweep_without_multirun_says_how_to_write_one_value():
     (["--multirun", "data=synthetic", "model.n_heads=2,3"], "model.n_heads=3"),  # 3 does not divide 128
     (["-m", "data=synthetic", "seed=range(0,2)", "trainer.max_epochs=choice(1,abc)"], "trainer.max_epochs='abc'"),
 ])
-def test_every_value_of_a_sweep_is_checked_before_any_job(args, culprit):
-    with pytest.raises(ConfigError) as info:
-        check_overrides(args)
+def test_every_value_of_a_sweep_is_checked_before_any_job(args, culprit, tmp_path, monkeypatch):
+    """The CheckedSweeper (conf/train.yaml's hydra/sweeper) refuses the sweep before the first job
+    starts and before multirun.yaml is written; Hydra runs in-process here, as headlab-train runs it."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from headlab.cli.train import _hydra_main
+
+    sweep = tmp_path / "sweep"
+    monkeypatch.setattr(sys, "argv", ["headlab-train", *args, f"hydra.sweep.dir={sweep}", f"paths.log_dir={tmp_path}"])
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # Hydra re-raises, as headlab-train's main asks it to with -m
+    try:
+        with pytest.raises(ConfigError) as info:
+            _hydra_main()
+    finally:
+        GlobalHydra.instance().clear()
     assert str(info.value).startswith(f"invalid config {culprit}: expected ")
+    assert list(tmp_path.iterdir()) == []  # no sweep folder, no multirun.yaml, no job
+
+
+@pytest.mark.slow
+def test_a_refused_sweep_is_one_line_exit_2_and_nothing_written(tmp_path):
+    result = _run(tmp_path, "-m", "data=synthetic", "model.n_heads=2,3")
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("headlab-train: error: invalid config model.n_heads=3: expected ")
+    assert not (tmp_path / "logs").exists()
 
 
 def test_help_and_another_config_dir_are_left_to_hydra():

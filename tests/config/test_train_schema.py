@@ -102,6 +102,10 @@ def _digest(overrides: list[str]) -> str:
     with initialize_config_module("headlab.conf", version_base="1.3"):
         cfg = compose("train", overrides=overrides, return_hydra_config=True)
     choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+    # hydra/sweeper=checked (BasicSweeper checking every job before the first starts) was selected after
+    # the digests were recorded, with basic's values: recorded as the basic sweeper it extends.
+    assert choices.pop("hydra/sweeper") == "checked"
+    choices["hydra/sweeper"] = "basic"
     plain = OmegaConf.to_container(cfg, resolve=False)
     plain.pop("hydra")
     for *parents, key in ADDED_KEYS:

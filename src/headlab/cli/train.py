@@ -8,6 +8,7 @@ one line and an exit code (docs/troubleshooting.md). `python -m headlab.cli.trai
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -77,7 +78,18 @@ def main(prog: str = "headlab-train") -> None:
     except ConfigError as err:
         print(f"{PROG['name']}: error: {err}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
-    _hydra_main()
+    saved = os.environ.get("HYDRA_FULL_ERROR")
+    if {"-m", "--multirun"} & set(sys.argv[1:]):
+        os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of its report: one line below
+    try:
+        _hydra_main()
+    except HeadlabError as err:  # the CheckedSweeper refused a job before any started (or a job failed so)
+        print(f"{PROG['name']}: error: {err}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    finally:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+        if saved is not None:
+            os.environ["HYDRA_FULL_ERROR"] = saved
 
 
 def _log_dir_from(args: list[str]) -> Path:

@@ -12,17 +12,23 @@ _registered = False
 
 
 def register_configs() -> None:
-    """Store every schema under schema/ in Hydra's ConfigStore; calling it again does nothing."""
+    """Store every schema under schema/ in Hydra's ConfigStore and register the CheckedSweeper;
+    calling it again does nothing."""
     global _registered
     if _registered:
         return
     from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
 
     from headlab.config.schemas import store_command_schemas
     from headlab.config.train_schema import store_train_schemas
 
     store_train_schemas(ConfigStore.instance())
     store_command_schemas(ConfigStore.instance())
+    plugins = Plugins.instance()  # Hydra's scan first: it re-executes BasicSweeper's module, the base class below
+    from hydra_plugins.headlab_sweeper import CheckedSweeper
+
+    plugins.register(CheckedSweeper)  # hydra/sweeper=checked, whether the scan found it or not
     _registered = True
 
 

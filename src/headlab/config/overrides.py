@@ -15,7 +15,6 @@ from omegaconf import DictConfig, OmegaConf
 from headlab.config import register_configs
 from headlab.config.messages import first_line, schema_error, schema_fields, unknown_key
 from headlab.config.train_schema import ADDED_KEYS, TrainKeys
-from headlab.config.validate import validate_config
 from headlab.errors import ConfigError
 
 _NO_CHECK_FLAGS = {"-h", "--help", "--hydra-help", "--version", "-sc", "--shell-completion", "--experimental-rerun"}
@@ -29,10 +28,8 @@ def check_overrides(args: list[str]) -> None:
     """The command line's overrides, checked before Hydra runs, so a typo costs one line.
 
     Group options, the override grammar, and (by composing the config, ~0.3 s, no files written)
-    unknown keys and values OmegaConf rejects. Sweeps (`a=1,2`, `range()`, `choice()`, and the
-    `hydra.sweeper.params` of a `sweep=` config) with -m: every job, as Hydra's BasicSweeper expands
-    them (`sweep_jobs`), is composed and validated as `validate_config` would, so one bad value or
-    combination cannot stop a sweep half-way.
+    unknown keys and values OmegaConf rejects, for the first job of a sweep. Every job of a -m sweep
+    is composed and validated by the CheckedSweeper (config/sweeper.py), before the first starts.
     `glob()` and `interval()` sweeps, and another primary config (-cp/-cn/-cd), are left to Hydra.
     """
     flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
@@ -95,20 +92,14 @@ def _quoted(value: str) -> str:
 
 
 def _check_composed(overrides: list[str], multirun: bool) -> None:
+    """The first job composed here; with -m every job is checked by the CheckedSweeper (config/sweeper.py)."""
     from hydra import compose, initialize_config_module
 
     register_configs()
     with initialize_config_module("headlab.conf", version_base="1.3"):
         first = next(iter(sweep_jobs(overrides)), None)
-        if first is None:
-            return
-        cfg = compose_checked(compose, "train", first, return_hydra_config=True)
-        if not multirun:
-            return
-        params = [f"{key}={value}" for key, value in (OmegaConf.select(cfg, "hydra.sweeper.params") or {}).items()]
-        jobs = sweep_jobs([*params, *overrides])
-        for job in jobs if len(jobs) > 1 else ():  # one job: train() validates it
-            validate_config(compose_checked(compose, "train", job, return_hydra_config=True))
+        if first is not None:
+            compose_checked(compose, "train", first, return_hydra_config=True)
 
 
 def sweep_jobs(overrides: list[str]) -> list[list[str]]:

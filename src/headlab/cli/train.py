@@ -1,8 +1,9 @@
 """`headlab-train [overrides]`: train one experiment and write the run-output contract.
 
-The command line is checked before Hydra starts (`headlab.config.overrides`), then Hydra composes
-`conf/train.yaml` and `headlab.tasks.train.train` runs it; this module only maps what can go wrong to
-one line and an exit code (docs/troubleshooting.md). `python -m headlab.cli.train` is the same.
+Hydra composes `conf/train.yaml` once; Hydra's callback `headlab.config.run_check.CheckConfig` (or,
+with -m, the CheckedSweeper) checks it before anything is written, and `headlab.tasks.train.train` runs
+it. This module only maps what can go wrong to one line and an exit code (docs/troubleshooting.md); a
+command line Hydra refuses is explained by `check_overrides`. `python -m headlab.cli.train` is the same.
 """
 
 from __future__ import annotations
@@ -69,28 +70,36 @@ def _fail(err: Exception, multirun: bool, kind: str, code: int) -> None:
 
 
 def main(prog: str = "headlab-train") -> None:
+    """Hydra composes the command line once; a mistake is one line and exit 2, nothing written."""
+    from headlab.config.run_check import ConfigRefused
+
     PROG["name"] = prog
     # The checks import Lightning, and torchmetrics imports matplotlib: point its cache (and
     # W&B's) under the log folder first, so nothing is written to the home directory.
     configure_cache_dirs(_log_dir_from(sys.argv[1:]))
-    try:
-        check_overrides(sys.argv[1:])  # group options, unknown keys, grammar: before Hydra starts
-    except ConfigError as err:
-        print(f"{PROG['name']}: error: {err}", file=sys.stderr)
-        sys.exit(EXIT_CONFIG)
     saved = os.environ.get("HYDRA_FULL_ERROR")
-    if {"-m", "--multirun"} & set(sys.argv[1:]):
-        os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of its report: one line below
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of its several-line report
     try:
         _hydra_main()
+    except ConfigRefused as refused:  # CheckConfig, before the run folder exists
+        _refuse(refused.error)
     except HeadlabError as err:  # the CheckedSweeper refused a job before any started (or a job failed so)
-        print(f"{PROG['name']}: error: {err}", file=sys.stderr)
-        sys.exit(EXIT_CONFIG)
+        _refuse(err)
+    except Exception:
+        try:
+            check_overrides(sys.argv[1:])  # why Hydra refused the command line, with the key to fix
+        except ConfigError as err:
+            _refuse(err)
+        raise  # a failure that is no config mistake: Hydra's exception as it is
     finally:
         os.environ.pop("HYDRA_FULL_ERROR", None)
         if saved is not None:
             os.environ["HYDRA_FULL_ERROR"] = saved
 
+
+def _refuse(err: Exception) -> None:
+    print(f"{PROG['name']}: error: {err}", file=sys.stderr)
+    sys.exit(EXIT_CONFIG)
 
 def _log_dir_from(args: list[str]) -> Path:
     """`paths.log_dir` as the command line or HEADLAB_LOG_DIR sets it (conf/paths/default.yaml's rule),

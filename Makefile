@@ -18,7 +18,7 @@ help:
 	@echo "make sweep SWEEP=heads [LAUNCHER=joblib] [ARGS='seed=0,1,2,3,4 experiment=sweep_zh']"
 	@echo "make reproduce-quick   every claim of the article at CPU scale, exploratory (~25 min on 2 cores, resumable) -> reports/<date>/"
 	@echo "make reproduce-cpu     the confirmatory CPU run: seeds 10-17 (heads synthetic: 10-19), zh max_len 128 + cls pooling (resumable)"
-	@echo "make reproduce [DRY_RUN=1] [LAUNCHER=slurm] [ARGS='--override trainer.accelerator=gpu']   the article's scale"
+	@echo "make reproduce [DRY_RUN=1] [LAUNCHER=slurm] [OVERRIDE='trainer.accelerator=gpu ...']   the article's scale"
 	@echo "make reproduce-jobs [SCALE=quick|cpu|full]   print the commands a reproduce target runs (runs nothing)"
 	@echo "make reproduce-report [SCALE=quick|cpu|full]   verdicts of every claim from the sweeps on disk -> reports/<date>/"
 
@@ -75,26 +75,32 @@ sweep-smoke:
 # The founding article's claims (conf/reproduce/, docs/reproduce.md): run what each claim needs into
 # fixed folders (<log dir>/sweeps/<sweep_name>/reproduce; a second call redoes only what is missing),
 # then write reports/<date>/. The full scale goes through SLURM unless LAUNCHER says otherwise
-# (LAUNCHER=basic ARGS='--override trainer.accelerator=gpu' on one GPU); DRY_RUN=1 prints its commands.
-# reproduce-cpu is the confirmatory run (seeds no earlier run used; `--jobs --scale cpu` prints its plan
+# (LAUNCHER=basic OVERRIDE=trainer.accelerator=gpu on one GPU: OVERRIDE's words are appended to every
+# sweep, headlab-reproduce's override=[...]); DRY_RUN=1 prints its commands; ARGS: more key=value.
+# reproduce-cpu is the confirmatory run (seeds no earlier run used; `jobs=true scale=cpu` prints its plan
 # and the wall time estimated from the quick run's step times); LANES=N for more cores.
 .PHONY: reproduce reproduce-quick reproduce-cpu reproduce-jobs reproduce-report
 SCALE ?= quick
 LANES ?= 2
+comma := ,
+empty :=
+space := $(empty) $(empty)
+# OVERRIDE='a=1 b=2' -> "override=['a=1','b=2']" (each item quoted: a value may hold = or ,)
+override_arg = $(if $(OVERRIDE),"override=[$(subst $(space),$(comma),$(foreach o,$(OVERRIDE),'$(o)'))]")
 reproduce-quick: $(STAMP)
-	$(BIN)/headlab-reproduce --run --scale quick $(ARGS)
+	$(BIN)/headlab-reproduce run=true scale=quick $(override_arg) $(ARGS)
 
 reproduce-cpu: $(STAMP)
-	$(BIN)/headlab-reproduce --run --scale cpu --lanes $(LANES) $(ARGS)
+	$(BIN)/headlab-reproduce run=true scale=cpu lanes=$(LANES) $(override_arg) $(ARGS)
 
 reproduce: $(STAMP)
-	$(BIN)/headlab-reproduce --run --scale full $(if $(DRY_RUN),--dry-run) $(if $(filter-out joblib,$(LAUNCHER)),--launcher $(LAUNCHER)) $(ARGS)
+	$(BIN)/headlab-reproduce run=true scale=full $(if $(DRY_RUN),dry_run=true) $(if $(filter-out joblib,$(LAUNCHER)),launcher=$(LAUNCHER)) $(override_arg) $(ARGS)
 
 reproduce-jobs: $(STAMP)
-	$(BIN)/headlab-reproduce --jobs --scale $(SCALE)
+	$(BIN)/headlab-reproduce jobs=true scale=$(SCALE)
 
 reproduce-report: $(STAMP)
-	$(BIN)/headlab-reproduce --scale $(SCALE)
+	$(BIN)/headlab-reproduce scale=$(SCALE)
 
 clean:
 	rm -rf $(VENV) logs .pytest_cache

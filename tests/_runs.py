@@ -34,7 +34,10 @@ TINY = [
 
 
 def compose_train_config(run_dir: Path, overrides: list[str]) -> DictConfig:
-    """The config `headlab-train` would see, with its outputs in `run_dir`."""
+    """The config `headlab-train` would see, with its outputs in `run_dir`, checked as headlab-train
+    checks it before the run starts (a mistake is a ConfigError here)."""
+    from headlab.config.validate import validate_config
+
     GlobalHydra.instance().clear()
     with initialize_config_module("headlab.conf", version_base="1.3"):
         cfg = compose("train", overrides=overrides, return_hydra_config=True)
@@ -43,6 +46,7 @@ def compose_train_config(run_dir: Path, overrides: list[str]) -> DictConfig:
         cfg.paths.output_dir = str(run_dir)
         cfg.paths.log_dir = str(run_dir.parent)
         del cfg["hydra"]
+    validate_config(cfg)
     return cfg
 
 

@@ -1,5 +1,5 @@
 """`+callbacks.checkpoint.keep_every_n_train_steps=N`: a kept checkpoint every N steps, so
-`headlab-importance RUN --checkpoint all` measures importance over training."""
+`headlab-importance RUN checkpoint=all` measures importance over training."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_kept_checkpoints_at_every_nth_step_and_importance_at_each(tmp_path, tin
         assert weights and all(torch.equal(last[k], six[k]) for k in weights)
         assert any(not torch.equal(last[k], two[k]) for k in weights)
 
-        assert importance_main([str(run), "--checkpoint", "all", "importance.curves=false", "importance.figures=false",
+        assert importance_main([str(run), "checkpoint=all", "importance.curves=false", "importance.figures=false",
                                 "importance.threads=1"]) == 0
         table = pd.read_parquet(run / "head_importance.parquet")
         assert sorted(table.step.unique()) == [2, 4, 6]

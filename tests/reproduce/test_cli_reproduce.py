@@ -10,7 +10,7 @@ from tests.reproduce.test_verdicts import SPECS, heads_runs
 
 
 def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(capsys):
-    assert main(["--jobs", "--specs", str(SPECS)]) == 0
+    assert main(["jobs=true", f"specs={SPECS}"]) == 0
     lines = capsys.readouterr().out.splitlines()
     at = lines.index("# heads-zh_reviews: C8, C10, C15, C16")
     zh = lines[at + 1]
@@ -25,7 +25,7 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert sum("-m sweep=heads " in line for line in lines) == 2  # synthetic and zh_reviews
     assert lines[-2].endswith("headlab-analyze-hf data=en_news threads=1 run_dir=logs/runs/reproduce/c17-minilm-en_news")
     assert lines[-1].startswith("# 9 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
-    assert main(["--jobs", "--scale", "full", "--specs", str(SPECS)]) == 0
+    assert main(["jobs=true", "scale=full", f"specs={SPECS}"]) == 0
     full = capsys.readouterr().out.splitlines()
     commands = [line for line in full if " -m sweep=" in line]
     assert len(commands) == 9 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
@@ -42,8 +42,8 @@ def test_a_report_from_an_explicit_sweep_folder(tmp_path, capsys):
     record_jobs(sweep, load_spec(SPECS / "c08_heads.yaml"))
     heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841]).to_csv(sweep / "aggregate" / "sweep_runs.csv", index=False)
     out = tmp_path / "report"
-    args = ["--specs", str(SPECS), "--only", "c8,C10", "--evidence", f"heads-zh_reviews={sweep}", "--out", str(out),
-            "--sweeps-root", str(tmp_path / "none")]
+    args = [f"specs={SPECS}", "only=[c8,C10]", f"evidence.heads-zh_reviews={sweep}", f"out={out}",
+            f"sweeps_root={tmp_path / 'none'}"]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "  C8  supported" in printed and " C10  not measured" in printed
@@ -51,9 +51,9 @@ def test_a_report_from_an_explicit_sweep_folder(tmp_path, capsys):
 
 
 def test_wrong_arguments_exit_2_with_one_line(tmp_path, capsys):
-    assert main(["--specs", str(tmp_path)]) == 2
+    assert main([f"specs={tmp_path}"]) == 2
     assert "a folder holding claim specs" in capsys.readouterr().err
-    assert main(["--specs", str(SPECS), "--evidence", "heads-synthetic"]) == 2
+    assert main([f"specs={SPECS}", "evidence.heads-synthetic="]) == 2
     assert "SWEEP_NAME=DIR" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
@@ -71,7 +71,7 @@ DEFAULTS = {"run": False, "jobs": False, "dry_run": False, "scale": "quick", "sp
             "evidence": {}, "out": None, "only": [], "launcher": None, "lanes": 2, "override": []}
 
 
-def test_cfg_job_prints_every_key_and_help_names_each_flag(capsys):
+def test_cfg_job_prints_every_key_and_help_shows_the_forms(capsys):
     import pytest
 
     assert _printed_config(capsys) == DEFAULTS
@@ -80,39 +80,28 @@ def test_cfg_job_prints_every_key_and_help_names_each_flag(capsys):
     assert exited.value.code == 0
     printed = capsys.readouterr().out
     assert printed.startswith("headlab-reproduce: every claim of the founding article as a verdict")
-    assert "--dry-run = dry_run=true" in printed and "--evidence NAME=DIR (repeatable) = evidence.NAME=DIR" in printed
+    assert "headlab-reproduce jobs=true [scale=quick|cpu|full]" in printed and "[evidence.NAME=DIR ...]" in printed
     assert all(f"\n{key}: " in printed for key in DEFAULTS)
 
 
-def test_every_flag_composes_what_its_key_value_form_does(capsys):
-    short = _printed_config(capsys, "--run", "--dry-run", "--jobs", "--scale", "full", "--specs", "my specs",
-                            "--sweeps-root=r", "--out", "o", "--launcher", "basic", "--lanes", "3",
-                            "--override", "trainer.accelerator=gpu", "--only", "c8,C10", "--override", "seed=0,1",
-                            "--evidence", "heads-zh=/d1", "--evidence", "heads-synthetic=/d2", "--evidence", "heads-zh=/d3")
-    assert short == {"run": True, "jobs": True, "dry_run": True, "scale": "full", "specs": "my specs",
-                     "sweeps_root": "r", "out": "o", "launcher": "basic", "lanes": 3,
-                     "override": ["trainer.accelerator=gpu", "seed=0,1"], "only": ["c8", "C10"],
-                     "evidence": {"heads-zh": "/d3", "heads-synthetic": "/d2"}}  # the last one wins, as with argparse
-    assert short == _printed_config(capsys, "run=true", "dry_run=true", "jobs=true", "scale=full", "specs='my specs'",
-                                    "sweeps_root=r", "out=o", "launcher=basic", "lanes=3",
-                                    "override=['trainer.accelerator=gpu','seed=0,1']", "only=[c8,C10]",
-                                    "evidence={heads-zh:/d3,heads-synthetic:/d2}")
+def test_each_key_composes_as_written(capsys):
+    printed = _printed_config(capsys, "run=true", "dry_run=true", "jobs=true", "scale=full", "specs='my specs'",
+                              "sweeps_root=r", "out=o", "launcher=basic", "lanes=3",
+                              "override=['trainer.accelerator=gpu','seed=0,1']", "only=[c8,C10]",
+                              "evidence={heads-zh:/d3,heads-synthetic:/d2}")
+    assert printed == {"run": True, "jobs": True, "dry_run": True, "scale": "full", "specs": "my specs",
+                       "sweeps_root": "r", "out": "o", "launcher": "basic", "lanes": 3,
+                       "override": ["trainer.accelerator=gpu", "seed=0,1"], "only": ["c8", "C10"],
+                       "evidence": {"heads-zh": "/d3", "heads-synthetic": "/d2"}}
     assert _printed_config(capsys, "evidence.heads-zh=/d1", "evidence.heads-zh=/d3")["evidence"] == {"heads-zh": "/d3"}
 
 
-def test_jobs_flag_prints_the_same_plan_as_jobs_true(capsys):
-    assert main(["--jobs", "--scale", "full", "--specs", str(SPECS)]) == 0
-    short = capsys.readouterr().out
-    assert main(["jobs=true", "scale=full", f"specs={SPECS}"]) == 0
-    assert capsys.readouterr().out == short and short.splitlines()[-1].startswith("# 9 sweeps, 1 runs")
-
-
 def test_a_wrong_key_choice_or_value_is_one_line_exit_2(tmp_path, capsys):
-    for args, expected in ((["lanse=3"], "did you mean lanes?"), (["--scale", "medium"], "scale='medium': expected one of quick, cpu, full"),
-                           (["--lanes", "0"], "lanes=0: expected an integer >= 1"),
-                           (["--override", "gpu"], "override='gpu': expected KEY=VALUE"),
-                           (["--specs", str(SPECS), "--only", "C8,C99"], "claim ids among C1, C2")):
-        assert main([*args, "--out", str(tmp_path / "report")]) == 2, args
+    for args, expected in ((["lanse=3"], "did you mean lanes?"), (["scale=medium"], "scale='medium': expected one of quick, cpu, full"),
+                           (["lanes=0"], "lanes=0: expected an integer >= 1"),
+                           (["override=[gpu]"], "override='gpu': expected KEY=VALUE"),
+                           ([f"specs={SPECS}", "only=[C8,C99]"], "claim ids among C1, C2")):
+        assert main([*args, f"out={tmp_path / 'report'}"]) == 2, args
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and expected in err, (args, err)
     assert not any(tmp_path.iterdir())
@@ -132,7 +121,7 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     run's measured step times, look 2 included, that stays under 2 hours on 2 cores; look 2: fresh seeds only."""
     import re
 
-    assert main(["--jobs", "--scale", "cpu", "--specs", str(SPECS)]) == 0
+    assert main(["jobs=true", "scale=cpu", f"specs={SPECS}"]) == 0
     lines = capsys.readouterr().out.splitlines()
     header = lines.index("# look 2, only for the claims look 1 leaves inconclusive: fresh seeds, read on their own")
     sweeps = [line for line in lines[:header] if " -m sweep=" in line]

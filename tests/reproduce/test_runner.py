@@ -1,4 +1,4 @@
-"""The runner of `headlab-reproduce --run`: what it starts, in which order, and what a second call
+"""The runner of `headlab-reproduce run=true`: what it starts, in which order, and what a second call
 redoes. Stand-in console scripts record every call and write what the real ones would (job dirs with
 summary.json and .hydra/, an aggregate table, importance output), so the test is about the runner's
 decisions, not training."""

@@ -1,4 +1,4 @@
-"""`headlab-reproduce --run` with the real console scripts on a tiny spec: the sweep trains, the
+"""`headlab-reproduce run=true` with the real console scripts on a tiny spec: the sweep trains, the
 per-job importance runs, the report reads the result, and a second call trains nothing."""
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def test_run_trains_once_measures_each_job_and_reports(tmp_path):
     specs.mkdir()
     (specs / "c01_tiny.yaml").write_text(SPEC, encoding="utf-8")
     root = tmp_path / "logs" / "sweeps"
-    cmd = [sys.executable, "-m", "headlab.cli.reproduce", "--run", "--specs", str(specs), "--sweeps-root", str(root)]
-    first = subprocess.run([*cmd, "--out", str(tmp_path / "r1")], capture_output=True, text=True, timeout=900)
+    cmd = [sys.executable, "-m", "headlab.cli.reproduce", "run=true", f"specs={specs}", f"sweeps_root={root}"]
+    first = subprocess.run([*cmd, f"out={tmp_path / 'r1'}"], capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stdout + first.stderr
     folder = root / "tiny-heads" / "reproduce"
     jobs = sorted(p.parent for p in folder.glob("*/summary.json"))
@@ -53,7 +53,7 @@ def test_run_trains_once_measures_each_job_and_reports(tmp_path):
     assert report.loc[0, "provenance"].startswith(f"read {folder} (3 jobs, commit "), report.loc[0, "provenance"]
     checkpoints = {j: (j / "checkpoints" / "last.ckpt").stat().st_mtime_ns for j in jobs}
 
-    second = subprocess.run([*cmd, "--out", str(tmp_path / "r2")], capture_output=True, text=True, timeout=900)
+    second = subprocess.run([*cmd, f"out={tmp_path / 'r2'}"], capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stdout + second.stderr
     assert " skipped  sweep tiny-heads" in second.stdout
     assert {j: (j / "checkpoints" / "last.ckpt").stat().st_mtime_ns for j in jobs} == checkpoints

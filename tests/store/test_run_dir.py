@@ -125,7 +125,7 @@ def test_a_missing_kind_of_checkpoint_lists_what_there_is(tmp_path):
 def test_an_unknown_choice_is_a_config_error(run_root):
     with pytest.raises(ConfigError) as err:
         RunDir(run_root).find_checkpoints("newest")
-    assert str(err.value) == "invalid config --checkpoint='newest': expected one of last, best, all"
+    assert str(err.value) == "invalid config checkpoint='newest': expected one of last, best, all"
 
 
 class _Payload:

@@ -11,7 +11,7 @@ from headlab.cli.aggregate import main
 
 
 def test_prints_what_it_wrote_and_what_it_skipped(sweep_dir, tmp_path, capsys):
-    assert main([str(sweep_dir), "--out", str(tmp_path / "out"), "--no-figures"]) == 0
+    assert main([str(sweep_dir), f"out={tmp_path / 'out'}", "figures=false"]) == 0
     out = capsys.readouterr().out
     assert f"wrote {tmp_path / 'out' / 'sweep_summary.csv'}" in out
     assert "5 of 10 runs aggregated (accuracy and F1: each run's best checkpoint (by val/acc); roles and head metrics: " \
@@ -23,7 +23,7 @@ def test_prints_what_it_wrote_and_what_it_skipped(sweep_dir, tmp_path, capsys):
 
 @pytest.mark.slow  # seaborn figures of the whole sweep: ~20 s on 2 busy cores
 def test_with_figures_the_command_writes_the_sweeps_page(sweep_dir, tmp_path, capsys):
-    assert main([str(sweep_dir), "--out", str(tmp_path / "out")]) == 0
+    assert main([str(sweep_dir), f"out={tmp_path / 'out'}"]) == 0
     assert f"wrote {sweep_dir / 'view.html'}" in capsys.readouterr().out
     assert "<html" in (sweep_dir / "view.html").read_text(encoding="utf-8").lower()
 
@@ -32,7 +32,7 @@ def test_folder_with_only_failed_jobs_exits_1(tmp_path, capsys):
     from .conftest import write_job
 
     write_job(tmp_path / "sw", 0, 2, 0, "failed", error="bad override")
-    assert main([str(tmp_path / "sw"), "--no-figures"]) == 1
+    assert main([str(tmp_path / "sw"), "figures=false"]) == 1
     captured = capsys.readouterr()
     assert "skipped job 0" in captured.out and "no usable run" in captured.err
 
@@ -69,16 +69,15 @@ def test_cfg_job_prints_the_schema_defaults_and_help_names_the_short_forms(capsy
         main(["--help"])
     assert exited.value.code == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("headlab-aggregate SWEEP_DIR [--out DIR] [--no-figures]: ")
-    assert "--no-figures = figures=false" in printed
+    assert printed.startswith("headlab-aggregate SWEEP_DIR [out=DIR] [figures=false]: ")
+    assert "SWEEP_DIR = sweep_dir=SWEEP_DIR" in printed
     assert all(f"\n{key}: " in printed for key in ("sweep_dir", "out", "figures"))
 
 
-def test_short_forms_compose_what_their_key_value_forms_do(capsys):
-    short = _printed_config(capsys, "my sweeps/a", "--out", "o,1", "--no-figures")
+def test_the_leading_path_composes_what_sweep_dir_does(capsys):
+    short = _printed_config(capsys, "my sweeps/a", "out='o,1'", "figures=false")
     assert short == {"sweep_dir": "my sweeps/a", "out": "o,1", "figures": False}  # quoted for Hydra's grammar
     assert short == _printed_config(capsys, "sweep_dir='my sweeps/a'", "out='o,1'", "figures=false")
-    assert _printed_config(capsys, "s", "--out=o") == _printed_config(capsys, "sweep_dir=s", "out=o")
 
 
 def test_a_wrong_key_or_type_is_one_line_exit_2_naming_a_close_key(tmp_path, capsys):

@@ -157,7 +157,7 @@ def test_aggregate_writes_one_division_row_per_config(aggregated):
 
 
 def test_headlab_aggregate_prints_the_division_table(sweep_dir, tmp_path, capsys):
-    assert aggregate_main([str(sweep_dir), "--no-figures", "--out", str(tmp_path / "agg")]) == 0
+    assert aggregate_main([str(sweep_dir), "figures=false", f"out={tmp_path / 'agg'}"]) == 0
     lines = capsys.readouterr().out.splitlines()
     division = lines[next(i for i, line in enumerate(lines) if line.startswith("division of labour")):]
     row = next(line for line in division if line.startswith("model.n_heads=4"))

@@ -108,7 +108,7 @@ def test_headlab_aggregate_writes_and_prints_the_prune_table(sweep_dir, capsys):
     for job, fraction in fractions.items():
         report = {"ablation-ft0": entry(fraction, (0.9, 0.89), (1.0, 1.0 + fraction), n_heads=4)}
         (sweep_dir / str(job) / "prune.json").write_text(json.dumps(report))
-    assert aggregate_main([str(sweep_dir), "--no-figures"]) == 0
+    assert aggregate_main([str(sweep_dir), "figures=false"]) == 0
     out = capsys.readouterr().out
     per_run = pd.read_csv(sweep_dir / "aggregate" / "sweep_prune_runs.csv")
     assert per_run["job"].tolist() == [0, 1, 2]  # job 8 is not usable

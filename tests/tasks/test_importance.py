@@ -53,10 +53,10 @@ def test_ablation_rows_equal_a_hand_computed_gated_val_loss(run_copy):
 
 
 def test_all_checkpoints_then_last_keeps_the_other_steps(run_copy):
-    assert main([str(run_copy), "--checkpoint", "all"]) == 0
+    assert main([str(run_copy), "checkpoint=all"]) == 0
     steps = sorted(pd.read_parquet(run_copy / "head_importance.parquet").step.unique())
     assert (run_copy / "figures" / "importance.png").stat().st_size > 0
-    assert main([str(run_copy), "--checkpoint=last", "importance.curves=false", "importance.figures=false"]) == 0
+    assert main([str(run_copy), "checkpoint=last", "importance.curves=false", "importance.figures=false"]) == 0
     again = pd.read_parquet(run_copy / "head_importance.parquet")
     assert sorted(again.step.unique()) == steps and not again.duplicated(["step", "layer", "head", "metric"]).any()
 
@@ -83,7 +83,7 @@ def _drop_checkpoints(run):
 
 
 @pytest.mark.parametrize(("damage", "args", "expected"), [
-    (None, ["--checkpoint", "newest"], "checkpoint='newest': expected one of last, best, all"),
+    (None, ["checkpoint=newest"], "checkpoint='newest': expected one of last, best, all"),
     (None, ["checkpoint=newest"], "checkpoint='newest'"),
     (None, ["importance.batch_size=0"], "importance.batch_size"),
     (None, ["importance.bogus=1"], "importance.bogus"),

@@ -63,8 +63,8 @@ def test_checkpoint_all_on_a_run_with_kept_checkpoints_writes_the_timeline(tmp_p
     run = tmp_path / "run"
     train_keeping_threads(tiny_config(run, "+callbacks.checkpoint.keep_every_n_train_steps=2", "test=false",
                                       "callbacks.head_metrics.figures=false", "threads=1"))
-    assert main([str(run), "--checkpoint", "last", "importance.curves=false"]) == 0
+    assert main([str(run), "checkpoint=last", "importance.curves=false"]) == 0
     assert not (run / "figures" / "importance_timeline.png").exists()  # one step: no trajectory yet
-    assert main([str(run), "--checkpoint", "all", "importance.curves=false"]) == 0
+    assert main([str(run), "checkpoint=all", "importance.curves=false"]) == 0
     assert (run / "figures" / "importance_timeline.png").stat().st_size > 0
     assert pd.read_parquet(run / "head_importance.parquet").step.nunique() >= 3

@@ -1,4 +1,4 @@
-"""`headlab-aggregate SWEEP_DIR [--out DIR] [--no-figures]`: a Hydra multirun folder -> tables and figures.
+"""`headlab-aggregate SWEEP_DIR [out=DIR] [figures=false]`: a Hydra multirun folder -> tables and figures.
 
 Prints every file written, the per-config tables (results, division of labour, and where the sweep
 has them: steps to target, intervention effects, per-domain accuracy, duplicate heads), then every job
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from headlab.config.app import positional_args, run_app
+from headlab.config.app import positional_arg, run_app
 from headlab.errors import DataError
 from headlab.store import SweepDir
 
@@ -22,8 +22,7 @@ PROG = "headlab-aggregate"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = positional_args(sys.argv[1:] if argv is None else argv, "sweep_dir", {"--out": "out"},
-                           switches={"--no-figures": "figures=false"})
+    args = positional_arg(sys.argv[1:] if argv is None else argv, "sweep_dir")
     return run_app(PROG, "aggregate", aggregate, args)
 
 

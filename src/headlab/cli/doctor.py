@@ -14,25 +14,17 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from headlab.config.app import EXIT_CONFIG, INFO_FLAGS, compose_command, positional_args, quote, run_app
-from headlab.config.overrides import check_overrides, override_args
+from headlab.config.app import positional_arg, quote, run_app
 from headlab.config.doctor import DoctorCommand
-from headlab.errors import DataError, HeadlabError
+from headlab.config.overrides import check_overrides, override_args
+from headlab.errors import DataError
 
 PROG = "headlab-doctor"
 OWN_KEYS = {f.name for f in fields(DoctorCommand)} | {"hydra"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = short_forms(list(sys.argv[1:] if argv is None else argv))
-    plan = next((a for a in args if a.startswith("plan=")), None)
-    if plan is not None and not {a.split("=", 1)[0] for a in args} & INFO_FLAGS:
-        try:  # the plan gets headlab-train's own command-line checks (close keys, group options, grammar)
-            check_overrides(list(compose_command("doctor", [plan]).plan))
-        except HeadlabError as err:
-            print(f"{PROG}: error: {err}", file=sys.stderr)
-            return EXIT_CONFIG
-    return run_app(PROG, "doctor", doctor, args)
+    return run_app(PROG, "doctor", doctor, short_forms(list(sys.argv[1:] if argv is None else argv)))
 
 
 def short_forms(args: list[str]) -> list[str]:
@@ -45,7 +37,7 @@ def short_forms(args: list[str]) -> list[str]:
         for override in overrides:
             flags.remove(override)
         return [f"plan=[{','.join(quote(o) for o in overrides)}]", *flags]
-    return positional_args(args, "target")
+    return positional_arg(args, "target")
 
 
 def doctor(cmd) -> int:
@@ -56,6 +48,8 @@ def doctor(cmd) -> int:
     from headlab.doctor import FAIL, diagnose, format_diagnosis
     from headlab.doctor.plan import diagnose_plan
 
+    if cmd.plan:  # headlab-train's own command-line checks (close keys, group options, grammar)
+        check_overrides(list(cmd.plan))
     diagnoses = [diagnose_plan(cmd.plan, validate_config)] if cmd.plan else diagnose(cmd.target)
     for d in diagnoses:
         print(format_diagnosis(d))

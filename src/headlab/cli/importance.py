@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import sys
 
-from headlab.config.app import positional_args, run_app
+from headlab.config.app import positional_arg, run_app
 
 PROG = "headlab-importance"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = positional_args(sys.argv[1:] if argv is None else argv, "run_dir", {"--checkpoint": "checkpoint"})
+    args = positional_arg(sys.argv[1:] if argv is None else argv, "run_dir")
     return run_app(PROG, "importance", importance, args)
 
 

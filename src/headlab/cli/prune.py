@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import sys
 
-from headlab.config.app import positional_args, run_app
+from headlab.config.app import positional_arg, run_app
 
 PROG = "headlab-prune"
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_app(PROG, "prune", prune, positional_args(sys.argv[1:] if argv is None else argv, "run_dir"))
+    return run_app(PROG, "prune", prune, positional_arg(sys.argv[1:] if argv is None else argv, "run_dir"))
 
 
 def prune(cmd) -> int:

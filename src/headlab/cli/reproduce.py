@@ -1,20 +1,19 @@
 """`headlab-reproduce`: every claim of the founding article as a verdict, from the sweeps on disk.
 
-    headlab-reproduce --run [--scale quick|cpu|full] [--dry-run] [--launcher L] [--lanes N] [--override K=V ...]
-    headlab-reproduce [--scale quick|cpu|full] [--out reports/<date>] [--sweeps-root logs/sweeps] [--evidence NAME=DIR ...]
-    headlab-reproduce --jobs [--scale quick|cpu|full]   # = --run --dry-run: print the commands (and, cpu, the time estimate)
+    headlab-reproduce run=true [scale=quick|cpu|full] [dry_run=true] [launcher=L] [lanes=N] [override=[K=V,...]]
+    headlab-reproduce [scale=quick|cpu|full] [out=reports/<date>] [sweeps_root=logs/sweeps] [evidence.NAME=DIR ...]
+    headlab-reproduce jobs=true [scale=quick|cpu|full]   # = run=true dry_run=true: print the commands (and, cpu, the time estimate)
 
-`--run` first runs (resumably: `headlab.reproduce.runner`) every sweep and command the specs need
-at `--scale` into fixed folders, `<sweeps root>/<sweep_name>/reproduce`, then writes the report
-from those folders. Without `--run` it reads the specs (`conf/reproduce/cNN_*.yaml`, or
-`--specs DIR`), finds each claim's evidence at `--scale` (the newest aggregated sweep of its
-`sweep_name` under the sweeps root, or the folder given with `--evidence`; a command's run
+`run=true` first runs (resumably: `headlab.reproduce.runner`) every sweep and command the specs need
+at `scale` into fixed folders, `<sweeps root>/<sweep_name>/reproduce`, then writes the report
+from those folders. Without `run=true` it reads the specs (`conf/reproduce/cNN_*.yaml`, or
+`specs=DIR`), finds each claim's evidence at `scale` (the newest aggregated sweep of its
+`sweep_name` under the sweeps root, or the folder given with `evidence.NAME=DIR`; a command's run
 directory under `<sweeps root>/../runs/reproduce/`), applies the rules written in the spec and
 writes claims.csv, claims.md and index.html. A claim without evidence is reported "not measured"
-with the reason, never skipped. Each flag is a short form of a key of `headlab.config.reproduce`
-(`--cfg job` prints them; `--help` names each flag's key).
+with the reason, never skipped. Keys: `headlab.config.reproduce` (`--cfg job` prints them).
 Exit codes: 0 the report was written (or the job list printed), 1 the report was written but a
-step of --run failed (the report says which claims lack evidence), 2 a spec or argument is wrong.
+step of run=true failed (the report says which claims lack evidence), 2 a spec or argument is wrong.
 """
 
 from __future__ import annotations
@@ -24,18 +23,13 @@ import sys
 import time
 from pathlib import Path
 
-from headlab.config.app import positional_args, run_app
+from headlab.config.app import run_app
 
 PROG = "headlab-reproduce"
-FLAGS = {f"--{key.replace('_', '-')}": key for key in ("scale", "specs", "sweeps_root", "out", "launcher", "lanes")}
-SWITCHES = {"--run": "run=true", "--jobs": "jobs=true", "--dry-run": "dry_run=true"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = positional_args(sys.argv[1:] if argv is None else argv, None, FLAGS, switches=SWITCHES,
-                           lists={"--only": "only"}, repeated={"--override": "override"},
-                           mappings={"--evidence": "evidence"})
-    return run_app(PROG, "reproduce", reproduce, args)
+    return run_app(PROG, "reproduce", reproduce, argv)
 
 
 def reproduce(cmd) -> int:

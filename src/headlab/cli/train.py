@@ -1,23 +1,23 @@
 """`headlab-train [overrides]`: train one experiment and write the run-output contract.
 
-Hydra composes `conf/train.yaml` once; Hydra's callback `headlab.config.run_check.CheckConfig` (or,
-with -m, the CheckedSweeper) checks it before anything is written, and `headlab.tasks.train.train` runs
-it. This module only maps what can go wrong to one line and an exit code (docs/troubleshooting.md); a
-command line Hydra refuses is explained by `check_overrides`. `python -m headlab.cli.train` is the same.
+Hydra composes `conf/train.yaml` once; Hydra's callbacks check it (`headlab.config.run_check`; with
+-m the CheckedSweeper, every job) and lock the run folder (`headlab.tasks.lock`) before anything is
+written, and `headlab.tasks.train.train` runs it. This module only maps what can go wrong to one line
+and an exit code (`headlab.config.app.run_hydra`, docs/troubleshooting.md). `python -m headlab.cli.train`
+is the same.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
-from headlab.config.overrides import check_overrides
-from headlab.errors import ConfigError, HeadlabError
+from headlab.config.app import run_hydra
+from headlab.errors import HeadlabError
 from headlab.store.run_info import configure_cache_dirs, default_log_dir
 from headlab.tasks.rank import is_rank_zero
 
@@ -71,35 +71,14 @@ def _fail(err: Exception, multirun: bool, kind: str, code: int) -> None:
 
 def main(prog: str = "headlab-train") -> None:
     """Hydra composes the command line once; a mistake is one line and exit 2, nothing written."""
-    from headlab.config.run_check import ConfigRefused
-
     PROG["name"] = prog
     # The checks import Lightning, and torchmetrics imports matplotlib: point its cache (and
     # W&B's) under the log folder first, so nothing is written to the home directory.
     configure_cache_dirs(_log_dir_from(sys.argv[1:]))
-    saved = os.environ.get("HYDRA_FULL_ERROR")
-    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of its several-line report
-    try:
-        _hydra_main()
-    except ConfigRefused as refused:  # CheckConfig, before the run folder exists
-        _refuse(refused.error)
-    except HeadlabError as err:  # the CheckedSweeper refused a job before any started (or a job failed so)
-        _refuse(err)
-    except Exception:
-        try:
-            check_overrides(sys.argv[1:])  # why Hydra refused the command line, with the key to fix
-        except ConfigError as err:
-            _refuse(err)
-        raise  # a failure that is no config mistake: Hydra's exception as it is
-    finally:
-        os.environ.pop("HYDRA_FULL_ERROR", None)
-        if saved is not None:
-            os.environ["HYDRA_FULL_ERROR"] = saved
+    code = run_hydra(prog, "train", _hydra_main, sys.argv[1:])
+    if code:
+        sys.exit(code)
 
-
-def _refuse(err: Exception) -> None:
-    print(f"{PROG['name']}: error: {err}", file=sys.stderr)
-    sys.exit(EXIT_CONFIG)
 
 def _log_dir_from(args: list[str]) -> Path:
     """`paths.log_dir` as the command line or HEADLAB_LOG_DIR sets it (conf/paths/default.yaml's rule),

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import sys
 
-from headlab.config.app import positional_args, run_app
+from headlab.config.app import positional_arg, run_app
 
 PROG = "headlab-view"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = positional_args(sys.argv[1:] if argv is None else argv, "path")
+    args = positional_arg(sys.argv[1:] if argv is None else argv, "path")
     return run_app(PROG, "view", view, args)
 
 

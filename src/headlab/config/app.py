@@ -9,6 +9,7 @@ the typed object (`OmegaConf.to_object`), so the schema's `__post_init__` range 
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,28 +19,16 @@ from headlab.errors import ConfigError, HeadlabError
 
 EXIT_CONFIG = 2
 CONFIG_MODULE = "headlab.conf"
-# Flags after which Hydra prints information instead of running: nothing to check first.
-INFO_FLAGS = {"-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--version", "-sc", "--shell-completion"}
 
 
 def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv: Sequence[str] | None = None,
             config_module: str = CONFIG_MODULE) -> int:
-    """Check the command line against `conf/<config_name>.yaml`, then run `task(typed_config)` as a Hydra app.
+    """Run `task(typed_config)` as a Hydra app over `conf/<config_name>.yaml`.
 
     Returns the exit code: `task`'s (None = 0), 2 for a config or input mistake (one line on stderr).
     """
     import hydra
 
-    from headlab.config import register_configs
-
-    register_configs()
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if not {a.split("=", 1)[0] for a in args} & INFO_FLAGS:
-            check_command_line(config_name, args, config_module)
-    except HeadlabError as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return EXIT_CONFIG
     outcome: dict[str, Any] = {"code": 0}
 
     @hydra.main(version_base="1.3", config_path=f"pkg://{config_module}", config_name=config_name)
@@ -52,13 +41,53 @@ def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv
             print(f"{prog}: error: {err}", file=sys.stderr)
             outcome["code"] = EXIT_CONFIG
 
-    saved = sys.argv
+    code = run_hydra(prog, config_name, _main, list(sys.argv[1:] if argv is None else argv), config_module)
+    return code or int(outcome["code"])
+
+
+def run_hydra(prog: str, config_name: str, hydra_main: Callable[[], Any], args: Sequence[str],
+              config_module: str = CONFIG_MODULE) -> int:
+    """Call the `@hydra.main` function `hydra_main` on `args`; 0, or EXIT_CONFIG after one stderr line.
+
+    Hydra composes the command line once. It re-raises here (HYDRA_FULL_ERROR) instead of printing its
+    several-line report, and this is the one place that words a mistake: a refusal of the checks that
+    run before anything is written (`headlab.config.run_check`, the CheckedSweeper), or a command line
+    Hydra could not compose, explained with the key to fix by `check_overrides`.
+    """
+    from headlab.config import register_configs
+    from headlab.config.overrides import check_overrides, flatten
+    from headlab.config.run_check import ConfigRefused
+
+    register_configs()
+    saved_env, saved_argv = os.environ.get("HYDRA_FULL_ERROR"), sys.argv
+    os.environ["HYDRA_FULL_ERROR"] = "1"
     sys.argv = [prog, *args]
     try:
-        _main()
+        hydra_main()
+        return 0
+    except ConfigRefused as refused:
+        mistake: BaseException = refused.error
+    except HeadlabError as err:  # the CheckedSweeper refused a job, or a -m job failed so
+        mistake = err
+    except Exception as err:
+        from hydra.errors import HydraException
+        from omegaconf.errors import OmegaConfBaseException
+
+        try:
+            check_overrides(list(args), config_name, config_module)
+        except HeadlabError as explained:
+            mistake = explained
+        else:
+            if not isinstance(err, (HydraException, OmegaConfBaseException)):
+                raise  # a failure that is no config mistake: the exception as it is
+            mistake = ConfigError("command line", " ".join(args), f"what Hydra accepts ({flatten(err)})")
     finally:
-        sys.argv = saved
-    return int(outcome["code"])
+        sys.argv = saved_argv
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+        if saved_env is not None:
+            os.environ["HYDRA_FULL_ERROR"] = saved_env
+    print(f"{prog}: error: {mistake}", file=sys.stderr)
+    return EXIT_CONFIG
 
 
 def typed(cfg: Any) -> Any:
@@ -77,30 +106,16 @@ def typed(cfg: Any) -> Any:
 
 def compose_command(config_name: str, overrides: Sequence[str], config_module: str = CONFIG_MODULE) -> Any:
     """The config a command composes from `overrides` (for tests and the reproduce runner's checks),
-    checked and typed as `run_app` checks it; a bad override is one ConfigError."""
-    from hydra import compose, initialize_config_module
+    checked as a run checks it before anything is written; a bad override is one ConfigError."""
+    from hydra import compose
 
-    from headlab.config import register_configs
-    from headlab.config.overrides import compose_checked
+    from headlab.config.overrides import compose_checked, composing
+    from headlab.config.run_check import check_composed
 
-    register_configs()
-    with initialize_config_module(config_module, version_base="1.3"):
+    with composing(config_module):
         cfg = compose_checked(compose, config_name, list(overrides))
-    typed(cfg)
+    check_composed(config_name, cfg)
     return cfg
-
-
-def check_command_line(config_name: str, args: list[str], config_module: str = CONFIG_MODULE) -> None:
-    """The overrides composed (and typed) before Hydra starts: each value of a `-m` sweep too."""
-    from hydra import compose, initialize_config_module
-
-    from headlab.config.overrides import compose_checked, override_args, parse_override, refuse_sweeps_without_multirun, sweep_jobs
-
-    overrides = override_args(args)
-    refuse_sweeps_without_multirun([parse_override(o) for o in overrides], bool({"-m", "--multirun"} & set(args)))
-    with initialize_config_module(config_module, version_base="1.3"):
-        for job in sweep_jobs(overrides):
-            typed(compose_checked(compose, config_name, job))
 
 
 def _multirun() -> bool:
@@ -110,61 +125,16 @@ def _multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def positional_args(args: Sequence[str], positional: str | None, flags: dict[str, str] | None = None, *,
-                    switches: dict[str, str] | None = None, lists: dict[str, str] | None = None,
-                    repeated: dict[str, str] | None = None, mappings: dict[str, str] | None = None) -> list[str]:
-    """The documented short forms as overrides: a leading `PATH` is `positional=PATH`, and each
-    `--flag VALUE` (or `--flag=VALUE`) in `flags` is `key=VALUE`, so `headlab-importance RUN --checkpoint all`
-    is `headlab-importance run_dir=RUN checkpoint=all`. Values are quoted where Hydra's grammar needs it.
+def positional_arg(args: Sequence[str], key: str) -> list[str]:
+    """The one short form: a leading argument that is neither an override nor a flag is `key=ARG`, so
+    `headlab-view RUN` is `headlab-view path=RUN`; everything else is Hydra's own grammar.
 
-    The argparse forms older commands documented: `switches` are flags without a value, each one
-    override; `lists` take `A,B` for a list key; `repeated` flags may come several times and gather
-    their values into one list; `mappings` take `NAME=VALUE` (repeatable), one entry of a mapping each
-    (`++` adds the entry, or replaces an earlier one, as argparse's last value won):
-
-    >>> positional_args(["sweeps/a", "--out", "my out", "--no-figures"], "sweep_dir", {"--out": "out"},
-    ...                 switches={"--no-figures": "figures=false"})
-    ['sweep_dir=sweeps/a', "out='my out'", 'figures=false']
-    >>> positional_args(["--only", "c8,C10", "--override", "seed=0,1", "--override=a=b", "--evidence", "heads=d"],
-    ...                 None, lists={"--only": "only"}, repeated={"--override": "override"},
-    ...                 mappings={"--evidence": "evidence"})
-    ['only=[c8,C10]', "override=['seed=0,1','a=b']", '++evidence.heads=d']
+    >>> positional_arg(["my runs/a", "checkpoint=all"], "run_dir"), positional_arg(["--cfg", "job"], "run_dir")
+    (["run_dir='my runs/a'", 'checkpoint=all'], ['--cfg', 'job'])
     """
-    flags, switches, lists = flags or {}, switches or {}, lists or {}
-    repeated, mappings = repeated or {}, mappings or {}
-    out: list[str] = []
-    gathered: dict[str, tuple[int, list[str]]] = {}  # a repeated flag's key -> (its place in out, its values)
-    it = iter(args)
-    for arg in it:
-        name, eq, value = arg.partition("=")
-        if name in flags or name in lists or name in repeated or name in mappings:
-            value = value if eq else next(it, "")
-        if name in flags:
-            out.append(f"{flags[name]}={quote(value)}")
-        elif arg in switches:
-            out.append(switches[arg])
-        elif name in lists:
-            out.append(f"{lists[name]}=[{value}]")
-        elif name in repeated:
-            if repeated[name] not in gathered:
-                gathered[repeated[name]] = (len(out), [])
-                out.append("")  # the list's place, filled below
-            gathered[repeated[name]][1].append(value)
-        elif name in mappings:
-            entry, _, item = value.partition("=")
-            out.append(f"++{mappings[name]}.{entry}={quote(item) if item else ''}")
-        elif positional and not out and not arg.startswith("-") and "=" not in arg:
-            out.append(f"{positional}={quote(arg)}")
-        else:
-            out.append(arg)
-    for key, (place, values) in gathered.items():
-        out[place] = f"{key}=[{','.join(_quote_item(v) for v in values)}]"
-    return out
-
-
-def _quote_item(value: str) -> str:
-    """A list item always quoted: `a=b` or `0,1` inside `[...]` would read as grammar."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if args and not args[0].startswith("-") and "=" not in args[0]:
+        return [f"{key}={quote(args[0])}", *args[1:]]
+    return list(args)
 
 
 _PLAIN = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:~+@%")

@@ -1,13 +1,17 @@
-"""`check_overrides`: the command line checked before Hydra runs, so a typo costs one line.
+"""Why a command line does not compose, in one line naming the key to fix.
 
-Unknown group options (by composing: Hydra names the options), values Hydra's override grammar cannot read, sweeps without -m, and, by
-composing the config (no files written), unknown keys and values a schema rejects. With -m each
-job of a sweep is composed and validated, so one bad value cannot stop a sweep half-way.
+Hydra composes a command's config once, when it runs (`headlab.config.app.run_hydra`); when Hydra
+refuses the command line, `check_overrides` says why: unknown group options (naming the options),
+values Hydra's override grammar cannot read, sweeps without -m, unknown keys (naming the close key,
+never Hydra's advice to add it with `+`) and values a schema rejects. `compose_checked` is the ONE
+translator of composition errors; the CheckedSweeper composes each job of a -m sweep through it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -22,26 +26,43 @@ _OTHER_CONFIG_FLAGS = {"-cp", "--config-path", "-cn", "--config-name", "-cd", "-
 _FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", *_OTHER_CONFIG_FLAGS}
 _INFO_VALUES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
 _GRAMMAR_DOC = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+CONFIG_MODULE = "headlab.conf"
 
 
-def check_overrides(args: list[str]) -> None:
-    """The command line's overrides, checked before Hydra runs, so a typo costs one line.
-
-    Group options, the override grammar, and (by composing the config, ~0.3 s, no files written)
-    unknown keys and values OmegaConf rejects, for the first job of a sweep. Every job of a -m sweep
-    is composed and validated by the CheckedSweeper (config/sweeper.py), before the first starts.
-    `glob()` and `interval()` sweeps, and another primary config (-cp/-cn/-cd), are left to Hydra.
-    """
+def check_overrides(args: list[str], config_name: str = "train", config_module: str = CONFIG_MODULE) -> None:
+    """ConfigError for the first mistake on the command line `args` of the command `config_name`
+    (composed here, no files written); nothing when it composes. Each value of a -m sweep is the
+    CheckedSweeper's to check; `--help`-like flags and another primary config are left to Hydra."""
     flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
-    if flags & _NO_CHECK_FLAGS:
+    if flags & (_NO_CHECK_FLAGS | _OTHER_CONFIG_FLAGS):
         return
     overrides = override_args(args)
     parsed = [parse_override(o) for o in overrides]
-    if flags & _OTHER_CONFIG_FLAGS:
-        return
-    multirun = bool(flags & {"-m", "--multirun"})
-    refuse_sweeps_without_multirun(parsed, multirun)
-    _check_composed(overrides, multirun)
+    refuse_sweeps_without_multirun(parsed, bool(flags & {"-m", "--multirun"}))
+    from hydra import compose
+
+    with composing(config_module):
+        compose_checked(compose, config_name, [o for o, p in zip(overrides, parsed) if not p.is_sweep_override()],
+                        return_hydra_config=True)
+
+
+@contextmanager
+def composing(config_module: str = CONFIG_MODULE) -> Iterator[None]:
+    """Hydra's compose API on `config_module`, also from inside a running Hydra app (whose global
+    state is put back afterwards)."""
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_configs()
+    held = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module, version_base="1.3"):
+            yield
+    finally:
+        if held is not None:
+            GlobalHydra.instance().clear()
+            GlobalHydra.instance().initialize(held)
 
 
 def refuse_sweeps_without_multirun(parsed: list[Any], multirun: bool) -> None:
@@ -91,38 +112,12 @@ def _quoted(value: str) -> str:
     return f'"{value.strip(chr(39) + chr(34))}"'
 
 
-def _check_composed(overrides: list[str], multirun: bool) -> None:
-    """The first job composed here; with -m every job is checked by the CheckedSweeper (config/sweeper.py)."""
-    from hydra import compose, initialize_config_module
-
-    register_configs()
-    with initialize_config_module("headlab.conf", version_base="1.3"):
-        first = next(iter(sweep_jobs(overrides)), None)
-        if first is not None:
-            compose_checked(compose, "train", first, return_hydra_config=True)
-
-
-def sweep_jobs(overrides: list[str]) -> list[list[str]]:
-    """Each job's overrides, as Hydra's BasicSweeper expands them (the product of the swept values; a
-    later override of a key replaces an earlier one); the overrides that sweep nothing keep their text.
-    No job for `glob()` and `interval()` sweeps: not enumerable here, Hydra expands (and reports) them."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.types import ValueType
-
-    parsed = [parse_override(o) for o in overrides]
-    if any(p.value_type in (ValueType.GLOB_CHOICE_SWEEP, ValueType.INTERVAL_SWEEP) for p in parsed):
-        return []
-    kept = {p.get_key_element(): o for o, p in zip(overrides, parsed) if not p.is_sweep_override()}
-    return [[kept.get(item.split("=", 1)[0], item) for item in job] for job in BasicSweeper.split_arguments(parsed, None)[0]]
-
-
 def compose_train(overrides: list[str], *, return_hydra_config: bool = False) -> DictConfig:
     """headlab-train's config for `overrides` (as `headlab-train overrides...` composes it), a
     composition error as one ConfigError; no files written."""
-    from hydra import compose, initialize_config_module
+    from hydra import compose
 
-    register_configs()
-    with initialize_config_module("headlab.conf", version_base="1.3"):
+    with composing():
         return compose_checked(compose, "train", overrides, return_hydra_config=return_hydra_config)
 
 

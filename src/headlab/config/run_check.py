@@ -1,26 +1,44 @@
-"""`CheckConfig`: headlab-train's config, as Hydra composed it, checked before Hydra creates the run
-folder or writes `.hydra/` (Hydra's `on_run_start`), so a refused command writes nothing.
+"""The config, as Hydra composed it, checked before Hydra creates the run folder or writes `.hydra/`.
 
-Hydra 1.3 turns an Exception raised in a callback into a warning and runs the job anyway
-(hydra/_internal/callbacks.py), so the refusal travels as `ConfigRefused`, a BaseException like
-SystemExit, which headlab-train's main turns into its one line. A -m sweep is checked job by job by
-the CheckedSweeper instead (hydra_plugins/headlab_sweeper).
+`CheckConfig` is Hydra's `on_run_start` callback of every command (conf/hydra/default.yaml and
+tool.yaml); with -m the CheckedSweeper (hydra_plugins/headlab_sweeper) checks every job the same way
+before the first starts. Hydra 1.3 turns an Exception raised in a callback into a warning and runs
+the job anyway (hydra/_internal/callbacks.py), so a refusal travels as `ConfigRefused`, a
+BaseException like SystemExit, to `headlab.config.app.run_hydra`, which prints its one line.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
-from headlab.errors import ConfigError
+from headlab.errors import HeadlabError
 
 
 class ConfigRefused(BaseException):  # noqa: N818 - a refusal, not an error Hydra may catch
-    def __init__(self, error: ConfigError) -> None:
+    def __init__(self, error: HeadlabError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def check_composed(config_name: str, cfg: DictConfig) -> None:
+    """ConfigError for the first mistake in a composed config: headlab-train's by `validate_config`
+    (its values, ranges and the `_target_`s it builds), another command's by its typed schema."""
+    if config_name == "train":
+        from headlab.config.validate import validate_config
+
+        validate_config(cfg)
+        return
+    from headlab.config.app import typed
+
+    task = copy.deepcopy(cfg)
+    if "hydra" in task:
+        with open_dict(task):
+            del task["hydra"]
+    typed(task)
 
 
 class CheckConfig(Callback):
@@ -28,10 +46,10 @@ class CheckConfig(Callback):
         from hydra import compose
 
         from headlab.config.overrides import refuse_unknown_added_keys
-        from headlab.config.validate import validate_config
 
+        name = str(config.hydra.job.config_name)
         try:
-            refuse_unknown_added_keys(compose, str(config.hydra.job.config_name), list(config.hydra.overrides.task))
-            validate_config(config)
-        except ConfigError as err:
+            refuse_unknown_added_keys(compose, name, list(config.hydra.overrides.task))
+            check_composed(name, config)
+        except HeadlabError as err:
             raise ConfigRefused(err) from None

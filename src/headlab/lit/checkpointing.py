@@ -10,7 +10,7 @@
   the best (`save_last: false`): its own `save_last` with a `monitor` rewrites last.ckpt only when a
   new best is saved (Lightning 2.x), so a run whose metric plateaus would resume from a stale step.
   With `keep_every_n_train_steps=N` it also keeps `checkpoints/step{step:06d}.ckpt` every N steps
-  (never overwritten, never read by a resume), so `headlab-importance RUN --checkpoint all` can
+  (never overwritten, never read by a resume), so `headlab-importance RUN checkpoint=all` can
   measure importance over training.
 """
 

@@ -169,7 +169,7 @@ TIMELINE_METRICS = {
 
 def importance_trajectory(head_importance: pd.DataFrame | None, head_metrics: pd.DataFrame | None) -> tuple[pd.DataFrame, str] | None:
     """The importance trajectory the run has, as (rows `step, layer, head, value`, metric): ablation at
-    two or more checkpoints (`headlab-importance --checkpoint all`) first, else the callback's
+    two or more checkpoints (`headlab-importance RUN checkpoint=all`) first, else the callback's
     `grad_importance` at two or more head measurements; None when neither has two steps."""
     for table, metric in ((head_importance, "ablation_dloss"), (head_metrics, "grad_importance")):
         if table is None or table.empty:

@@ -63,7 +63,7 @@ def explicit_evidence(pairs: dict[str, str]) -> dict[str, Path]:
     for name, folder in pairs.items():
         if not folder or not Path(folder).is_dir():
             raise ConfigError(f"evidence.{name}", folder,
-                              "an existing sweep (or aggregate) folder (--evidence SWEEP_NAME=DIR)")
+                              "an existing sweep (or aggregate) folder (evidence.SWEEP_NAME=DIR)")
     return {name: Path(folder) for name, folder in pairs.items()}
 
 

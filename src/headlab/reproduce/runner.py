@@ -36,7 +36,7 @@ from headlab.store import RunDir
 from headlab.store.run_dir import REPRODUCE_STEPS as STEPS_FILE  # its name here before RunDir owned it
 from headlab.store.run_dir import SUMMARY
 
-# What every sweep of a scale gets unless its overrides (or --override) set the key: the per-run
+# What every sweep of a scale gets unless its overrides (or override=[...]) set the key: the per-run
 # head-metric figures cost seconds per job and the report reads the aggregate's figures only.
 SCALE_DEFAULTS = {"quick": ("callbacks.head_metrics.figures=false",),
                   "cpu": ("callbacks.head_metrics.figures=false",), "full": ()}

@@ -332,7 +332,7 @@ class RunDir:
         """`last` (checkpoints/last.ckpt), `best` (the best-*.ckpt) or `all` (every checkpoint, one per
         step), sorted by step; where two files hold the same step (last == best), last.ckpt is kept."""
         if which not in CHECKPOINT_CHOICES:
-            raise ConfigError("--checkpoint", which, f"one of {', '.join(CHECKPOINT_CHOICES)}")
+            raise ConfigError("checkpoint", which, f"one of {', '.join(CHECKPOINT_CHOICES)}")
         folder = self.checkpoints_dir
         found = self._checkpoint_files()
         if not found:

@@ -4,6 +4,10 @@
 for as long as a command writes the run dir. The kernel drops the lock when the process dies, so a
 SIGKILLed run never leaves a stale lock behind; a second writer is refused in one line naming the
 holder. `refuse_occupied` is the check before a command writes into a folder it did not create.
+
+headlab-train takes the lock in Hydra's `on_run_start` (`LockRunDir`), before Hydra writes
+`.hydra/` into the folder, so a refused second training changes no byte of the running run; `train()`
+then holds the same lock again (a process re-entering its own lock is let through).
 """
 
 from __future__ import annotations
@@ -11,10 +15,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
+
+from hydra.experimental.callback import Callback
 
 from headlab.errors import ConfigError, HeadlabError
 from headlab.store import RunDir
+
+# run folder (resolved) -> the open lock file this process holds on it
+_HELD: dict[Path, IO[str]] = {}
 
 
 class RunDirBusy(HeadlabError):
@@ -27,11 +36,14 @@ class RunLock:
     def __init__(self, run: RunDir, key: str = "hydra.run.dir") -> None:
         self.run, self.run_dir, self.key = run, run.path, key
         self._file: IO[str] | None = None
+        self._owner = False
 
     def __enter__(self) -> "RunLock":
         import fcntl
 
         refuse_file(self.run_dir, self.key)
+        if self.run_dir.resolve() in _HELD:  # this process holds it already (taken at Hydra's run start)
+            return self
         self.run_dir.mkdir(parents=True, exist_ok=True)
         path = self.run.lock_path
         handle = open(path, "a+", encoding="utf-8")
@@ -49,13 +61,39 @@ class RunLock:
             handle.truncate()
             handle.write(f"{os.getpid()}\n")
             handle.flush()
-        self._file = handle
+        self._file = _HELD[self.run_dir.resolve()] = handle
         return self
 
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> None:
         if self._file is not None:
+            _HELD.pop(self.run_dir.resolve(), None)
             self._file.close()  # closing drops the flock; the file stays (unlinking would race a waiting writer)
             self._file = None
+
+
+class LockRunDir(Callback):
+    """headlab-train's run folder locked at Hydra's run start, before `.hydra/` is written into it,
+    and released at the run's end; a busy folder is refused with nothing written (ConfigRefused)."""
+
+    def __init__(self) -> None:
+        self._lock: RunLock | None = None
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        from headlab.config.run_check import ConfigRefused
+        from headlab.tasks.rank import is_rank_zero
+
+        if not is_rank_zero():  # DDP ranks > 0 share rank 0's folder and lock
+            return
+        lock = RunLock(RunDir(Path(str(config.hydra.run.dir))))
+        try:
+            self._lock = lock.__enter__()
+        except HeadlabError as err:
+            raise ConfigRefused(err) from None
+
+    def on_run_end(self, config: Any, **kwargs: Any) -> None:
+        if self._lock is not None:
+            self._lock.__exit__(None, None, None)
+            self._lock = None
 
 
 

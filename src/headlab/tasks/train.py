@@ -1,6 +1,7 @@
 """One training run from a composed config: fit, validate, test, and write the run-output contract.
 
-`train(cfg)` only wires (so `headlab-train`, sweeps and tests call it with a composed config): the
+`train(cfg)` only wires (so `headlab-train`, sweeps and tests call it with a composed config, checked
+before Hydra wrote anything: `headlab.config.run_check`, or `validate_config` outside Hydra): the
 pieces live in `headlab.tasks` (resume, config history, the run record, CSV rows, evaluation),
 `headlab.lit` (module, checkpoints, signals, loggers) and `headlab.config` (the checks).
 """
@@ -13,12 +14,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from headlab.config.validate import validate_config
 from headlab.store.run_info import configure_cache_dirs
 from headlab.tasks.job import setup_job
 from headlab.tasks.rank import is_rank_zero
 from headlab.tasks.history import restore_first_hydra
-from headlab.tasks.lock import RunDirBusy, RunLock
+from headlab.tasks.lock import RunLock
 from headlab.tasks.record import RunRecord, last_checkpoint_text
 from headlab.config import instantiate
 from headlab.tasks.build import build_callbacks, build_module
@@ -36,12 +36,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     import contextlib
 
     run = RunDir(cfg.paths.output_dir)  # the one RunDir of this run, passed down
-    try:
-        lock = RunLock(run) if is_rank_zero() else contextlib.nullcontext()
-        lock.__enter__()
-    except RunDirBusy:
-        restore_first_hydra(run)  # Hydra rewrote .hydra/ for this refused launch
-        raise
+    lock = RunLock(run) if is_rank_zero() else contextlib.nullcontext()
+    lock.__enter__()  # held already when Hydra's LockRunDir took it before writing .hydra/ (a -m job: taken here)
     try:
         return _train(cfg, run)
     finally:
@@ -58,7 +54,6 @@ def _train(cfg: DictConfig, run: RunDir) -> dict[str, Any]:
     if is_rank_zero():
         refuse_fresh_over_run(cfg, run)  # before the record: a finished run is never silently replaced
     with RunRecord(cfg, run) as record:
-        validate_config(cfg)  # before data, imports or files: a typo costs milliseconds
         setup_job(cfg)
         import lightning as L  # heavy imports (Lightning, through lit/) after the config checks
 

@@ -3,9 +3,9 @@
 BasicSweeper writes `multirun.yaml` and launches batch by batch, so a bad value in the last job of a
 sweep (`optim.lr=1e-3,abc`, `model.n_heads=2,3`) would stop the sweep half-way, after the first jobs
 ran. Here each job is composed as the launcher will compose it (Hydra's own expansion and
-`load_sweep_config`) and checked by `validate_config` before `BasicSweeper.sweep` writes anything.
-Hydra instantiates a sweeper only from the `hydra_plugins` namespace package, hence its home here;
-conf/hydra/sweeper/checked.yaml configures it, conf/train.yaml selects it, and
+`load_sweep_config`) and checked as a single run is (`headlab.config.run_check.check_composed`) before
+`BasicSweeper.sweep` writes anything. Hydra instantiates a sweeper only from the `hydra_plugins`
+namespace package, hence its home here; conf/hydra/sweeper/checked.yaml configures it, and
 `headlab.config.register_configs` registers it with Hydra's plugins (an editable install's import
 mapping hides it from Hydra's scan of the namespace).
 """
@@ -21,7 +21,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 class CheckedSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
         from headlab.config.overrides import compose_checked
-        from headlab.config.validate import validate_config
+        from headlab.config.run_check import check_composed
 
         assert self.hydra_context is not None and self.config is not None
         loader = self.hydra_context.config_loader
@@ -31,6 +31,7 @@ class CheckedSweeper(BasicSweeper):
         def compose(_name: str, overrides: list[str], return_hydra_config: bool = False) -> Any:
             return loader.load_sweep_config(self.config, list(overrides))
 
+        name = str(self.config.hydra.job.config_name)
         for job in jobs:
-            validate_config(compose_checked(compose, str(self.config.hydra.job.config_name), list(job)))
+            check_composed(name, compose_checked(compose, name, list(job)))
         return super().sweep(arguments)

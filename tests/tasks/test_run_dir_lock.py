@@ -50,6 +50,67 @@ def test_second_writer_is_refused_naming_the_holder(tmp_path, finished):
     assert _digest(run) == before  # on the parent commit: both write, tables get duplicated rows
 
 
+def test_a_refused_second_training_writes_nothing_into_the_held_folder(tmp_path, capsys, monkeypatch):
+    """The lock is taken at Hydra's run start (LockRunDir), before Hydra writes .hydra/: the folder of a
+    running job stays as it was (before: .hydra/config.yaml and overrides.yaml rewritten, then restored)."""
+    import subprocess
+    import sys
+
+    from hydra.core.global_hydra import GlobalHydra
+
+    from headlab.cli.train import main
+
+    run = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from headlab.tasks.lock import RunLock; "
+                               f"from headlab.store import RunDir; RunLock(RunDir({str(run)!r})).__enter__(); "
+                               "print('held', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(sys, "argv", ["headlab-train", *TINY, "seed=7", f"hydra.run.dir={run}",
+                                          f"paths.log_dir={tmp_path}"])
+        try:
+            with pytest.raises(SystemExit) as exited:
+                main()
+        finally:
+            GlobalHydra.instance().clear()
+        assert exited.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"pid {holder.pid}" in err[0], err
+        assert sorted(p.name for p in run.iterdir()) == [".lock"]  # no .hydra/, no log, no summary
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.slow  # two real trainings side by side
+def test_a_second_training_one_second_later_changes_no_byte_of_the_first(tmp_path):
+    """Issue 34 (lock before Hydra writes): the first run's record says what it trained with."""
+    import subprocess
+
+    from tests._runs import cli_command, cli_env
+
+    run = tmp_path / "run"
+    longer = [*TINY, *QUIET, "trainer.limit_train_batches=1.0", "trainer.max_epochs=12",
+              f"hydra.run.dir={run}"]  # long enough to still run when the second starts
+    first = subprocess.Popen(cli_command(*longer), env=cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    import time
+
+    while not (run / ".lock").exists() and first.poll() is None:
+        time.sleep(0.2)
+    time.sleep(1)
+    second = run_cli(tmp_path, *longer, "seed=7", "data.synthetic.n=3000")
+    out, err = first.communicate(timeout=900)
+    assert first.returncode == 0, err[-3000:]
+    assert second.returncode == 2 and "in use by another headlab process" in second.stderr, second.stderr[-2000:]
+    import yaml
+
+    for saved in (run / ".hydra" / "config.yaml", run / "segments" / "0" / "config.yaml"):
+        config = yaml.safe_load(saved.read_text())
+        assert config["seed"] == 42 and config["data"]["synthetic"]["n"] == 800, saved
+    assert "seed=7" not in (run / ".hydra" / "overrides.yaml").read_text()
+
+
 def test_lock_is_released_by_a_dead_process(tmp_path):
     """flock dies with its holder: a SIGKILLed run leaves no stale lock (resume works at once)."""
     import subprocess

@@ -1,4 +1,4 @@
-"""The claim-spec schema (headlab.config.claim_spec): every field's type is checked with a one-line
+"""The claim-spec schema (headlab.reproduce.spec_schema): every field's type is checked with a one-line
 error naming it, unknown keys are refused with the close valid key, and the shipped specs load as
 the typed objects the reproduce package reads."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from headlab.config.claim_spec import (SCHEMA_GROUP, SCHEMA_NAME, ClaimSpecConfig, Measurement, MeasurementField,
+from headlab.reproduce.spec_schema import (SCHEMA_GROUP, SCHEMA_NAME, ClaimSpecConfig, Measurement, MeasurementField,
                                        Reduction, RunCommand, StatisticKind, SweepProgram, load_claim_spec_config,
                                        register_claim_specs)
 from headlab.errors import ConfigError

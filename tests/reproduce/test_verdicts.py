@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from headlab.config.claim_spec import Reduction, StatisticConfig, StatisticKind
+from headlab.reproduce.spec_schema import Reduction, StatisticConfig, StatisticKind
 from headlab.errors import ConfigError, DataError
 from headlab.reproduce.evidence import evaluate_claim
 from headlab.reproduce.spec import load_spec, load_specs

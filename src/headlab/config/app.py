@@ -14,7 +14,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from headlab.config.messages import first_line
 from headlab.errors import ConfigError, HeadlabError
 
 EXIT_CONFIG = 2
@@ -28,6 +27,8 @@ def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv
     Returns the exit code: `task`'s (None = 0), 2 for a config or input mistake (one line on stderr).
     """
     import hydra
+
+    from headlab.config.run_check import typed
 
     outcome: dict[str, Any] = {"code": 0}
 
@@ -88,20 +89,6 @@ def run_hydra(prog: str, config_name: str, hydra_main: Callable[[], Any], args: 
             os.environ["HYDRA_FULL_ERROR"] = saved_env
     print(f"{prog}: error: {mistake}", file=sys.stderr)
     return EXIT_CONFIG
-
-
-def typed(cfg: Any) -> Any:
-    """The schema's object for a composed config (its `__post_init__` checks run); a missing mandatory
-    value or a wrong type is a ConfigError naming the key."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
-
-    try:
-        return OmegaConf.to_object(cfg)
-    except MissingMandatoryValue as err:
-        raise ConfigError(str(err.full_key), None, f"a value ({err.full_key} has no default): {err.full_key}=...") from None
-    except OmegaConfBaseException as err:
-        raise ConfigError(str(getattr(err, "full_key", "") or "config"), None, first_line(err)) from None
 
 
 def compose_command(config_name: str, overrides: Sequence[str], config_module: str = CONFIG_MODULE) -> Any:

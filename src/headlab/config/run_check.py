@@ -13,7 +13,7 @@ import copy
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from headlab.errors import HeadlabError
 
@@ -32,13 +32,27 @@ def check_composed(config_name: str, cfg: DictConfig) -> None:
 
         validate_config(cfg)
         return
-    from headlab.config.app import typed
-
     task = copy.deepcopy(cfg)
     if "hydra" in task:
         with open_dict(task):
             del task["hydra"]
     typed(task)
+
+
+def typed(cfg: Any) -> Any:
+    """The schema's object for a composed config (its `__post_init__` checks run); a missing mandatory
+    value or a wrong type is a ConfigError naming the key."""
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+    from headlab.config.messages import first_line
+    from headlab.errors import ConfigError
+
+    try:
+        return OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as err:
+        raise ConfigError(str(err.full_key), None, f"a value ({err.full_key} has no default): {err.full_key}=...") from None
+    except OmegaConfBaseException as err:
+        raise ConfigError(str(getattr(err, "full_key", "") or "config"), None, first_line(err)) from None
 
 
 class CheckConfig(Callback):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from headlab.config.claim_spec import Direction
+from headlab.reproduce.spec_schema import Direction
 from headlab.reproduce.looks import with_second_look
 from headlab.reproduce.multiplicity import control
 from headlab.reproduce.spec import ClaimSpec

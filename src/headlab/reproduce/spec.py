@@ -27,7 +27,7 @@ A spec says, before anything runs, what would support or contradict the claim::
     rule: {supported_if: <rule>, contradicted_if: <rule>}                     # see .rules
     notes: <caveats of this evidence>
 
-The keys, their types and defaults are the structured-config schema `headlab.config.claim_spec`
+The keys, their types and defaults are the structured-config schema `headlab.reproduce.spec_schema`
 (OmegaConf checks types, choices, unknown and missing keys); this module adds the checks that
 relate keys to each other and to what headlab can run. Every mistake is a ConfigError naming the
 file and key.
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headlab.config.claim_spec import (Direction, EvidenceConfig, MarginConfig, Measurement, MeasurementField,
+from headlab.reproduce.spec_schema import (Direction, EvidenceConfig, MarginConfig, Measurement, MeasurementField,
                                        PerJobConfig, Reduction, RunCommand, StatisticConfig, StatisticKind, SweepProgram, load_claim_spec_config)
 from headlab.errors import ConfigError
 from headlab.reproduce.directions import FIGURES

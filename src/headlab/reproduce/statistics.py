@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from headlab.config.claim_spec import Reduction, StatisticConfig, StatisticKind
+from headlab.reproduce.spec_schema import Reduction, StatisticConfig, StatisticKind
 from headlab.stats import paired_ci
 from headlab.stats.intervals import values_of
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from headlab.config.claim_spec import Direction, StatisticKind
+from headlab.reproduce.spec_schema import Direction, StatisticKind
 from headlab.errors import DataError
 from headlab.reproduce.rules import evaluate
 from headlab.reproduce.spec import ClaimSpec

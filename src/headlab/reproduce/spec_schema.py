@@ -1,4 +1,5 @@
-"""The schema of a claim spec (conf/reproduce/cNN_*.yaml) as Hydra structured configs.
+"""The schema of a claim spec (conf/reproduce/cNN_*.yaml) as Hydra structured configs: the file format
+of headlab-reproduce, so it lives with the code that reads it.
 
 Each key a spec may hold is a typed field here, with its default written once, so a spec file is
 checked by OmegaConf (types, choices, unknown keys, missing values) before headlab reads it; the

@@ -1,8 +1,12 @@
 """Every console script is a Hydra app a user drives the same way: `--help` names the command and
-its keys, `--cfg job` prints the composed config, a misspelt key is one line with exit 2."""
+its keys, `--cfg job` prints the composed config, a misspelt key is one line with exit 2.
+
+The entry points run in this process (as the console scripts call them, sys.argv and all): a
+subprocess per call cost 3-10 s of imports each; one real console script per outcome is kept."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -34,22 +38,57 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
 
 
+@pytest.fixture
+def call(tmp_path, monkeypatch, capsys):
+    """`call(script, *args)`: the console script's entry point run in this process from tmp_path;
+    returns (exit code, stdout, stderr)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HEADLAB_LOG_DIR", str(tmp_path / "logs"))
+
+    def _call(script: str, *args: str) -> tuple[int, str, str]:
+        module, _, name = SCRIPTS[script].partition(":")
+        entry = getattr(importlib.import_module(module), name)
+        monkeypatch.setattr(sys, "argv", [script, *args])
+        try:
+            code = entry()
+        except SystemExit as exited:
+            code = exited.code
+        finally:
+            GlobalHydra.instance().clear()
+        out = capsys.readouterr()
+        return int(code or 0), out.out, out.err
+
+    return _call
+
+
 def test_every_console_script_is_covered():
     assert set(EXPECTED) == set(SCRIPTS)
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_help_and_cfg_job_and_a_misspelt_key(script, tmp_path):
+def test_help_and_cfg_job_and_a_misspelt_key(script, tmp_path, call):
     key, typo, close = EXPECTED[script]
-    helped = run(script, "--help", cwd=tmp_path)
-    assert helped.returncode == 0 and (script in helped.stdout or "headlab-train" in helped.stdout), helped.stderr[-500:]
-    job = run(script, "--cfg", "job", cwd=tmp_path)
-    assert job.returncode == 0, job.stderr[-500:]
-    assert key.split(".")[0] in yaml.safe_load(job.stdout)
+    code, out, err = call(script, "--help")
+    assert code == 0 and (script in out or "headlab-train" in out), err[-500:]
+    code, out, err = call(script, "--cfg", "job")
+    assert code == 0, err[-500:]
+    assert key.split(".")[0] in yaml.safe_load(out)
+    code, out, err = call(script, typo)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and close in lines[0], err[-800:]
+    assert not any(tmp_path.iterdir()) or set(p.name for p in tmp_path.iterdir()) <= {"logs"}
+
+
+@pytest.mark.parametrize("script", ["headlab-train", "headlab-importance"])
+def test_the_installed_console_script_answers_the_same(script, tmp_path):
+    """The real executables (their Python, their argv): help, and a typo as one line with exit 2."""
+    key, typo, close = EXPECTED[script]
+    assert run(script, "--help", cwd=tmp_path).returncode == 0
     wrong = run(script, typo, cwd=tmp_path)
     lines = wrong.stderr.strip().splitlines()
     assert wrong.returncode == 2 and len(lines) == 1 and close in lines[0], wrong.stderr[-800:]
-    assert not any(tmp_path.iterdir()) or set(p.name for p in tmp_path.iterdir()) <= {"logs"}
 
 
 ADDED = {  # a key added with `+` that the command does not know, and the key it is close to
@@ -61,9 +100,9 @@ ADDED = {  # a key added with `+` that the command does not know, and the key it
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_a_key_added_with_plus_is_refused_naming_the_close_key(script, tmp_path):
+def test_a_key_added_with_plus_is_refused_naming_the_close_key(script, call):
     added, close = ADDED[script]
-    wrong = run(script, added, cwd=tmp_path)  # on the parent commit: accepted silently (or another key's complaint)
-    lines = wrong.stderr.strip().splitlines()
-    assert wrong.returncode == 2 and len(lines) == 1, wrong.stderr[-800:]
+    code, _, err = call(script, added)  # on the parent commit: accepted silently (or another key's complaint)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err[-800:]
     assert f"invalid config {added[1:].split('=')[0]}=" in lines[0] and f"did you mean {close}?" in lines[0], lines

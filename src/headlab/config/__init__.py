@@ -12,8 +12,9 @@ _registered = False
 
 
 def register_configs() -> None:
-    """Store every schema under schema/ in Hydra's ConfigStore and register the CheckedSweeper;
-    calling it again does nothing."""
+    """Store every schema under schema/ in Hydra's ConfigStore, and the CheckedSweeper as
+    hydra/sweeper=checked (for every config module: headlab.conf and headlab.conf.hf); calling it
+    again does nothing."""
     global _registered
     if _registered:
         return
@@ -28,7 +29,13 @@ def register_configs() -> None:
     plugins = Plugins.instance()  # Hydra's scan first: it re-executes BasicSweeper's module, the base class below
     from hydra_plugins.headlab_sweeper import CheckedSweeper
 
-    plugins.register(CheckedSweeper)  # hydra/sweeper=checked, whether the scan found it or not
+    plugins.register(CheckedSweeper)  # whether the scan found it or not
+    from dataclasses import replace
+
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeperConf
+
+    checked = replace(BasicSweeperConf(), _target_="hydra_plugins.headlab_sweeper.CheckedSweeper")
+    ConfigStore.instance().store(group="hydra/sweeper", name="checked", node=checked, provider="headlab")
     _registered = True
 
 

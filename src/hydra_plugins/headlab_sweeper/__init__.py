@@ -5,10 +5,9 @@ sweep (`optim.lr=1e-3,abc`, `model.n_heads=2,3`) would stop the sweep half-way, 
 ran. Here each job is composed as the launcher will compose it (Hydra's own expansion and
 `load_sweep_config`) and checked as a single run is (`headlab.config.run_check.check_composed`) before
 `BasicSweeper.sweep` writes anything. Hydra instantiates a sweeper only from the `hydra_plugins`
-namespace package, hence its home here;
-`headlab.config.register_configs` stores it as hydra/sweeper=checked and registers it with Hydra's
-plugins (an editable install's import
-mapping hides it from Hydra's scan of the namespace).
+namespace package, hence its home here; `headlab.config.register_configs` stores it as
+hydra/sweeper=checked and registers it with Hydra's plugins (an editable install's import mapping
+hides it from Hydra's scan of the namespace).
 """
 
 from __future__ import annotations

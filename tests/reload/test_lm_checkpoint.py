@@ -113,3 +113,13 @@ def test_an_induction_run_goes_through_every_run_dir_tool(tmp_path, one_thread):
         if code == 2:
             assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert (run / "view.html").is_file()
+
+
+def test_an_lm_run_is_refused_as_a_distillation_teacher(tmp_path):
+    from headlab.distill.teacher import load_teacher
+    from headlab.errors import ConfigError
+
+    _write_lm_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
+    (tmp_path / "vocab.json").write_text("{}")
+    with pytest.raises(ConfigError, match="a classifier's run dir; it holds a HeadlabLM"):
+        load_teacher(tmp_path, "last")

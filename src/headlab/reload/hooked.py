@@ -47,9 +47,10 @@ def to_hooked_transformer(source: HeadlabLM | str | os.PathLike, device: str = "
     with torch.no_grad():
         for name, value in state.items():
             params[name].copy_(value)
-    if net.config.pos_encoding == "alibi":
-        _use_headlab_alibi_slopes(model, net)
-    return model.to(device, print_details=False).eval()
+    model = model.to(device, print_details=False).eval()
+    if net.config.pos_encoding == "alibi":  # a plain attribute, not a buffer: set on the model's device
+        _use_headlab_alibi_slopes(model, net, device)
+    return model
 
 
 def hooked_config(config: LMConfig, config_class: Any) -> Any:
@@ -87,7 +88,7 @@ def hooked_state_dict(net: HeadlabLM) -> dict[str, Tensor]:
     return {name: value.detach().to("cpu", torch.float32).clone() for name, value in state.items()}
 
 
-def _use_headlab_alibi_slopes(model: Any, net: HeadlabLM) -> None:
+def _use_headlab_alibi_slopes(model: Any, net: HeadlabLM, device: str) -> None:
     """TransformerLens' slopes are 2^(-8(h+1)/n) for every n; headlab's (Press et al.'s reference
     code) differ when n is not a power of two. Its cached bias `attn.alibi [head, q, k]` is set from
     headlab's slopes over the whole context, so it is never rebuilt from its own."""
@@ -98,7 +99,8 @@ def _use_headlab_alibi_slopes(model: Any, net: HeadlabLM) -> None:
             raise HeadlabError("to_hooked_transformer: this TransformerLens version keeps no attn.alibi bias "
                                "to set headlab's ALiBi slopes in")
         slopes = ours.attn.alibi_slopes.detach().cpu().float()
-        block.attn.alibi = slopes[:, None, None] * distance.clamp(max=0).float()  # -slope (q - k) at and below the diagonal
+        bias = slopes[:, None, None] * distance.clamp(max=0).float()  # -slope (q - k) at and below the diagonal
+        block.attn.alibi = bias.to(device)
 
 
 def _position_table(net: HeadlabLM) -> Tensor:

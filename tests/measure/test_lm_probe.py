@@ -50,3 +50,17 @@ def test_standard_test_scores_equal_a_computation_from_the_networks_patterns(dat
     assert "rep_induction_score" not in plain.per_layer[0] and plain.rep_icl is None
     assert plain.icl == pytest.approx(measured.icl, abs=1e-6) and plain.icl_se == pytest.approx(measured.icl_se, abs=1e-6)
     assert plain.icl_se > 0
+
+
+def test_on_real_text_the_repeated_probe_draws_the_gapped_probes_frequent_characters(tmp_path):
+    from headlab.data.lm_datamodule import FilesLMDataModule
+    from headlab.data.tokenizer import CLS_ID
+
+    csv = tmp_path / "texts.csv"
+    csv.write_text("text\n" + "\n".join(f"今天天气很好{i % 7}，我们去公园散步。" for i in range(80)) + "\n", encoding="utf-8")
+    data = FilesLMDataModule(files={"train": str(csv)}, max_len=17, min_freq=1, probe_half_len=4, probe_max_gap=4,
+                             probe_size=4, probe_vocab=5)
+    probe = data.repeated_probe(50)
+    assert probe.shape == (50, 17) and (probe[:, 0] == CLS_ID).all()
+    assert torch.equal(probe[:, 1:9], probe[:, 9:])
+    assert set(probe[:, 1:].unique().tolist()) == set(data.probe_ids.tolist())  # the 5 most frequent, all drawn in 400

@@ -105,7 +105,8 @@ def repeated_stripe_score_sums(pattern: Tensor, half_len: int) -> Tensor:
     """
     if not isinstance(pattern, Tensor) or pattern.ndim != 4 or tuple(pattern.shape[-2:]) != (1 + 2 * half_len,) * 2:
         got = list(pattern.shape) if isinstance(pattern, Tensor) else type(pattern).__name__
-        raise DataError("pattern", f"expected [batch, head, q, k] with q = k = 1 + 2 * half_len = {1 + 2 * half_len}, got {got}")
+        raise DataError("pattern", f"expected [batch, head, q, k] with q = k = 1 + 2 * half_len = {1 + 2 * half_len}, "
+                                   f"got {got}")
     queries = torch.arange(half_len + 1, 2 * half_len + 1, device=pattern.device)
     stripe = pattern[:, :, queries, queries - half_len + 1]  # [batch, head, half_len]
     return stripe.detach().double().mean(-1).sum(0)

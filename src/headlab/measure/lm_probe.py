@@ -34,7 +34,7 @@ class LMMeasurement:
     icl: float  # loss_by_position[late] - loss_by_position[early]
     repeat_loss: float  # mean loss on the second block's tokens after its first (what induction predicts)
     icl_se: float = float("nan")  # standard error of `icl` over the probe's sequences
-    rep_icl: float | None = None  # the ICL score on the standard probe (late: its last token; early: the first block's last)
+    rep_icl: float | None = None  # ICL on the standard probe (late: its last token; early: the first block's last)
     rep_icl_se: float | None = None
 
 
@@ -72,7 +72,8 @@ def measure_lm_probe(net: torch.nn.Module, probe: torch.Tensor, half_len: int, c
         net.train(was_training)
 
 
-def _pattern_scores(net: torch.nn.Module, probe: torch.Tensor, chunk_size: int) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
+def _pattern_scores(net: torch.nn.Module, probe: torch.Tensor,
+                    chunk_size: int) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
     """Per layer the probe's pattern scores `[head]`, and every sequence's per-position loss `[n, seq - 1]` (float64)."""
     sums = [{name: 0.0 for name in LM_PATTERN_SCORES} for _ in net.blocks]
     losses, device = [], next(net.parameters()).device

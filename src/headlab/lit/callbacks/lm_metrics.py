@@ -3,10 +3,11 @@
 Every `every_n_steps` optimiser steps (and at step 0 and fit end) `headlab.measure.measure_lm_probe`
 gives each head's previous-token, duplicate, induction and OV copying scores, and the probe's
 per-position loss and ICL score (with its standard error over the probe's sequences); with
-`standard_probe_size` > 0 also each head's `rep_induction_score` on the standard test (repeated random
-tokens, the copy a fixed distance back, `data.repeated_probe`) and the ICL score on that probe. Per-head rows go to `head_metrics.parquet` (the run contract's
-long format); `lm/probe_loss`, `lm/icl_score` and `heads/{metric}/L{l}H{h}` go to the loggers
-(metrics.csv). At fit end `summary_facts()` puts into summary.json: each head's induction onset
+`standard_probe_size` > 0 also each head's `rep_induction_score` on the standard test (repeated
+random tokens, the copy a fixed distance back, `data.repeated_probe`) and the ICL score on that
+probe. Per-head rows go to `head_metrics.parquet` (the run contract's long format); `lm/probe_loss`,
+`lm/icl_score` (and `_se`), `lm/rep_icl_score` (and `_se`) and `heads/{metric}/L{l}H{h}` go to the
+loggers (metrics.csv). At fit end `summary_facts()` puts into summary.json: each head's induction onset
 (the change-point of its score, `headlab.analysis.phase_change`, counted only if the level rises
 by `min_rise`), the steps of the loss drop on the probe's repeated block (the tokens only
 induction predicts) and of the ICL jump (change-points falling by `min_drop` nats), whether the heads' onsets coincide with the loss drop (within `coincide_steps`),

@@ -60,6 +60,8 @@ def interleaved(rounds: int, warmup: int) -> dict[str, Any]:
     module.scheduler_factory = None  # adamw_constant's schedule is a constant lr; without a Trainer it cannot size itself
     optimizer = module.configure_optimizers()["optimizer"]  # the module's own (fused) AdamW and parameter groups
     batches = iter(data.train_dataloader())
+    size = int(cfg.callbacks.lm_metrics.standard_probe_size)
+    repeated = data.repeated_probe(size) if size else None  # the callback's standard test, measured with the probe
     step_ms, measure_ms = [], []
     for r in range(warmup + rounds):
         started = time.perf_counter()
@@ -72,7 +74,7 @@ def interleaved(rounds: int, warmup: int) -> dict[str, Any]:
             optimizer.step()
         steps = (time.perf_counter() - started) * 1000 / LM_STEPS
         started = time.perf_counter()
-        measure_lm_probe(net, data.probe, data.probe_half_len, int(cfg.callbacks.lm_metrics.chunk_size))
+        measure_lm_probe(net, data.probe, data.probe_half_len, int(cfg.callbacks.lm_metrics.chunk_size), repeated)
         measured = (time.perf_counter() - started) * 1000
         if r >= warmup:
             step_ms.append(steps)

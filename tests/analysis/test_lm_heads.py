@@ -151,3 +151,47 @@ def test_lm_roles_name_the_dominant_pattern_above_the_bar():
     scores = {"prev_token_score": torch.tensor([0.9, 0.1, 0.2, 0.3]), "duplicate_score": torch.tensor([0.0, 0.6, 0.1, 0.3]),
               "induction_score": torch.tensor([0.05, 0.2, 0.8, 0.39])}
     assert lm_roles(scores) == ["previous", "duplicate", "induction", "other"]
+
+
+def test_repeated_stripe_score_is_one_for_an_induction_head_and_zero_for_a_previous_token_head():
+    from headlab.analysis.lm_heads import repeated_stripe_score_sums
+
+    half = 4  # [BOS, a b c d, a b c d]: query i of the second block attends key i - 3, the token after the copy
+    induction = _one_hot([0, 0, 0, 0, 0, 2, 3, 4, 5])
+    previous = _one_hot([0] + list(range(8)))
+    assert repeated_stripe_score_sums(induction, half).tolist() == [1.0]
+    assert repeated_stripe_score_sums(previous, half).tolist() == [0.0]
+    # two sequences are summed, not averaged: the caller divides by the probe's size
+    assert repeated_stripe_score_sums(torch.cat([induction, previous]), half).tolist() == [1.0]
+
+
+def test_repeated_stripe_score_is_transformer_lens_demo_stripe_over_the_second_block():
+    from headlab.analysis.lm_heads import repeated_stripe_score_sums
+
+    torch.manual_seed(3)
+    half, batch = 5, 3
+    pattern = torch.rand(batch, 2, 11, 11).tril().softmax(-1)
+    stripe = pattern.diagonal(offset=1 - half, dim1=-2, dim2=-1)  # the demo's induction_score_hook: queries 4..10
+    expected = stripe[..., -half:].mean(-1).sum(0)  # its last `half` entries: the second block's queries 6..10
+    by_loop = torch.zeros(2, dtype=torch.float64)
+    for b in range(batch):
+        for h in range(2):
+            by_loop[h] += sum(float(pattern[b, h, i, i - half + 1]) for i in range(half + 1, 2 * half + 1)) / half
+    torch.testing.assert_close(repeated_stripe_score_sums(pattern, half), expected.double())
+    torch.testing.assert_close(repeated_stripe_score_sums(pattern, half), by_loop)
+    with pytest.raises(DataError, match="1 \\+ 2 \\* half_len = 11"):
+        repeated_stripe_score_sums(pattern[..., :10, :10], half)
+
+
+def test_icl_differences_per_sequence_and_their_standard_error():
+    from scipy import stats
+
+    from headlab.analysis.lm_heads import icl_differences
+
+    losses = torch.tensor([[4.0, 3.0, 1.0], [4.0, 3.5, 0.5], [5.0, 4.0, 2.5]])
+    differences = icl_differences(losses, late=2, early=0)
+    assert differences.tolist() == [-3.0, -3.5, -2.5]
+    assert differences.mean().item() == pytest.approx(icl_score(losses, late=2, early=0))
+    assert float(stats.sem(differences.numpy())) == pytest.approx(0.5 / 3**0.5)  # sd 0.5 over 3 sequences
+    with pytest.raises(DataError, match="early"):
+        icl_differences(losses, late=0, early=2)

@@ -33,3 +33,5 @@ def test_far_apart_onset_does_not_coincide():
 def test_bad_cadence_is_one_error():
     with pytest.raises(ConfigError, match="every_n_steps"):
         LMHeadMetricsCallback(every_n_steps=0)
+    with pytest.raises(ConfigError, match=r"standard_probe_size=-1: expected an integer >= 0 \(0: off\)"):
+        LMHeadMetricsCallback(standard_probe_size=-1)

@@ -21,10 +21,17 @@ def test_induction_experiment_trains_measures_and_summarises(tmp_path, one_threa
         f"L{layer}H{head}" for layer in range(2) for head in range(4)}
     assert 0 <= summary["val_acc"] <= 1 and summary["n_measurements"] == 4  # steps 0, 4, 8 and fit end (10)
     rows = pd.read_parquet(run / "head_metrics.parquet")
-    assert set(rows["metric"]) == {"prev_token_score", "duplicate_score", "induction_score", "copying_score"}
+    assert set(rows["metric"]) == {"prev_token_score", "duplicate_score", "induction_score", "copying_score",
+                                   "rep_induction_score"}  # the last: the standard test, every measurement
     assert sorted(rows["step"].unique()) == [0, 4, 8, 10]
     assert rows[rows.metric != "copying_score"]["value"].between(0, 1).all()
     assert len(summary["lm"]["final_roles"]) == 2
+    final_rep = rows[(rows.metric == "rep_induction_score") & (rows.step == 10)].sort_values(["layer", "head"])["value"]
+    assert [v for layer in summary["lm"]["final_rep_induction_score"] for v in layer] == pytest.approx(final_rep.tolist(), abs=1e-4)
+    # 256 standard sequences: the ICL score's standard error is reported and small; the 8-sequence probe's is not
+    assert 0 < summary["lm"]["final_rep_icl_score_se"] < 0.05 < summary["lm"]["final_icl_score_se"]
+    curve = pd.read_csv(run / "metrics.csv")
+    assert {"lm/icl_score_se", "lm/rep_icl_score", "lm/rep_icl_score_se"} <= set(curve.columns)
     assert {p.name for p in (run / "figures").iterdir()} == {"induction_phase.png", "induction_grid.png"}
 
 

@@ -23,11 +23,13 @@ from headlab.analysis.head_similarity import (
 from headlab.analysis.init_orthogonality import CosineSummary, InitGeometry, cosine_summary, init_geometry
 from headlab.analysis.lm_heads import (
     LM_PATTERN_SCORES,
+    icl_differences,
     icl_score,
     lm_pattern_score_sums,
     lm_pattern_scores,
     ov_copying_score,
     per_position_loss,
+    repeated_stripe_score_sums,
 )
 from headlab.analysis.mean_pattern import MeanPatternAccumulator, PatternSums, mean_pattern, mean_pattern_sums
 from headlab.analysis.movement_importance import Correlation, movement_importance_correlation
@@ -52,11 +54,13 @@ from headlab.analysis.weight_similarity import (
 
 __all__ = [
     "LM_PATTERN_SCORES",
+    "icl_differences",
     "icl_score",
     "lm_pattern_score_sums",
     "lm_pattern_scores",
     "ov_copying_score",
     "per_position_loss",
+    "repeated_stripe_score_sums",
     "METRIC_NAMES",
     "AttentionMetricAccumulator",
     "MetricSums",

@@ -12,7 +12,8 @@ sequences. Target patterns `P [q, k]` (lower-triangular, 0/1):
   the token right after an earlier copy of the current one.
 
 Sums per chunk (`lm_pattern_score_sums`) let a probe stream through in chunks, as the other
-metrics do. The copying score is Olsson et al.'s (2022): of the eigenvalues of a head's full OV
+metrics do. `repeated_stripe_score_sums` is the standard fixed-distance test's induction score, on
+repeated random tokens without a gap. The copying score is Olsson et al.'s (2022): of the eigenvalues of a head's full OV
 circuit W_E W_V W_O W_U, sum(lambda) / sum(|lambda|): 1 when the head copies the attended token's
 logit up, -1 when it suppresses it.
 """
@@ -90,6 +91,27 @@ def lm_pattern_scores(pattern: Tensor, tokens: Tensor, **options: bool) -> dict[
     return {name: value / n for name, value in sums.items()}
 
 
+def repeated_stripe_score_sums(pattern: Tensor, half_len: int) -> Tensor:
+    """The standard induction test's score, summed over the chunk's sequences, `[head]` (float64).
+
+    On repeated random tokens `[BOS, block, block]` (block of `half_len`, no gap: Olsson et al.'s
+    test, TransformerLens' Main_Demo `induction_score_hook`), an induction head at query i of the second
+    block attends key i - half_len + 1, the token after the earlier copy: the diagonal at offset
+    1 - half_len. Per sequence, the mean of that stripe over the second block's queries; the demo's
+    diagonal also counts the one or two first-block queries that have no earlier copy (a perfect head
+    scores half_len / (half_len + 2) there, 1 here). Attention is not renormalised (BOS counts).
+
+    pattern: `[batch, head, q, k]` with q = k = 1 + 2 * half_len.
+    """
+    if not isinstance(pattern, Tensor) or pattern.ndim != 4 or tuple(pattern.shape[-2:]) != (1 + 2 * half_len,) * 2:
+        got = list(pattern.shape) if isinstance(pattern, Tensor) else type(pattern).__name__
+        raise DataError("pattern", f"expected [batch, head, q, k] with q = k = 1 + 2 * half_len = {1 + 2 * half_len}, "
+                                   f"got {got}")
+    queries = torch.arange(half_len + 1, 2 * half_len + 1, device=pattern.device)
+    stripe = pattern[:, :, queries, queries - half_len + 1]  # [batch, head, half_len]
+    return stripe.detach().double().mean(-1).sum(0)
+
+
 def ov_copying_score(W_E: Tensor, W_V: Tensor, W_O: Tensor, W_U: Tensor) -> Tensor:
     """Olsson et al.'s copying score of each head's OV circuit, `[head]` in [-1, 1].
 
@@ -111,6 +133,15 @@ def per_position_loss(logits: Tensor, tokens: Tensor) -> Tensor:
     if logits.ndim != 3 or tuple(logits.shape[:2]) != tuple(tokens.shape):
         raise DataError("logits", f"expected [batch, seq, vocab] over tokens {list(tokens.shape)}, got {list(logits.shape)}")
     return torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2).float(), tokens[:, 1:], reduction="none")
+
+
+def icl_differences(loss_by_position: Tensor, late: int, early: int) -> Tensor:
+    """Per sequence, the loss at token index `late` minus at `early`, `[batch]`: the in-context-learning
+    score of each sequence, whose mean is `icl_score` and whose spread gives its standard error."""
+    if loss_by_position.ndim != 2 or not 0 <= early < late < loss_by_position.size(1):
+        raise DataError("icl_score", f"expected [batch, seq - 1] losses and 0 <= early < late < seq - 1, got "
+                                     f"{list(loss_by_position.shape)}, early={early}, late={late}")
+    return loss_by_position[:, late] - loss_by_position[:, early]
 
 
 def icl_score(loss_by_position: Tensor, late: int, early: int) -> float:

@@ -67,6 +67,12 @@ class RepeatTokensDataModule(L.LightningDataModule):
         self.probe = induction_probe(self.probe_size, self.vocab_size, self.probe_half_len,
                                      torch.Generator().manual_seed(self.seed * 4 + 3), self.probe_max_gap)
 
+    def repeated_probe(self, n: int) -> torch.Tensor:
+        """The standard induction test (Olsson et al.; TransformerLens' demo), `[n, 1 + 2 L]`: BOS, L random
+        tokens, the same L again, L = (max_len - 1) // 2 (the longest that fits), so the copy is always
+        L back. A seed of its own (REPEATED_PROBE_SEED + the data seed): the gapped probe is unchanged."""
+        return induction_probe(n, self.vocab_size, (self.max_len - 1) // 2, _repeated_probe_generator(self.seed))
+
     @property
     def stats(self) -> dict[str, object]:
         """What summary.json records about the data (`headlab.tasks.summary.run_facts`)."""
@@ -89,6 +95,13 @@ class RepeatTokensDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", shuffle=False)
+
+
+REPEATED_PROBE_SEED = 2**31  # above every split's and the probe's seed (seed * 4 + 0..3) for data seeds < 2**29
+
+
+def _repeated_probe_generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(REPEATED_PROBE_SEED + seed)
 
 
 def _collate(rows: list[tuple[torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -163,6 +176,16 @@ class TextLMDataModule(RepeatTokensDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         pass
+
+    def repeated_probe(self, n: int) -> torch.Tensor:
+        """The standard test of `RepeatTokensDataModule.repeated_probe`, its tokens drawn as the gapped
+        probe's are: uniformly from the `probe_vocab` most frequent train characters, [CLS] first."""
+        from headlab.data.tokenizer import CLS_ID
+
+        draws = induction_probe(n, len(self.probe_ids) + 1, (self.max_len - 1) // 2, _repeated_probe_generator(self.seed))
+        probe = self.probe_ids[draws - 1]
+        probe[:, 0] = CLS_ID
+        return probe
 
     @property
     def stats(self) -> dict[str, object]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from headlab.errors import ConfigError, HeadlabError
+from headlab.model import HeadlabClassifier
 from headlab.reload import load_network
 from headlab.store import RunDir
 
@@ -50,6 +51,9 @@ def load_teacher(run_dir: str | Path, which: str = "best") -> torch.nn.Module:
             net = load_network(path)
         except HeadlabError as err:
             raise ConfigError("teacher", str(run_dir), f"a run dir with a loadable headlab checkpoint ({err})") from None
+    if not isinstance(net, HeadlabClassifier):
+        raise ConfigError("teacher", str(run_dir), f"a classifier's run dir; it holds a {type(net).__name__} "
+                                                   "(experiment=induction), and distillation teaches a classifier")
     for param in net.parameters():
         param.requires_grad_(False)
     return net.eval()

@@ -2,7 +2,8 @@
 
 The one seam for language models, as `measure_probe` is for classifiers: the probe runs through
 the weight path in eval mode under `no_grad`, chunk by chunk, and `headlab.analysis.lm_heads`
-reduces each chunk to per-head sums, so memory does not grow with the probe. The network needs
+reduces each chunk to per-head sums, so memory does not grow with the probe (only each sequence's
+per-position loss is kept, for the ICL score's standard error). The network needs
 the `capture_patterns` contract plus `W_E`, `W_U` and per-head `head_weights()` (HeadlabLM).
 """
 
@@ -12,56 +13,96 @@ from dataclasses import dataclass
 
 import torch
 
-from headlab.analysis.lm_heads import LM_PATTERN_SCORES, icl_score, lm_pattern_score_sums, ov_copying_score, per_position_loss
+from scipy import stats
+
+from headlab.analysis.lm_heads import (LM_PATTERN_SCORES, icl_differences, lm_pattern_score_sums, ov_copying_score,
+                                       per_position_loss, repeated_stripe_score_sums)
+
+REPEATED_INDUCTION = "rep_induction_score"
 
 
 @dataclass
 class LMMeasurement:
-    """One measurement of an LM: `per_layer[layer][metric] -> [head]`, the probe's loss by position."""
+    """One measurement of an LM: `per_layer[layer][metric] -> [head]`, the probe's loss by position.
+
+    With a standard (repeated, no gap) probe, `per_layer` also holds `rep_induction_score` and the
+    `rep_icl*` fields are set; otherwise they are None."""
 
     per_layer: list[dict[str, torch.Tensor]]
     loss_by_position: torch.Tensor  # [seq - 1], index t = loss of predicting token t+1
     probe_loss: float  # mean over positions
     icl: float  # loss_by_position[late] - loss_by_position[early]
     repeat_loss: float  # mean loss on the second block's tokens after its first (what induction predicts)
+    icl_se: float = float("nan")  # standard error of `icl` over the probe's sequences
+    rep_icl: float | None = None  # ICL on the standard probe (late: its last token; early: the first block's last)
+    rep_icl_se: float | None = None
 
 
 def icl_positions(seq_len: int, half_len: int) -> tuple[int, int]:
     """(late, early) loss indices on `induction_probe` (the second block ends the sequence): late =
     predicting the second block's last token (in context), early = predicting the token right before
-    the second block (random: nothing in context predicts it)."""
+    the second block (random: nothing in context predicts it). On the standard probe (no gap) the
+    token right before the second block is the first block's last."""
     return seq_len - 2, seq_len - half_len - 2
 
 
 @torch.no_grad()
-def measure_lm_probe(net: torch.nn.Module, probe: torch.Tensor, half_len: int, chunk_size: int = 64) -> LMMeasurement:
+def measure_lm_probe(net: torch.nn.Module, probe: torch.Tensor, half_len: int, chunk_size: int = 64,
+                     repeated: torch.Tensor | None = None) -> LMMeasurement:
     """Measure every head of the causal LM `net` on `probe` `[n, seq]` (`induction_probe` with blocks
-    of `half_len`; eval mode, restored after)."""
+    of `half_len`; eval mode, restored after), and on `repeated` `[m, 1 + 2 L]` (the standard test:
+    BOS, L random tokens, the same L again) when given."""
     was_training = net.training
     net.eval()
     try:
-        n_layers = len(net.blocks)
-        sums = [{name: 0.0 for name in LM_PATTERN_SCORES} for _ in range(n_layers)]
-        loss_sum, n = torch.zeros(probe.size(1) - 1, dtype=torch.float64), 0
-        device = next(net.parameters()).device
-        for chunk in probe.split(chunk_size):
-            chunk = chunk.to(device)
-            out = net(chunk, torch.ones_like(chunk, dtype=torch.bool), return_patterns=True)
-            for layer, pattern in enumerate(out.patterns):
-                for name, value in lm_pattern_score_sums(pattern, chunk).items():
-                    if name != "n_sequences":
-                        sums[layer][name] = sums[layer][name] + value.cpu()
-            loss_sum += per_position_loss(out.logits, chunk).sum(0).double().cpu()
-            n += chunk.size(0)
-        per_layer = [{name: value / n for name, value in layer.items()} for layer in sums]
-        W_E, W_U = net.W_E, net.W_U
+        per_layer, losses = _pattern_scores(net, probe, chunk_size)
         for layer, block in enumerate(net.blocks):
             weights = block.attn.head_weights()
-            per_layer[layer]["copying_score"] = ov_copying_score(W_E, weights.W_V, weights.W_O, W_U).cpu()
-        loss_by_position = (loss_sum / n).float()
+            per_layer[layer]["copying_score"] = ov_copying_score(net.W_E, weights.W_V, weights.W_O, net.W_U).cpu()
+        loss_by_position = losses.mean(0).float()
         late, early = icl_positions(probe.size(1), half_len)
+        icl = icl_differences(losses, late, early)
         repeat = loss_by_position[probe.size(1) - half_len: probe.size(1) - 1]
-        return LMMeasurement(per_layer, loss_by_position, float(loss_by_position.mean()),
-                             icl_score(loss_by_position, late, early), float(repeat.mean()))
+        measurement = LMMeasurement(per_layer, loss_by_position, float(loss_by_position.mean()), float(icl.mean()),
+                                    float(repeat.mean()), _standard_error(icl))
+        if repeated is not None:
+            _add_standard_test(measurement, net, repeated, chunk_size)
+        return measurement
     finally:
         net.train(was_training)
+
+
+def _pattern_scores(net: torch.nn.Module, probe: torch.Tensor,
+                    chunk_size: int) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
+    """Per layer the probe's pattern scores `[head]`, and every sequence's per-position loss `[n, seq - 1]` (float64)."""
+    sums = [{name: 0.0 for name in LM_PATTERN_SCORES} for _ in net.blocks]
+    losses, device = [], next(net.parameters()).device
+    for chunk in probe.split(chunk_size):
+        chunk = chunk.to(device)
+        out = net(chunk, torch.ones_like(chunk, dtype=torch.bool), return_patterns=True)
+        for layer, pattern in enumerate(out.patterns):
+            for name, value in lm_pattern_score_sums(pattern, chunk).items():
+                if name != "n_sequences":
+                    sums[layer][name] = sums[layer][name] + value.cpu()
+        losses.append(per_position_loss(out.logits, chunk).double().cpu())
+    return [{name: value / probe.size(0) for name, value in layer.items()} for layer in sums], torch.cat(losses)
+
+
+def _add_standard_test(measurement: LMMeasurement, net: torch.nn.Module, repeated: torch.Tensor, chunk_size: int) -> None:
+    """`rep_induction_score` per head and the ICL score with its standard error, on the standard probe."""
+    half_len = (repeated.size(1) - 1) // 2
+    sums, losses, device = [0.0] * len(net.blocks), [], next(net.parameters()).device
+    for chunk in repeated.split(chunk_size):
+        chunk = chunk.to(device)
+        out = net(chunk, torch.ones_like(chunk, dtype=torch.bool), return_patterns=True)
+        sums = [total + repeated_stripe_score_sums(pattern, half_len).cpu() for total, pattern in zip(sums, out.patterns)]
+        losses.append(per_position_loss(out.logits, chunk).double().cpu())
+    for layer, total in enumerate(sums):
+        measurement.per_layer[layer][REPEATED_INDUCTION] = total / repeated.size(0)
+    icl = icl_differences(torch.cat(losses), *icl_positions(repeated.size(1), half_len))
+    measurement.rep_icl, measurement.rep_icl_se = float(icl.mean()), _standard_error(icl)
+
+
+def _standard_error(values: torch.Tensor) -> float:
+    """scipy.stats.sem over sequences (ddof 1); NaN for a single sequence."""
+    return float(stats.sem(values.numpy())) if values.numel() > 1 else float("nan")

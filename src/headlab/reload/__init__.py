@@ -6,7 +6,10 @@ Layer 2 (beside measure/ and interventions/): it needs model/, data/ and store/,
 of layer 3 may use it, so none of them reaches sideways into another for it.
 """
 
-from headlab.reload.inputs import build_datamodule, eval_batches, load_matching_network, run_config
+from headlab.reload.inputs import (build_datamodule, eval_batches, is_language_model, load_matching_network,
+                                   refuse_language_model, run_config)
+from headlab.reload.hooked import to_hooked_transformer
 from headlab.reload.network import load_network, save_pruned
 
-__all__ = ["build_datamodule", "eval_batches", "load_matching_network", "load_network", "run_config", "save_pruned"]
+__all__ = ["build_datamodule", "eval_batches", "is_language_model", "load_matching_network", "load_network",
+           "refuse_language_model", "run_config", "save_pruned", "to_hooked_transformer"]

@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, Subset
 
 from headlab.config.targets import refuse_foreign_targets
 from headlab.errors import DataError
+from headlab.model.lm import LMConfig
 from headlab.reload.network import load_network
 from headlab.config import instantiate
 from headlab.store import RunDir
@@ -39,6 +40,17 @@ def run_config(run: RunDir) -> DictConfig:
     return cfg
 
 
+def is_language_model(cfg: DictConfig) -> bool:
+    """Whether the run trained a causal LM (`experiment=induction`): its model group builds `LMConfig`."""
+    return cfg.model.get("_target_") == f"{LMConfig.__module__}.{LMConfig.__qualname__}"
+
+
+def refuse_language_model(run: RunDir, cfg: DictConfig, command: str, reason: str) -> None:
+    """One DataError line, before anything is computed, for a command with no language-model meaning yet."""
+    if is_language_model(cfg):
+        raise DataError(run.path, f"a language-model run (experiment=induction): {command} {reason}")
+
+
 def build_datamodule(cfg: DictConfig) -> Any:
     """The run's datamodule, set up: same source, split, vocabulary and probe as in training."""
     data = instantiate(cfg.data)
@@ -49,8 +61,8 @@ def build_datamodule(cfg: DictConfig) -> Any:
 def load_matching_network(path: Path, cfg: DictConfig, datamodule: Any) -> Any:
     """`load_network(path)`, refused when its model differs from the run's config or data."""
     saved = saved_model_config(load_checkpoint(path, mmap=True), path)
-    expected = {**{k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k in saved},
-                "vocab_size": datamodule.vocab_size, "n_classes": datamodule.n_classes}
+    from_data = {"vocab_size": datamodule.vocab_size, "n_classes": getattr(datamodule, "n_classes", None)}
+    expected = {k: v for k, v in {**OmegaConf.to_container(cfg.model, resolve=True), **from_data}.items() if k in saved}
     differ = {k: (saved[k], v) for k, v in expected.items() if saved.get(k) != v}
     if differ:
         detail = ", ".join(f"{k}: checkpoint {a!r} vs run {b!r}" for k, (a, b) in differ.items())

@@ -21,7 +21,7 @@ from headlab.config.importance import ImportanceSettings
 from headlab.errors import HeadlabError
 from headlab.interventions import RANKINGS, curve_rows, importance_rows, measure_importance, rank_heads
 from headlab.measure import measure_probe, probe_chunks
-from headlab.reload import build_datamodule, eval_batches, load_matching_network, run_config
+from headlab.reload import build_datamodule, eval_batches, load_matching_network, refuse_language_model, run_config
 from headlab.tasks.threads import set_torch_threads
 from headlab.store import RunDir, SweepDir, atomic_write_json, read_table, replace_steps
 from headlab.store.run_dir import IMPORTANCE_FIGURE, IMPORTANCE_TIMELINE_FIGURE, REDUNDANCY_FIGURE
@@ -49,6 +49,8 @@ class ImportanceOutcome:
 def compute(run: RunDir, which: str, settings: ImportanceSettings) -> ImportanceOutcome:
     """Everything the outputs need, computed before one file is written (so a failure writes nothing)."""
     cfg = run_config(run)
+    refuse_language_model(run, cfg, "headlab-importance", "ablates heads against classification labels, which an LM "
+                          "has none of yet (its heads: summary.json lm.final_roles, or headlab.reload.to_hooked_transformer)")
     checkpoints = run.find_checkpoints(which)
     set_torch_threads(settings.threads)
     datamodule = build_datamodule(cfg)

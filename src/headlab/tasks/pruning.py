@@ -28,7 +28,8 @@ from headlab.errors import ConfigError, DataError
 from headlab.interventions.pruning import finetune_steps, iterative_prune
 from headlab.interventions.timing import measure_speedup
 from headlab.model.encoder import count_parameters
-from headlab.reload import build_datamodule, eval_batches, load_matching_network, run_config, save_pruned
+from headlab.reload import (build_datamodule, eval_batches, load_matching_network, refuse_language_model, run_config,
+                            save_pruned)
 from headlab.tasks.threads import set_torch_threads
 from headlab.store import RunDir, SweepDir, atomic_write_json, atomic_write_with
 from headlab.store.run_dir import PRUNE_CURVE_FIGURE
@@ -90,6 +91,8 @@ def eval_splits(datamodule: Any, settings: PruneSettings) -> tuple[dict[str, Any
 def compute(run: RunDir, settings: PruneSettings) -> PruneOutcome:
     """The pruned network, its curve and its measured speed-up, computed before anything is written."""
     cfg = run_config(run)
+    refuse_language_model(run, cfg, "headlab-prune", "removes heads by their importance to classification accuracy, "
+                          "which an LM has none of yet")
     (checkpoint,) = run.find_checkpoints(settings.checkpoint)[-1:]
     threads = set_torch_threads(settings.threads)
     datamodule = build_datamodule(cfg)

@@ -2,9 +2,12 @@
 
 Every `every_n_steps` optimiser steps (and at step 0 and fit end) `headlab.measure.measure_lm_probe`
 gives each head's previous-token, duplicate, induction and OV copying scores, and the probe's
-per-position loss and ICL score. Per-head rows go to `head_metrics.parquet` (the run contract's
-long format); `lm/probe_loss`, `lm/icl_score` and `heads/{metric}/L{l}H{h}` go to the loggers
-(metrics.csv). At fit end `summary_facts()` puts into summary.json: each head's induction onset
+per-position loss and ICL score (with its standard error over the probe's sequences); with
+`standard_probe_size` > 0 also each head's `rep_induction_score` on the standard test (repeated
+random tokens, the copy a fixed distance back, `data.repeated_probe`) and the ICL score on that
+probe. Per-head rows go to `head_metrics.parquet` (the run contract's long format); `lm/probe_loss`,
+`lm/icl_score` (and `_se`), `lm/rep_icl_score` (and `_se`) and `heads/{metric}/L{l}H{h}` go to the
+loggers (metrics.csv). At fit end `summary_facts()` puts into summary.json: each head's induction onset
 (the change-point of its score, `headlab.analysis.phase_change`, counted only if the level rises
 by `min_rise`), the steps of the loss drop on the probe's repeated block (the tokens only
 induction predicts) and of the ICL jump (change-points falling by `min_drop` nats), whether the heads' onsets coincide with the loss drop (within `coincide_steps`),
@@ -35,9 +38,11 @@ class LMHeadMetricsCallback(L.Callback):
 
     def __init__(self, output_dir: str | None = None, every_n_steps: int = 50, chunk_size: int = 64,
                  min_rise: float = 0.3, min_drop: float = 1.0, coincide_steps: int = 200,
-                 log_to_loggers: bool = True, figures: bool = True) -> None:
+                 log_to_loggers: bool = True, figures: bool = True, standard_probe_size: int = 256) -> None:
         if not isinstance(every_n_steps, int) or every_n_steps < 1:
             raise ConfigError("callbacks.lm_metrics.every_n_steps", every_n_steps, "an integer >= 1")
+        if not isinstance(standard_probe_size, int) or isinstance(standard_probe_size, bool) or standard_probe_size < 0:
+            raise ConfigError("callbacks.lm_metrics.standard_probe_size", standard_probe_size, "an integer >= 0 (0: off)")
         if not isinstance(chunk_size, int) or chunk_size < 1:
             raise ConfigError("callbacks.lm_metrics.chunk_size", chunk_size, "an integer >= 1")
         for key, value in (("min_rise", min_rise), ("min_drop", min_drop)):
@@ -47,6 +52,8 @@ class LMHeadMetricsCallback(L.Callback):
         self.every_n_steps, self.chunk_size = every_n_steps, chunk_size
         self.min_rise, self.min_drop, self.coincide_steps = float(min_rise), float(min_drop), int(coincide_steps)
         self.log_to_loggers, self.figures = log_to_loggers, figures
+        self.standard_probe_size = standard_probe_size
+        self._repeated: Any = None  # the standard probe, drawn once from the datamodule
         self.history: list[dict[str, Any]] = []  # one entry per measurement: step, per-head induction, loss, icl
         self.last: LMMeasurement | None = None
         self.measure_s = 0.0
@@ -95,11 +102,14 @@ class LMHeadMetricsCallback(L.Callback):
             return
         started = time.perf_counter()
         data = trainer.datamodule
-        measurement = measure_lm_probe(pl_module.net, data.probe, data.probe_half_len, self.chunk_size)
+        if self.standard_probe_size and self._repeated is None:
+            self._repeated = data.repeated_probe(self.standard_probe_size)
+        measurement = measure_lm_probe(pl_module.net, data.probe, data.probe_half_len, self.chunk_size, self._repeated)
         step = int(trainer.global_step)
         self.last = measurement
         self.history.append({"step": step, "probe_loss": measurement.probe_loss, "icl_score": measurement.icl,
-                             "repeat_loss": measurement.repeat_loss,
+                             "repeat_loss": measurement.repeat_loss, "icl_score_se": measurement.icl_se,
+                             "rep_icl_score": measurement.rep_icl, "rep_icl_score_se": measurement.rep_icl_se,
                              "induction": [layer["induction_score"].tolist() for layer in measurement.per_layer]})
         if trainer.is_global_zero and self.output_dir is not None:
             per_layer = [{k: v.numpy() for k, v in layer.items()} for layer in measurement.per_layer]
@@ -107,7 +117,9 @@ class LMHeadMetricsCallback(L.Callback):
             append_part(RunDir(self.output_dir).head_metrics_path, step, rows)
         if self.log_to_loggers and trainer.loggers:
             scalars = {"lm/probe_loss": measurement.probe_loss, "lm/icl_score": measurement.icl,
-                       "lm/repeat_loss": measurement.repeat_loss}
+                       "lm/repeat_loss": measurement.repeat_loss, "lm/icl_score_se": measurement.icl_se}
+            if measurement.rep_icl is not None:
+                scalars.update({"lm/rep_icl_score": measurement.rep_icl, "lm/rep_icl_score_se": measurement.rep_icl_se})
             for layer, metrics in enumerate(measurement.per_layer):
                 for name, values in metrics.items():
                     scalars.update({f"heads/{name}/L{layer}H{h}": float(v) for h, v in enumerate(values.tolist())})
@@ -142,6 +154,12 @@ class LMHeadMetricsCallback(L.Callback):
         if self.last is not None:
             lm["final_roles"] = [lm_roles(layer) for layer in self.last.per_layer]
             lm["final_icl_score"] = round(self.last.icl, 4)
+            lm["final_icl_score_se"] = _rounded(self.last.icl_se)  # None: a one-sequence probe has none
+            if self.last.rep_icl is not None:
+                lm["final_rep_icl_score"] = round(self.last.rep_icl, 4)
+                lm["final_rep_icl_score_se"] = _rounded(self.last.rep_icl_se)
+                lm["final_rep_induction_score"] = [[round(v, 4) for v in layer["rep_induction_score"].tolist()]
+                                                   for layer in self.last.per_layer]
             lm["final_probe_loss"] = round(self.last.probe_loss, 4)
         facts["lm"] = lm
         return facts
@@ -155,3 +173,8 @@ class LMHeadMetricsCallback(L.Callback):
         if self.history:
             return
         self.history, self.measure_s = list(state.get("history", [])), float(state.get("measure_s", 0.0))
+
+
+def _rounded(value: float | None) -> float | None:
+    """4 decimals, None for NaN (summary.json holds no NaN)."""
+    return None if value is None or not np.isfinite(value) else round(float(value), 4)

@@ -119,11 +119,13 @@ def test_a_new_version_must_not_reuse_seeds_an_earlier_version_listed(repo):
     with pytest.raises(FreezeRefused) as refused:
         check_start([load_spec(path)], "cpu", True, print)
     assert "C8: version 4 confirmatory/replication seeds [17] were listed by version 3" in str(refused.value)
-    # an earlier version's exploratory seeds were read too
-    moved = _c8(version=4, margin="0.01", confirmatory="[1, 20]").replace("exploratory: [0, 1, 2]", "exploratory: [30]")
-    _commit(repo, moved, when="2026-01-03T00:00:00+00:00")
+    # an earlier version's exploratory seeds were read too; one line names every version that read them
+    _commit(repo, _c8(version=4, margin="0.01", confirmatory="[40, 41]"), when="2026-01-03T00:00:00+00:00")
+    moved = _c8(version=5, margin="0.02", confirmatory="[1, 41]").replace("exploratory: [0, 1, 2]", "exploratory: [30]")
+    _commit(repo, moved, when="2026-01-04T00:00:00+00:00")
     assert freeze_problems([load_spec(path)]) == [
-        "C8: version 4 confirmatory/replication seeds [1] were listed by version 3; a new version needs seeds no earlier version read"]
+        "C8: version 5 confirmatory/replication seeds [1, 41] were listed by versions 3, 4; a new version needs seeds "
+        "no earlier version read"]
 
 
 def test_the_runner_records_each_specs_freeze_before_its_jobs_start(repo, tmp_path):

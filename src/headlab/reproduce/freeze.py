@@ -62,12 +62,17 @@ def version_lines(claim: str, current: dict[str, Any], versions: list[sh.Version
         lines.append(f"{claim}: version {number} rules differ from the committed version {number} of "
                      f"{', '.join(v.commit[:10] for v in changed)}; a changed rule needs a new version number")
     fresh = {int(s) for kind in FRESH_SEEDS for s in ((current.get("seeds") or {}).get(kind) or [])}
-    for earlier in sorted({v.number for v in versions if isinstance(v.number, int) and isinstance(number, int)
-                           and v.number < number}):
-        seen = set().union(*(v.seeds(*EARLIER_SEEDS) for v in versions if v.number == earlier))
-        if fresh & seen:
-            lines.append(f"{claim}: version {number} confirmatory/replication seeds {sorted(fresh & seen)} were listed "
-                         f"by version {earlier}; a new version needs seeds no earlier version read")
+    earlier = [v for v in versions if isinstance(v.number, int) and isinstance(number, int) and v.number < number]
+    reused: dict[int, set[int]] = {}
+    for v in earlier:  # every commit of a version: what any of them listed was read
+        if fresh & v.seeds(*EARLIER_SEEDS):
+            reused.setdefault(v.number, set()).update(fresh & v.seeds(*EARLIER_SEEDS))
+    reused = dict(sorted(reused.items()))
+    if reused:
+        numbers = ", ".join(map(str, reused))
+        lines.append(f"{claim}: version {number} confirmatory/replication seeds {sorted(set().union(*reused.values()))} "
+                     f"were listed by version{'s' if len(reused) > 1 else ''} {numbers}; a new version needs seeds no "
+                     "earlier version read")
     return lines
 
 

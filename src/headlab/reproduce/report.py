@@ -140,8 +140,8 @@ def freeze_line(r: ClaimResult) -> str:
 
     >>> from types import SimpleNamespace as N
     >>> freeze_line(N(rule_commit="0123456789abcdef", rule_committed_at="2026-12-02T04:54:00+00:00",
-    ...               first_job="2026-12-02T04:24:00Z (the runner's start record)", freeze=""))
-    'freeze: rule commit 0123456789 (2026-12-02T04:54:00+00:00); first job 2026-12-02T04:24:00Z (the runner\'s start record)'
+    ...               first_job="2026-12-02T04:24:00Z", freeze="rule newer than the first job"))
+    'freeze: rule commit 0123456789 (2026-12-02T04:54:00+00:00); first job 2026-12-02T04:24:00Z; FLAG: rule newer than the first job'
     """
     commit = {"": "unknown (not in a git checkout)", "uncommitted": "none (the rule is not committed)"}.get(
         r.rule_commit, f"{r.rule_commit[:10]} ({r.rule_committed_at})")

@@ -15,7 +15,7 @@ from headlab.reproduce.evidence import evaluate_claim
 from headlab.reproduce.freeze import FREEZE_FILE, FreezeRefused, check_start, freeze_entries, freeze_problems, stamp
 from headlab.reproduce.jobs import sweep_jobs
 from headlab.reproduce.multiplicity import control
-from headlab.reproduce.report import claims_table
+from headlab.reproduce.report import claims_table, write_report
 from headlab.reproduce.runner import FOLDER, Runner
 from headlab.reproduce.spec import load_spec
 from headlab.reproduce.verdict import INCONCLUSIVE, SUPPORTED, ClaimResult
@@ -184,6 +184,11 @@ def test_a_rule_committed_after_its_first_job_is_not_decisive(repo, tmp_path):
     row = claims_table([result]).iloc[0]
     assert row["rule_commit"] == head and row["rule_committed_at"].startswith("2026-01-01T12:00:00")
     assert row["first_job"].startswith("2026-01-01T10:00:00Z (the runner's start record") and "newer" in row["freeze"]
+    written = write_report([result], tmp_path / "report")
+    shown = f"freeze: rule commit {head[:10]} (2026-01-01T12:00:00+00:00); first job 2026-01-01T10:00:00Z"
+    for page in (tmp_path / "report" / "claims.md", tmp_path / "report" / "index.html"):
+        assert page in written and shown in page.read_text(encoding="utf-8")
+        assert "usable) (rule newer than its first job)" in page.read_text(encoding="utf-8")  # the summary row's mark
     # at the exploratory scale the same flag leaves the verdict as it is
     quick = stamp(ClaimResult(spec, SUPPORTED, "beyond", tests={"above": 0.001}), "quick", folder)
     assert quick.verdict == SUPPORTED and quick.tests and "newer" in quick.freeze
@@ -207,3 +212,28 @@ def test_without_a_start_record_the_first_job_is_the_earliest_job_file_time(repo
     result = evaluate_claim(spec, tmp_path / "sweeps", scale="cpu")
     assert "file time" in result.first_job and result.verdict == INCONCLUSIVE, result.reason
     assert "rule committed after its data were collected" in result.reason
+
+
+def test_a_run_records_its_freeze_beside_its_run_dir_and_an_uncommitted_rule_is_flagged(repo, tmp_path):
+    from headlab.reproduce.jobs import RunJob
+    from headlab.reproduce.freeze import run_freeze_file
+
+    path = _commit(repo, _c8())
+    spec = load_spec(path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "headlab-analyze-hf").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "headlab-analyze-hf").chmod(0o755)
+    runner = Runner(tmp_path / "sweeps", tmp_path / "runs", "cpu", "basic", lanes=1, bin_dir=bin_dir, say=lambda _: None)
+    runner.freeze = freeze_entries([spec])
+    runner.run_one(RunJob("headlab-analyze-hf", "c8-run", (), ("C8",)))
+    record = json.loads(run_freeze_file(tmp_path / "runs" / "c8-run").read_text())
+    assert record["starts"][0]["claims"]["C8"]["rule_commit"] == _git(repo, "rev-parse", "HEAD")
+    assert not (tmp_path / "runs" / "c8-run").exists()  # nothing inside the run dir before the run starts
+    # a rule edited in the working tree is committed by no commit: newer than any job
+    path.write_text(_c8(margin="0.01"), encoding="utf-8")
+    folder = _cpu_evidence(tmp_path / "sweeps", load_spec(path), "2026-01-01T10:00:00Z")
+    flagged = stamp(ClaimResult(load_spec(path), SUPPORTED, "beyond", tests={"above": 0.001}), "cpu", folder)
+    assert flagged.rule_commit == "uncommitted" and flagged.verdict == INCONCLUSIVE and not flagged.tests
+    assert flagged.reason.startswith("rule committed after its data were collected (not committed yet, first job "
+                                     "2026-01-01T10:00:00Z)")

@@ -103,11 +103,12 @@ def history(path: str | Path) -> list[Version]:
     """Every committed version of the spec file, newest first (renames followed); [] outside git.
     Read once per checkout state (HEAD): a report reads each spec's history several times."""
     path = Path(path).resolve()
-    root = toplevel(path)
-    head = git(path.parent, "rev-parse", "HEAD") if root is not None else None
-    if head is None or head.returncode != 0:
-        return []
-    return list(_history(str(path), str(root), head.stdout.strip()))
+    found = git(path.parent, "rev-parse", "--show-toplevel", "HEAD")  # one call: a report asks for every claim
+    lines = found.stdout.split() if found is not None and found.returncode == 0 else []
+    if len(lines) != 2:
+        return []  # outside git, or a repository without a commit
+    root, head = lines
+    return list(_history(str(path), root, head))
 
 
 @functools.lru_cache(maxsize=256)

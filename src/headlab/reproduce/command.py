@@ -39,7 +39,19 @@ def plan_for(cmd) -> Plan:
         plan.runner = Runner(root, run_root(root), cmd.scale, cmd.launcher or LAUNCHERS[cmd.scale], cmd.lanes,
                              tuple(cmd.override), dry_run=cmd.jobs or cmd.dry_run)
         plan.sweeps, plan.runs = sweep_jobs(plan.specs, cmd.scale), run_jobs(plan.specs, cmd.scale)
+        _freeze(plan, cmd)
     return plan
+
+
+def _freeze(plan: Plan, cmd) -> None:
+    """A confirmatory start only with committed, version-disciplined specs (a job list warns), and
+    the runner records each spec's freeze before its jobs start (headlab.reproduce.freeze)."""
+    from headlab.reproduce.freeze import check_start, freeze_entries
+
+    starts = not plan.runner.dry_run
+    check_start(plan.specs, cmd.scale, starts, plan.runner.say)
+    if starts:
+        plan.runner.freeze = freeze_entries(plan.specs)
 
 
 def claim_specs(folder: str | None, only: list[str]) -> list:

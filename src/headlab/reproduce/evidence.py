@@ -122,38 +122,51 @@ def computed_figure(spec: ClaimSpec) -> str:
 
 def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None = None,
                    scale: str = "quick") -> ClaimResult:
-    """The verdict of one claim from the evidence of `scale` on disk (or computed); never raises for
-    missing evidence."""
+    """The verdict of one claim from the evidence of `scale` on disk (or computed), with its freeze
+    (`headlab.reproduce.freeze.stamp`: a rule newer than its first job is not decisive); never
+    raises for missing evidence."""
+    from headlab.reproduce.freeze import stamp
+
+    result, folder, freeze_file = _evaluated(spec, sweeps_root, explicit, scale)
+    return stamp(result, scale, folder, freeze_file)
+
+
+def _evaluated(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None,
+               scale: str) -> tuple[ClaimResult, Path | None, Path | None]:
+    """The verdict, the folder its jobs lie in and the runner's freeze record of it (None when no jobs)."""
+    from headlab.reproduce.freeze import FREEZE_FILE, run_freeze_file
+
     if spec.not_measured:
-        return not_measured(spec, spec.not_measured)
+        return not_measured(spec, spec.not_measured), None, None
     try:
         if spec.evidence.kind == "computed":
             result = decide(spec, computed_statistics(spec), "computed")
             result.figure = computed_figure(spec)
-            return result
+            return result, None, None
         if spec.evidence.kind == "run":
             run_dir = run_root(sweeps_root) / spec.run_name(scale)
             path = run_dir / spec.evidence.table
             result = _decided(spec, _table(path), str(path))
             result.figure = _figure(run_dir, spec)
-            return result
+            return result, run_dir, run_freeze_file(run_dir)
         if getattr(spec.evidence, scale) is None:
-            return not_measured(spec, f"the spec has no {scale} scale")
+            return not_measured(spec, f"the spec has no {scale} scale"), None, None
         aggregate, provenance = checked_aggregate(spec, scale, Path(sweeps_root), explicit or {})
+        folder = aggregate.parent
         path = aggregate / spec.evidence.table
         unmet = unmet_settings(aggregate.parent, spec.prerequisite_config) if spec.prerequisite_config else []
         if unmet:
             result = ClaimResult(spec, NOT_TESTABLE, f"the jobs lack the settings the phenomenon needs: {'; '.join(unmet)}: "
                                                      f"{spec.prerequisite_reason}", source=str(path), provenance=provenance)
             result.coverage = sweep_coverage(aggregate)
-            return result
+            return result, folder, folder / FREEZE_FILE
         result = _decided(spec, read_table(path), str(path))
         result.figure = _figure(aggregate, spec)
         result.coverage = sweep_coverage(aggregate)
         result.provenance = provenance
-        return result
+        return result, folder, folder / FREEZE_FILE
     except EvidenceMissing as missing:
-        return not_measured(spec, str(missing))
+        return not_measured(spec, str(missing)), None, None
 
 
 def _decided(spec: ClaimSpec, table: pd.DataFrame, source: str) -> ClaimResult:

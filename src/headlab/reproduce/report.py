@@ -22,7 +22,8 @@ from headlab.reproduce.verdict import ClaimResult
 from headlab.store import atomic_write_text, atomic_write_with
 
 COLUMNS = ("claim", "version", "section", "title", "verdict", "reason", "statistics", "primary", "margin", "p_value",
-           "p_holm", "look", "first_look", "seeds", "supported_if", "contradicted_if", "source", "provenance", "coverage", "figure")
+           "p_holm", "look", "first_look", "seeds", "supported_if", "contradicted_if", "source", "provenance", "coverage", "figure",
+           "rule_commit", "rule_committed_at", "first_job", "freeze")
 _COLOUR = {"supported": "#1a7f37", "contradicted": "#cf222e", "absent": "#cf222e", "smaller than claimed": "#bc4c00",
            "reversed": "#a40e26", "direction only": "#0969da", "inconclusive": "#9a6700",
            "not testable at this scale": "#8250df", "not measured": "#57606a"}
@@ -77,7 +78,9 @@ def claims_table(results: list[ClaimResult], figure_names: dict[str, str] | None
                      "seeds": seeds_used(r), "provenance": r.provenance,
                      "supported_if": r.spec.supported_if.text if r.spec.supported_if else "",
                      "contradicted_if": r.spec.contradicted_if.text if r.spec.contradicted_if else "",
-                     "source": r.source, "coverage": r.coverage, "figure": (figure_names or {}).get(r.spec.claim, "")})
+                     "source": r.source, "coverage": r.coverage, "figure": (figure_names or {}).get(r.spec.claim, ""),
+                     "rule_commit": r.rule_commit, "rule_committed_at": r.rule_committed_at, "first_job": r.first_job,
+                     "freeze": r.freeze})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -132,6 +135,20 @@ def _decision_lines(r: ClaimResult) -> list[str]:
     return lines
 
 
+def freeze_line(r: ClaimResult) -> str:
+    """The claim's freeze in one line: the commit that froze its rule, when, and the first job's start.
+
+    >>> from types import SimpleNamespace as N
+    >>> freeze_line(N(rule_commit="0123456789abcdef", rule_committed_at="2026-12-02T04:54:00+00:00",
+    ...               first_job="2026-12-02T04:24:00Z", freeze="rule newer than the first job"))
+    'freeze: rule commit 0123456789 (2026-12-02T04:54:00+00:00); first job 2026-12-02T04:24:00Z; FLAG: rule newer than the first job'
+    """
+    commit = {"": "unknown (not in a git checkout)", "uncommitted": "none (the rule is not committed)"}.get(
+        r.rule_commit, f"{r.rule_commit[:10]} ({r.rule_committed_at})")
+    line = f"freeze: rule commit {commit}; first job {r.first_job or '-'}"
+    return line + (f"; FLAG: {r.freeze}" if r.freeze else "")
+
+
 def _p(x: float) -> str:
     return f"{x:.3g}" if x == x else "-"
 
@@ -145,7 +162,7 @@ def _markdown(results: list[ClaimResult], table: pd.DataFrame, title: str) -> st
     second = f" Adaptive allocation: {DESIGN}." if any(r.look == 2 for r in results) else ""
     lines = [f"# {title}", "", f"Multiplicity: {METHOD}.{second} Intervals: 95 %, each says what it resampled.", "",
              "| claim | section | verdict | statistic | title |", "|---|---|---|---|---|"]
-    lines += [f"| {r.claim} | {r.section} | {r.verdict}{_look(r.look)}{_partial(r.coverage)} | {r.statistics or '-'} | {r.title} |"
+    lines += [f"| {r.claim} | {r.section} | {r.verdict}{_look(r.look)}{_partial(r.coverage)}{_flag(r.freeze)} | {r.statistics or '-'} | {r.title} |"
               for r in table.itertuples()]
     for r, row in zip(results, table.itertuples()):
         lines += ["", f"## {r.spec.claim} ({r.spec.section}): {r.spec.title}", "", f"> {r.spec.zh}", ">", f"> {r.spec.en}", "",
@@ -155,7 +172,7 @@ def _markdown(results: list[ClaimResult], table: pd.DataFrame, title: str) -> st
             if row.supported_if:
                 lines += [f"- supported if `{row.supported_if}`", f"- contradicted if `{row.contradicted_if}`"]
             lines += [f"- evidence: {r.source}" + (f" ({r.coverage})" if r.coverage else "")]
-        lines += _decision_lines(r)
+        lines += _decision_lines(r) + [f"- {freeze_line(r)}"]
         if row.figure:
             lines += ["", f"![{r.spec.claim}]({row.figure})"]
         if r.spec.notes:
@@ -167,7 +184,7 @@ def _markdown(results: list[ClaimResult], table: pd.DataFrame, title: str) -> st
 def _html(results: list[ClaimResult], table: pd.DataFrame, figures: dict[str, Path], title: str) -> str:
     e = html.escape
     rows = "".join(f'<tr><td><a href="#{e(r.claim)}">{e(r.claim)}</a></td><td>{e(r.section)}</td>'
-                   f'<td style="color:{_COLOUR.get(r.verdict, "#000")}"><b>{e(r.verdict)}</b>{e(_look(r.look))}{e(_partial(r.coverage))}</td>'
+                   f'<td style="color:{_COLOUR.get(r.verdict, "#000")}"><b>{e(r.verdict)}</b>{e(_look(r.look))}{e(_partial(r.coverage))}{e(_flag(r.freeze))}</td>'
                    f"<td>{e(r.statistics or '-')}</td><td>{e(r.title)}</td></tr>" for r in table.itertuples())
     sections = "".join(_html_section(r, figures.get(r.spec.claim)) for r in results) + _html_power(results)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title><style>'
@@ -189,6 +206,7 @@ def _html_section(r: ClaimResult, figure: Path | None) -> str:
         parts.append("<ul>" + "".join(f"<li>{e(_shown(r, n, s))}: {e(s.unit)}; {e(s.method)}</li>" for n, s in _ordered(r))
                      + rules + f"<li>evidence: {e(r.source)}{e(f' ({r.coverage})' if r.coverage else '')}</li>"
                      + "".join(f"<li>{e(line[2:])}</li>" for line in _decision_lines(r)) + "</ul>")
+    parts.append(f'<p class="freeze">{e(freeze_line(r))}</p>')
     if figure is not None:
         data = base64.b64encode(figure.read_bytes()).decode("ascii")
         parts.append(f'<img class="figure" alt="{e(r.spec.claim)} figure" src="data:image/png;base64,{data}">')
@@ -210,6 +228,11 @@ def _html_power(results: list[ClaimResult]) -> str:
     return (f'<section id="power"><h2>Power of the undecided claims</h2><p>{e(lines[3])}</p><table><thead><tr>'
             f"{cells(head, 'th')}</tr></thead><tbody>{''.join('<tr>' + cells(row, 'td') + '</tr>' for row in body)}"
             "</tbody></table></section>")
+
+
+def _flag(freeze: str) -> str:
+    """" (rule newer than its first job)" for a claim whose freeze is flagged, else ""."""
+    return " (rule newer than its first job)" if freeze else ""
 
 
 def _look(look: int) -> str:

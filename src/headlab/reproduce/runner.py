@@ -27,8 +27,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from headlab.reproduce.freeze import FREEZE_FILE, record_start, run_freeze_file
 from headlab.reproduce.jobs import RunJob, SweepJob
 from headlab.reproduce.spec import PER_JOB_COMMANDS, PerJob
 from headlab.reproduce.statistics import same_value
@@ -69,6 +70,8 @@ class Runner:
     bin_dir: Path = field(default_factory=lambda: Path(sys.executable).parent)
     say: Callable[[str], None] = lambda line: print(line, flush=True)  # noqa: E731 - progress shows at once in a log
     results: list[StepResult] = field(default_factory=list)
+    # claim -> what each start records of its spec (reproduce.freeze.freeze_entries); empty: nothing recorded
+    freeze: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
     # ---- sweeps -------------------------------------------------------------------------------
 
@@ -121,6 +124,7 @@ class Runner:
             self.say(f"  then: {_shell([str(self.bin_dir / 'headlab-aggregate'), str(folder)])}")
             self._record(label, job.claims, "planned", started)
             return
+        self._record_freeze(folder / FREEZE_FILE, job.claims)
         before = _completed_jobs(folder)
         multirun_ok = self._call(argv, folder / LOGS / "multirun.log")
         after = _completed_jobs(folder)
@@ -184,11 +188,17 @@ class Runner:
         if RunDir(run_dir).has_summary:
             self._record(label, job.claims, "skipped", started, "summary.json exists")
             return
+        self._record_freeze(run_freeze_file(run_dir), job.claims)
         ok = self._call(argv, self.run_root / f"{job.run_name}.log")
         self._record(label, job.claims, "done" if ok else "failed", started,
                      "" if ok else f"log: {self.run_root / (job.run_name + '.log')}")
 
     # ---- plumbing -----------------------------------------------------------------------------
+
+    def _record_freeze(self, path: Path, claims: Sequence[str]) -> None:
+        """Before any job starts: which spec (hash, commits) each claim of this sweep or run is held to."""
+        if self.freeze and any(c in self.freeze for c in claims):
+            record_start(path, claims, self.freeze, self.scale)
 
     def _call(self, argv: Sequence[str], log: Path) -> bool:
         log.parent.mkdir(parents=True, exist_ok=True)

@@ -67,6 +67,10 @@ class ClaimResult:
     interval_reason: str = ""
     # the one-sided p of each null the verdicts rest on (NEEDS): Holm runs over all of them
     tests: dict[str, float] = field(default_factory=dict)
+    rule_commit: str = ""       # the commit that froze the spec's rule ("uncommitted"; "" outside git), reproduce.freeze
+    rule_committed_at: str = ""
+    first_job: str = ""         # the first job's start (UTC) and where it was read
+    freeze: str = ""            # the flag when the rule is newer than the first job
 
 
 def decide(spec: ClaimSpec, statistics: dict[str, Statistic], source: str = "") -> ClaimResult:

@@ -96,7 +96,7 @@ def test_the_command_refuses_a_confirmatory_run_in_one_line_naming_the_file(repo
 
     _commit(repo, _c8())
     (repo / "specs" / C8).write_text(_c8(margin="0.01"), encoding="utf-8")
-    code = main(["--run", "--scale", "cpu", "--specs", str(repo / "specs"), "--sweeps-root", str(tmp_path / "sweeps")])
+    code = main(["run=true", "scale=cpu", f"specs={repo / 'specs'}", f"sweeps_root={tmp_path / 'sweeps'}"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and f"{C8} (modified)" in err, err
     assert not (tmp_path / "sweeps").exists()  # nothing started

@@ -33,8 +33,9 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/headlab-train experiment=demo
 
+# Two pytest-xdist workers, each test file on one of them (module fixtures are built once).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # What the report's browser test needs (tests/reproduce/test_report.py; skipped without it):
 # Debian's chromium (needs root and apt) and playwright to drive it. CI runs this before `make test`.

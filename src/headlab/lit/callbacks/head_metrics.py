@@ -24,7 +24,9 @@ steps) and the writes.
 and the role over the queries *at that token* only, as `{metric}@{token}` (e.g. `prev_score@y`,
 `role@[CLS]`). A head that does one thing from one kind of token (a marker reading the token
 before it, [CLS] gathering the sentence) is diluted in the all-query mean; Clark et al. (2019)
-score syntactic heads the same way, on the tokens that hold the relation.
+score syntactic heads the same way, on the tokens that hold the relation. Always measured too:
+the task-aware view, `{metric}@task` and `role@task` from the queries that feed the decision
+(the [CLS] row under cls pooling, every row under mean pooling; `headlab.analysis.task_roles`).
 
 Under DDP (`trainer.strategy=ddp trainer.devices=N`) only rank zero measures and writes, through
 the unwrapped network (`pl_module.net`, never the DDP wrapper, so no collective runs inside a
@@ -50,7 +52,8 @@ import torch
 
 from headlab.errors import ConfigError
 from headlab.interventions import gradient_importance
-from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, probe_chunks, query_token_ids
+from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, model_decision, probe_chunks
+from headlab.measure import query_token_ids
 from headlab.measure import snapshot_weights
 from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir, append_part, drop_parts_after, write_attention_maps
 from headlab.lit.callbacks.probe_patterns import ProbePatterns
@@ -318,7 +321,8 @@ class HeadMetricsCallback(L.Callback):
     def measure(self, pl_module: L.LightningModule, step: int, epoch: int) -> Measurement:
         """Measure `pl_module.net` on this callback's probe (`headlab.measure.measure_probe`) and time it."""
         result = measure_probe(pl_module.net, self._probe, map_len=self.map_len, step=step, epoch=epoch,
-                               init_weights=self._init_weights, grad_norm=self._last_grad, cum_grad_norm=self._cum_grad)
+                               init_weights=self._init_weights, grad_norm=self._last_grad, cum_grad_norm=self._cum_grad,
+                               decision=model_decision(pl_module.net))
         if self.importance:  # per-example gate gradients; no parameter's .grad is touched
             grad = gradient_importance(pl_module.net, self._labeled_probe)
             for layer, per_head in enumerate(result.head_metrics):

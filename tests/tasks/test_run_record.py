@@ -9,6 +9,8 @@ import json
 import pytest
 import yaml
 
+from headlab.analysis import ROLES
+from headlab.store import RunDir
 from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from tests._runs import run_cli, summary
@@ -98,6 +100,11 @@ def test_summary_says_which_model_each_number_comes_from(tmp_path, tiny_config):
     assert {k: facts[k] for k in ("val_acc", "val_f1", "test_acc", "test_f1", "best_step")} == \
         {k: best[k] for k in ("val_acc", "val_f1", "test_acc", "test_f1")} | {"best_step": 6}
     assert last["roles"] == facts["final_roles"] and len(last["roles"]) == 2  # layers x heads
+    # the task-aware roles (from [CLS]: cls pooling is the default), as names, and the table's ids agree
+    assert facts["task_queries"] == "[CLS]" and last["task_roles"] == facts["final_task_roles"]
+    table = RunDir(run).head_metrics()
+    codes = table[(table["metric"] == "role@task") & (table["step"] == last["step"])].sort_values(["layer", "head"])
+    assert [ROLES[int(c)] for c in codes["value"]] == [r for layer in facts["final_task_roles"] for r in layer]
     metrics = __import__("pandas").read_csv(run / "metrics.csv")
     epoch_end_val = metrics.loc[metrics["val/acc"].notna() & (metrics["step"] == 11), "val/acc"]
     assert last["val_acc"] == pytest.approx(float(epoch_end_val.iloc[0]))

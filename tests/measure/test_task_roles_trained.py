@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from headlab.measure import measure_probe, model_decision, probe_chunks
 from tests._planted import train_planted
 
 
@@ -16,11 +15,11 @@ def planted(request):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model on a shared machine: extra threads only spin
     try:
-        net, probe, acc = train_planted(request.param)
+        planted = train_planted(request.param)
     finally:
         torch.set_num_threads(threads)
-    assert acc > 0.95, f"the planted task did not train ({acc:.2f}): nothing to find"
-    return request.param, measure_probe(net, probe_chunks(probe, 64), decision=model_decision(net), weight_metrics=False)
+    assert planted.acc > 0.95, f"the planted task did not train ({planted.acc:.2f}): nothing to find"
+    return request.param, planted.measurements[-1]
 
 
 def test_the_head_that_reads_the_deciding_token_from_cls_is_named(planted):

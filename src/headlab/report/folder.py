@@ -17,15 +17,18 @@ from headlab.report.heads import report_lines
 from headlab.store import RunDir, SweepDir
 
 
-def run_report(run: RunDir) -> list[str]:
-    """The header and one line per head; a folder without head_metrics.parquet is a `DataError`."""
+def run_report(run: RunDir, top: int | None = None) -> list[str]:
+    """The header and one line per head (the `top` most important only, with a pointer to the rest);
+    a folder without head_metrics.parquet is a `DataError`."""
     try:
         head_metrics = run.head_metrics()
     except FileNotFoundError:
         raise DataError(run.path, "no head_metrics.parquet: not a headlab run directory, or the run "
                                   "measured no head yet (a sweep folder holds multirun.yaml)") from None
     summary = _summary(run)
-    return [_header(run, summary, head_metrics), *("  " + line for line in report_lines(head_metrics, _importance(run), summary))]
+    lines = report_lines(head_metrics, _importance(run), summary)
+    more = [f"  ... {len(lines) - top} more: headlab-report {run.path}"] if top is not None and len(lines) > top else []
+    return [_header(run, summary, head_metrics), *("  " + line for line in lines[:top]), *more]
 
 
 def sweep_report(sweep: SweepDir) -> list[str]:

@@ -36,11 +36,13 @@ checkpoint written by rank zero resumes every rank alike.
 Where: one part file per measurement in `head_metrics.parquet/` and `head_pairs.parquet/`
 (see `headlab.store.tables`), `heads/{metric}/L{l}H{h}` scalars to every Lightning logger (W&B
 also gets the attention-map grid and the head table, `headlab.lit.wandb_panels`), and
-at fit end `attention_maps.npz` plus the figures in `figures/`.
+at fit end `attention_maps.npz` plus the figures in `figures/`, and the head report
+(`headlab.report`: one line per head in plain words) in the training log.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -50,6 +52,7 @@ from typing import Any, Iterator, Sequence
 import lightning as L
 import torch
 
+from headlab.analysis.task_roles import DECISION_QUERIES
 from headlab.errors import ConfigError
 from headlab.interventions import gradient_importance
 from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, model_decision, probe_chunks
@@ -61,6 +64,7 @@ from headlab.lit.wandb_panels import define_head_panels, head_scalars, log_head_
 from headlab.store.tables import head_metric_rows, head_pair_rows
 
 EARLY_SPACINGS = ("linear", "log")
+log = logging.getLogger("headlab.train")
 
 
 @dataclass
@@ -281,6 +285,16 @@ class HeadMetricsCallback(L.Callback):
             from headlab.view import write_view  # the page of the run (headlab-view), written last
 
             write_view(RunDir(self.output_dir))
+        if trainer.is_global_zero and self._last is not None:
+            log.info("%s", self._report())
+
+    def _report(self) -> str:
+        """Which head does what at the end of fit (`headlab-report`'s lines, without importance: none yet)."""
+        from headlab.report import report_lines
+
+        summary = {"task_queries": DECISION_QUERIES[self._last.decision]} if self._last.decision else {}
+        lines = report_lines(RunDir(self.output_dir).head_metrics(), None, summary)
+        return f"which head does what (headlab-report {self.output_dir}):\n" + "\n".join("  " + line for line in lines)
 
     def state_dict(self) -> dict[str, Any]:
         return {"init_weights": self._init_weights, "cum_grad": self._cum_grad, "last_grad": self._last_grad,

@@ -83,9 +83,9 @@ def test_run_and_sweep_folders(tmp_path):
     for step, part in _head_metrics().groupby("step"):
         append_part(run.head_metrics_path, int(step), part)
     _ablation([0.21, 0.5, 0.01]).to_parquet(run.head_importance_path)
-    run.summary_path.write_text(json.dumps({"val_acc": 0.9612, "task_queries": "[CLS]", "overrides": ["model.n_heads=3"]}))
+    run.summary_path.write_text(json.dumps({"val_acc": 0.9612, "task_queries": "[CLS]", "overrides": "model.n_heads=3,seed=1"}))
     lines = run_report(run)
-    assert lines[0] == f"{run.path}: 3 heads, last measured at step 30, val_acc 0.961 (best checkpoint), model.n_heads=3"
+    assert lines[0] == f"{run.path}: 3 heads, last measured at step 30, val_acc 0.961 (best checkpoint), model.n_heads=3,seed=1"
     assert lines[1].startswith("  L0H1: from [CLS] picks tokens by content") and len(lines) == 4
     (tmp_path / "sweep" / "1").mkdir()
     (tmp_path / "sweep" / "multirun.yaml").write_text("{}")
@@ -119,3 +119,10 @@ def test_the_report_names_the_planted_head_in_words(planted_report):
     else:
         assert "from [CLS] picks tokens by content, wherever they are" in top and "role content" in top
     assert "from [CLS] attends the last token" not in lines[1]  # the other head does not
+
+
+def test_a_head_that_stays_mixed_formed_no_role():
+    rows = pd.concat([head_metric_rows("r", step, 0, [{"role": np.array([R[a], R[b]]), "confidence": np.array([0.2, 0.9])}])
+                      for step, (a, b) in ((0, ("mixed", "mixed")), (8, ("mixed", "content")), (16, ("mixed", "content")))])
+    assert [line.split("; ")[-1] for line in report_lines(rows)] == ["no role formed (mixed since step 0)",
+                                                                    "role settled at step 8"]

@@ -49,8 +49,9 @@ def _header(run: RunDir, summary: dict[str, Any], head_metrics: pd.DataFrame) ->
     facts = [f"{n_heads} heads", f"last measured at step {int(head_metrics['step'].max())}"]
     if isinstance(summary.get("val_acc"), (int, float)):
         facts.append(f"val_acc {summary['val_acc']:.3f} (best checkpoint)")
-    if summary.get("overrides"):
-        facts.append(" ".join(str(o) for o in summary["overrides"]))
+    overrides = summary.get("overrides")
+    if overrides:  # summary.json holds Hydra's override string ("a=1,b=2"); a list is joined the same way
+        facts.append(overrides if isinstance(overrides, str) else ",".join(str(o) for o in overrides))
     return f"{run.path}: " + ", ".join(facts)
 
 

@@ -179,7 +179,11 @@ def _settled_steps(head_metrics: pd.DataFrame, steps: list[int]) -> dict[tuple[i
         return {head: f"role measured once (step {int(grid.index[-1])})" for head in grid.columns}
     settle = role_bifurcation_steps(grid.index.to_numpy(dtype=float), grid.to_numpy(dtype=float)).tolist()
     out = {}
-    for head, step in zip(grid.columns, settle):
-        out[head] = (f"role settled at step {int(step)}" if np.isfinite(step)
-                     else f"role still changing at step {int(grid.index[-1])} (the last measurement)")
+    for head, step, final in zip(grid.columns, settle, grid.iloc[-1]):
+        if not np.isfinite(step):
+            out[head] = f"role still changing at step {int(grid.index[-1])} (the last measurement)"
+        elif _role_name(final) == "mixed":  # holding the fallback label is no role that formed
+            out[head] = f"no role formed (mixed since step {int(step)})"
+        else:
+            out[head] = f"role settled at step {int(step)}"
     return out

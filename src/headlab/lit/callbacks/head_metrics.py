@@ -56,7 +56,7 @@ from headlab.analysis.task_roles import DECISION_QUERIES
 from headlab.errors import ConfigError
 from headlab.interventions import gradient_importance
 from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, model_decision, probe_chunks
-from headlab.measure import query_token_ids
+from headlab.measure import TASK, query_token_ids
 from headlab.measure import snapshot_weights
 from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir, append_part, drop_parts_after, write_attention_maps
 from headlab.lit.callbacks.probe_patterns import ProbePatterns
@@ -136,6 +136,9 @@ class HeadMetricsCallback(L.Callback):
         if bad or len(set(query_tokens)) != len(query_tokens):
             raise ConfigError(f"{key}.query_tokens", query_tokens, "a list of distinct, non-empty vocabulary tokens, "
                               "e.g. [y] or ['[CLS]'] (quote digits: ['1'])")
+        if TASK in query_tokens:
+            raise ConfigError(f"{key}.query_tokens", query_tokens, f"tokens other than {TASK!r}: "
+                              f"{{metric}}@{TASK} holds the task-aware metrics, from the decision's queries")
         if every_n_steps <= 0:
             raise ConfigError(f"{key}.every_n_steps", every_n_steps, "an integer > 0")
         if early_steps < 0:

@@ -19,7 +19,8 @@ SRC = ROOT / "src"
 # Lowest first. A package may import its own layer and those below it, never one above.
 LAYERS = (
     {"errors", "config", "stats", "store", "analysis", "model", "data"},  # foundations: no headlab workflow
-    {"measure", "interventions", "hf", "plots", "reload"},  # compute on networks and tables (reload: a finished run rebuilt)
+    {"measure", "interventions", "hf", "plots", "reload", "report"},  # compute on networks and tables (reload: a finished run
+    # rebuilt; report: a run's tables in plain words)
     {"lit", "distill", "tasks", "sweep", "doctor", "reproduce", "view"},  # workflows over runs and sweeps
     {"cli"},  # console entry points only
 )

@@ -30,6 +30,7 @@ EXPECTED = {
     "headlab-doctor": ("plan", "optim.lrr=0.1", "did you mean lr"),
     "headlab-reproduce": ("scale", "lanse=2", "lanes"),
     "headlab-view": ("path", "pth=runs/a", "did you mean path"),
+    "headlab-report": ("path", "pth=runs/a", "did you mean path"),
 }
 
 
@@ -96,6 +97,7 @@ ADDED = {  # a key added with `+` that the command does not know, and the key it
     "headlab-aggregate": ("+figurs=false", "figures"), "headlab-importance": ("+checkpont=all", "checkpoint"),
     "headlab-prune": ("+prun=1", "prune"), "headlab-analyze-hf": ("+measur=1", "measure"),
     "headlab-doctor": ("+seeed=1", "seed"), "headlab-reproduce": ("+lanse=2", "lanes"), "headlab-view": ("+pth=x", "path"),
+    "headlab-report": ("+pth=x", "path"),
 }
 
 

@@ -137,3 +137,19 @@ def test_query_masks_select_the_queries_at_a_token():
         query_token_ids(["zz"], Tok())
     with pytest.raises(ValueError, match="at least one probe chunk"):
         measure_probe(_net(), [])
+
+
+def test_the_task_view_reads_the_cls_rows_only_by_hand_values():
+    """Uniform attention: from [CLS] each sequence puts 1/n on [CLS]; the task role of every head is broad."""
+    m = measure_probe(_UniformModel(n_layers=1, n_heads=2), probe_chunks(_probe(), 4), weight_metrics=False, decision="cls")
+    expected = np.mean([1 / n for n in LENGTHS])
+    np.testing.assert_allclose(m.head_metrics[0]["cls_attention@task"], [expected] * 2)
+    np.testing.assert_allclose(m.head_metrics[0]["entropy_norm@task"], [1.0, 1.0])
+    assert m.decision == "cls" and m.task_roles == [["broad", "broad"]]
+    assert "role@task" not in measure_probe(_UniformModel(), probe_chunks(_probe(), 4), weight_metrics=False).head_metrics[0]
+    with pytest.raises(ConfigError, match="decision='first'"):
+        measure_probe(_UniformModel(), probe_chunks(_probe(), 4), decision="first")
+    chunks = probe_chunks(_probe(), 4)
+    add_query_masks(chunks, {"task": 3})
+    with pytest.raises(ConfigError, match="tokens other than 'task'"):
+        measure_probe(_UniformModel(), chunks, decision="mean")

@@ -25,9 +25,16 @@ def trained(tmp_path_factory, compose_tiny):
     return run
 
 
-def test_ablation_rows_equal_a_hand_computed_gated_val_loss(run_copy):
+def test_ablation_rows_equal_a_hand_computed_gated_val_loss(run_copy, capsys):
     assert main([str(run_copy), "importance.figures=false"]) == 0
     table = pd.read_parquet(run_copy / "head_importance.parquet")
+    # what it found, in words: the three most important heads (of 4), the largest ablation dloss first
+    printed = capsys.readouterr().out.splitlines()
+    dloss = table[table.metric == "ablation_dloss"].sort_values("value", ascending=False)
+    top = dloss.iloc[0]
+    assert printed[-5].startswith(f"{run_copy}: 4 heads") and printed[-1] == f"  ... 1 more: headlab-report {run_copy}"
+    assert printed[-4].startswith(f"  L{top.layer}H{top['head']}: from [CLS] ")
+    assert f"1st most important of 4 (ablation dloss, step {top.step}: {top.value:.3g})" in printed[-4]
     assert list(table.columns) == ["run_id", "step", "epoch", "layer", "head", "metric", "value"]
     assert {"ablation_dloss", "ablation_dacc", "ablation_df1", "grad_importance", "grad_importance_l2",
             "random_score"} == set(table.metric)

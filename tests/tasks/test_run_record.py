@@ -9,6 +9,8 @@ import json
 import pytest
 import yaml
 
+from headlab.analysis import ROLES
+from headlab.store import RunDir
 from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from tests._runs import run_cli, summary
@@ -88,9 +90,15 @@ def test_a_mistake_never_removes_a_dir_that_held_other_files(tmp_path, tiny_conf
     assert (run / "notes.txt").read_text() == "keep me"
 
 
-def test_summary_says_which_model_each_number_comes_from(tmp_path, tiny_config):
+def test_summary_says_which_model_each_number_comes_from(tmp_path, tiny_config, caplog):
     run = tmp_path / "run"
-    train(tiny_config(run, "trainer.max_epochs=2", "optim.lr=1e-9", "callbacks.head_metrics.figures=false"))
+    with caplog.at_level("INFO", logger="headlab.train"):
+        train(tiny_config(run, "trainer.max_epochs=2", "optim.lr=1e-9", "callbacks.head_metrics.figures=false"))
+    # the run ends with its head report: one line per head (2 layers x 2 heads), in words, from [CLS]
+    report = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("which head does what")).splitlines()
+    assert report[0] == f"which head does what (headlab-report {run}):" and len(report) == 5
+    assert sorted(line.split(":")[0] for line in report[1:]) == ["  L0H0", "  L0H1", "  L1H0", "  L1H1"]
+    assert all(" from [CLS] " in line and "role " in line for line in report[1:])
     facts = json.loads((run / "summary.json").read_text())
     best, last = facts["best"], facts["last"]
     assert best["step"] == 6 and best["checkpoint"].endswith("best-epoch00-step000006.ckpt")
@@ -98,6 +106,11 @@ def test_summary_says_which_model_each_number_comes_from(tmp_path, tiny_config):
     assert {k: facts[k] for k in ("val_acc", "val_f1", "test_acc", "test_f1", "best_step")} == \
         {k: best[k] for k in ("val_acc", "val_f1", "test_acc", "test_f1")} | {"best_step": 6}
     assert last["roles"] == facts["final_roles"] and len(last["roles"]) == 2  # layers x heads
+    # the task-aware roles (from [CLS]: cls pooling is the default), as names, and the table's ids agree
+    assert facts["task_queries"] == "[CLS]" and last["task_roles"] == facts["final_task_roles"]
+    table = RunDir(run).head_metrics()
+    codes = table[(table["metric"] == "role@task") & (table["step"] == last["step"])].sort_values(["layer", "head"])
+    assert [ROLES[int(c)] for c in codes["value"]] == [r for layer in facts["final_task_roles"] for r in layer]
     metrics = __import__("pandas").read_csv(run / "metrics.csv")
     epoch_end_val = metrics.loc[metrics["val/acc"].notna() & (metrics["step"] == 11), "val/acc"]
     assert last["val_acc"] == pytest.approx(float(epoch_end_val.iloc[0]))

@@ -58,28 +58,32 @@ class PositionSums:
         return out
 
 
-def position_sums(pattern: Tensor, attention_mask: Tensor, max_position: int = 32) -> PositionSums:
-    """Reduce one chunk `pattern [batch, head, q, k]` (real queries and keys per `attention_mask`)."""
+def position_sums(pattern: Tensor, attention_mask: Tensor, max_position: int = 32,
+                  query_mask: Tensor | None = None) -> PositionSums:
+    """Reduce one chunk `pattern [batch, head, q, k]` (real queries and keys per `attention_mask`);
+    `query_mask [batch, q]`: only these real queries count (the decision's queries of `task_roles`)."""
     mask = attention_mask.bool()
-    attn = torch.where(mask[:, None, None, :] & mask[:, None, :, None], pattern, 0.0).double()
+    queries = mask if query_mask is None else mask & query_mask.bool()
+    attn = torch.where(mask[:, None, None, :] & queries[:, None, :, None], pattern, 0.0).double()
     batch, n_heads, seq, _ = attn.shape
     p = max_position
     lengths = mask.sum(1)  # [batch]
-    real_queries = lengths.sum().double()
+    n_queries = queries.sum(1).double()  # [batch]
+    real_queries = n_queries.sum()
     per_key = attn.sum(2)  # [batch, head, k]: mass summed over queries
     start, start_count = attn.new_zeros(n_heads, p), attn.new_zeros(p)
     width = min(p, seq)
     j = torch.arange(width, device=attn.device)
     before_last = (j[None] < lengths[:, None] - 1).double()  # start bins never reach the last token (the sink's)
     start[:, :width] = (per_key[:, :, :width] * before_last[:, None]).sum(0)
-    start_count[:width] = (before_last * lengths[:, None].double()).sum(0)
+    start_count[:width] = (before_last * n_queries[:, None]).sum(0)
     e = torch.arange(p, device=attn.device)
     index = (lengths[:, None] - 1 - e[None]).clamp(min=0)  # [batch, p]
     valid = (e[None] < lengths[:, None] - 1).double()  # end bins never reach [CLS] (the sink's)
     end = (per_key.gather(2, index[:, None, :].expand(batch, n_heads, p)) * valid[:, None]).sum(0)
-    end_count = (valid * lengths[:, None].double()).sum(0)
+    end_count = (valid * n_queries[:, None]).sum(0)
     offset, offset_count = attn.new_zeros(n_heads, 2 * p - 1), attn.new_zeros(2 * p - 1)
-    pair = mask[:, :, None] & mask[:, None, :]
+    pair = queries[:, :, None] & mask[:, None, :]
     for d in range(-(p - 1), p):
         if abs(d) >= seq:
             continue
@@ -103,8 +107,8 @@ class PositionAccumulator(SumAccumulator):
         super().__init__()
         self.max_position, self.min_share, self.min_offset = max_position, min_share, min_offset
 
-    def update(self, pattern: Tensor, attention_mask: Tensor) -> None:
-        self._add(position_sums(pattern, attention_mask, self.max_position))
+    def update(self, pattern: Tensor, attention_mask: Tensor, query_mask: Tensor | None = None) -> None:
+        self._add(position_sums(pattern, attention_mask, self.max_position, query_mask))
 
     def compute(self) -> dict[str, Tensor]:
         return self._total().position_mass(self.min_share, self.min_offset)

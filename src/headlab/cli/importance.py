@@ -15,6 +15,7 @@ import sys
 from headlab.config.app import positional_arg, run_app
 
 PROG = "headlab-importance"
+TOP_HEADS = 3  # heads described at the end of a run's importance (headlab-report prints every head)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def importance(cmd) -> int:
+    from headlab.report import run_report
     from headlab.tasks.importance import compute, compute_sweep, write_outputs
     from headlab.store import RunDir, SweepDir, is_sweep_dir
 
@@ -30,6 +32,7 @@ def importance(cmd) -> int:
         run = RunDir(cmd.run_dir)
         for path in write_outputs(run, compute(run, cmd.checkpoint, cmd.importance)):
             print(f"wrote {path}")
+        print("\n".join(run_report(run, top=TOP_HEADS)))  # what it found: the most important heads in words
         return 0
     sweep = SweepDir(cmd.run_dir)
     runs, outcomes = compute_sweep(sweep, cmd.checkpoint, cmd.importance)
@@ -47,7 +50,8 @@ def importance(cmd) -> int:
         result.written.append(write_view(sweep))
     for path in result.written:
         print(f"wrote {path}")
-    print(f"{PROG}: measured {len(outcomes)} of {len(runs)} jobs; aggregated into {result.out_dir}")
+    print(f"{PROG}: measured {len(outcomes)} of {len(runs)} jobs; aggregated into {result.out_dir}; "
+          f"each job's heads in words: headlab-report {sweep.path}")
     return 0
 
 

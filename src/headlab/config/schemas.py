@@ -13,6 +13,7 @@ def store_command_schemas(store: Any) -> None:
     from headlab.config.doctor import DoctorCommand
     from headlab.config.importance import ImportanceCommand
     from headlab.config.prune import PruneCommand
+    from headlab.config.report import ReportCommand
     from headlab.config.reproduce import reproduce_schema
     from headlab.config.view import ViewCommand
 
@@ -23,3 +24,4 @@ def store_command_schemas(store: Any) -> None:
     store.store(name="reproduce_schema", node=reproduce_schema())
     store.store(name="doctor_schema", node=DoctorCommand)
     store.store(name="view_schema", node=ViewCommand)
+    store.store(name="report_schema", node=ReportCommand)

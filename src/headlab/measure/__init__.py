@@ -24,10 +24,12 @@ Usage (a probe set from `datamodule.probe_set()`):
     m.head_metrics[layer]["entropy"]                  # np.ndarray [head]
     m.head_pairs[layer]["js"]                         # np.ndarray [head, head]
     m.roles[layer][head], m.mean_patterns.shape       # "local", (layer, head, 32, 32)
+    m = measure_probe(net, chunks, decision=model_decision(net))  # + the task-aware view:
+    m.task_roles[layer][head], m.head_metrics[layer]["last_attention@task"]  # from [CLS] under cls pooling
     m.capture_s, m.metrics_s                          # where the time went
 """
 
-from headlab.measure.measurement import Measurement, measure_probe
+from headlab.measure.measurement import TASK, Measurement, measure_probe, model_decision
 from headlab.measure.probe import PROBE_KEYS, add_query_masks, probe_chunks, query_token_ids
 from headlab.measure.weights import WEIGHT_NAMES, grad_norms, head_grad_norm, head_weight_snapshot, snapshot_weights
 from headlab.model.hooks import capture_patterns
@@ -45,4 +47,6 @@ __all__ = [
     "probe_chunks",
     "query_token_ids",
     "snapshot_weights",
+    "TASK",
+    "model_decision",
 ]

@@ -78,6 +78,8 @@ class RunRecord:
         last = self.summary.get("last")
         if isinstance(last, dict) and "final_roles" in self.summary:
             last["roles"] = self.summary["final_roles"]
+            if "final_task_roles" in self.summary:
+                last["task_roles"] = self.summary["final_task_roles"]
         self._write()
 
     def _write(self) -> None:

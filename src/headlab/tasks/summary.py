@@ -10,6 +10,7 @@ Keys (`headlab.tasks.record.RunRecord` writes the file; sweeps aggregate the top
   `val_loss` of the last validation during fit, `roles` (each head's role at the last measurement).
 - Top level, for sweeps (`headlab-aggregate`): `val_acc`, `val_f1`, `val_loss`, `test_acc`, `test_f1`,
   `test_loss`, `best_step`, `best_checkpoint` = the BEST checkpoint's; `final_roles` = `last.roles`,
+  `final_task_roles` (the roles from the queries that feed the decision, `task_queries` says which),
   `last_checkpoint`, `global_step`, `epochs` = the LAST state's; `redundant_heads` and
   `redundant_clusters` (near-duplicate heads per layer at the last measurement, docs/importance.md#redundancy).
 - `wall_s`, `measure_s` and the callback's other timings, `n_params`, `head_dim`, `data`, `probe_digest`,
@@ -25,6 +26,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from headlab.analysis.redundancy import DEFAULT_MASS, duplicate_clusters, js_threshold, redundant_heads
+from headlab.analysis.task_roles import DECISION_QUERIES
 from headlab.model import count_parameters
 from headlab.store import RunDir
 
@@ -95,8 +97,17 @@ def run_facts(trainer: Any) -> dict[str, Any]:
                          head_metrics_write_s=round(timing.write_s, 3), figures_s=round(timing.figures_s, 3))
             if callback.last_measurement is not None:
                 facts["final_roles"] = callback.last_measurement.roles
+                facts.update(task_role_facts(callback.last_measurement))
                 facts.update(final_redundancy(callback.last_measurement.head_pairs))
     return facts
+
+
+def task_role_facts(measurement: Any) -> dict[str, Any]:
+    """`final_task_roles` (each head's role from the queries that feed the decision, names) and
+    `task_queries` (those queries in words: "[CLS]", "every token"); nothing for a measurement without them."""
+    if getattr(measurement, "task_roles", None) is None:
+        return {}
+    return {"final_task_roles": measurement.task_roles, "task_queries": DECISION_QUERIES[measurement.decision]}
 
 
 def _n_measurements(callback: Any, this_start: int) -> int:

@@ -24,7 +24,9 @@ steps) and the writes.
 and the role over the queries *at that token* only, as `{metric}@{token}` (e.g. `prev_score@y`,
 `role@[CLS]`). A head that does one thing from one kind of token (a marker reading the token
 before it, [CLS] gathering the sentence) is diluted in the all-query mean; Clark et al. (2019)
-score syntactic heads the same way, on the tokens that hold the relation.
+score syntactic heads the same way, on the tokens that hold the relation. Always measured too:
+the task-aware view, `{metric}@task` and `role@task` from the queries that feed the decision
+(the [CLS] row under cls pooling, every row under mean pooling; `headlab.analysis.task_roles`).
 
 Under DDP (`trainer.strategy=ddp trainer.devices=N`) only rank zero measures and writes, through
 the unwrapped network (`pl_module.net`, never the DDP wrapper, so no collective runs inside a
@@ -34,11 +36,13 @@ checkpoint written by rank zero resumes every rank alike.
 Where: one part file per measurement in `head_metrics.parquet/` and `head_pairs.parquet/`
 (see `headlab.store.tables`), `heads/{metric}/L{l}H{h}` scalars to every Lightning logger (W&B
 also gets the attention-map grid and the head table, `headlab.lit.wandb_panels`), and
-at fit end `attention_maps.npz` plus the figures in `figures/`.
+at fit end `attention_maps.npz` plus the figures in `figures/`, and the head report
+(`headlab.report`: one line per head in plain words) in the training log.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,9 +52,11 @@ from typing import Any, Iterator, Sequence
 import lightning as L
 import torch
 
+from headlab.analysis.task_roles import DECISION_QUERIES
 from headlab.errors import ConfigError
 from headlab.interventions import gradient_importance
-from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, probe_chunks, query_token_ids
+from headlab.measure import Measurement, add_query_masks, grad_norms, measure_probe, model_decision, probe_chunks
+from headlab.measure import TASK, query_token_ids
 from headlab.measure import snapshot_weights
 from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir, append_part, drop_parts_after, write_attention_maps
 from headlab.lit.callbacks.probe_patterns import ProbePatterns
@@ -58,6 +64,7 @@ from headlab.lit.wandb_panels import define_head_panels, head_scalars, log_head_
 from headlab.store.tables import head_metric_rows, head_pair_rows
 
 EARLY_SPACINGS = ("linear", "log")
+log = logging.getLogger("headlab.train")
 
 
 @dataclass
@@ -129,6 +136,9 @@ class HeadMetricsCallback(L.Callback):
         if bad or len(set(query_tokens)) != len(query_tokens):
             raise ConfigError(f"{key}.query_tokens", query_tokens, "a list of distinct, non-empty vocabulary tokens, "
                               "e.g. [y] or ['[CLS]'] (quote digits: ['1'])")
+        if TASK in query_tokens:
+            raise ConfigError(f"{key}.query_tokens", query_tokens, f"tokens other than {TASK!r}: "
+                              f"{{metric}}@{TASK} holds the task-aware metrics, from the decision's queries")
         if every_n_steps <= 0:
             raise ConfigError(f"{key}.every_n_steps", every_n_steps, "an integer > 0")
         if early_steps < 0:
@@ -278,6 +288,16 @@ class HeadMetricsCallback(L.Callback):
             from headlab.view import write_view  # the page of the run (headlab-view), written last
 
             write_view(RunDir(self.output_dir))
+        if trainer.is_global_zero and self._last is not None:
+            log.info("%s", self._report())
+
+    def _report(self) -> str:
+        """Which head does what at the end of fit (`headlab-report`'s lines, without importance: none yet)."""
+        from headlab.report import report_lines
+
+        summary = {"task_queries": DECISION_QUERIES[self._last.decision]} if self._last.decision else {}
+        lines = report_lines(RunDir(self.output_dir).head_metrics(), None, summary)
+        return f"which head does what (headlab-report {self.output_dir}):\n" + "\n".join("  " + line for line in lines)
 
     def state_dict(self) -> dict[str, Any]:
         return {"init_weights": self._init_weights, "cum_grad": self._cum_grad, "last_grad": self._last_grad,
@@ -318,7 +338,8 @@ class HeadMetricsCallback(L.Callback):
     def measure(self, pl_module: L.LightningModule, step: int, epoch: int) -> Measurement:
         """Measure `pl_module.net` on this callback's probe (`headlab.measure.measure_probe`) and time it."""
         result = measure_probe(pl_module.net, self._probe, map_len=self.map_len, step=step, epoch=epoch,
-                               init_weights=self._init_weights, grad_norm=self._last_grad, cum_grad_norm=self._cum_grad)
+                               init_weights=self._init_weights, grad_norm=self._last_grad, cum_grad_norm=self._cum_grad,
+                               decision=model_decision(pl_module.net))
         if self.importance:  # per-example gate gradients; no parameter's .grad is touched
             grad = gradient_importance(pl_module.net, self._labeled_probe)
             for layer, per_head in enumerate(result.head_metrics):

@@ -1,0 +1,189 @@
+"""One line per head in plain words: what it reads, how much it matters, when its role settled.
+
+Pure: a run's tables in (the `head_metrics` rows, the `head_importance` rows if any, summary.json
+as a dict), strings out. What a head reads comes from the last measurement, from the queries that
+feed the decision when the run measured them (`{metric}@task`, `headlab.analysis.task_roles`),
+else from every query; each conditional query token (`{metric}@y`) adds its own clause. Heads are
+sorted by importance when the run has it: ablation (`headlab-importance`) first, else the
+callback's gradient importance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from headlab.analysis.bifurcation import role_bifurcation_steps
+from headlab.analysis.roles import ROLES, RoleThresholds
+from headlab.measure import TASK
+
+# A head "attends X" when at least this share of its queries' mass lands on X: the role rule's
+# position_mass (a quarter: about 6x what uniform attention gives one token of 25).
+TARGET_MASS = RoleThresholds().position_mass
+BROAD = RoleThresholds().broad_entropy_norm
+FOCUSED = RoleThresholds().focused_confidence
+# (metric, words) in the order ties are broken; which query a word is relative to is in `_targets`.
+_TARGETS = (("last_attention", "the last token"), ("cls_attention", "[CLS]"), ("punct_attention", "punctuation"),
+            ("prev_score", "the previous token"), ("next_score", "the next token"), ("self_score", "itself"))
+# Importance metrics, preferred first: (table, metric, words in the line).
+_IMPORTANCE = (("importance", "ablation_dloss", "ablation dloss"), ("head_metrics", "grad_importance", "gradient importance"))
+
+
+@dataclass(frozen=True)
+class HeadLine:
+    """One head's line, and the numbers it was sorted by (rank 1 = most important; None: unknown)."""
+
+    layer: int
+    head: int
+    text: str
+    rank: int | None = None
+    importance: float | None = None
+
+
+def head_report(head_metrics: pd.DataFrame, importance: pd.DataFrame | None = None,
+                summary: Mapping[str, Any] | None = None) -> list[HeadLine]:
+    """Every head's line, most important first (by layer and head when no importance is known).
+
+    `head_metrics`/`importance`: long tables (`step, layer, head, metric, value`); `summary`: the
+    run's summary.json (`task_queries` names the decision's queries; absent: "the decision's queries").
+    """
+    if head_metrics is None or head_metrics.empty:
+        return []
+    steps = sorted(int(s) for s in head_metrics["step"].unique())
+    last = _wide(head_metrics[head_metrics["step"] == steps[-1]])
+    queries = str((summary or {}).get("task_queries") or "the decision's queries")
+    ranks, scores, words = _ranks(last, head_metrics, importance)
+    settled = _settled_steps(head_metrics, steps)
+    lines = []
+    for (layer, head), values in last.iterrows():
+        parts = [_reading(values, queries), _importance_words(ranks.get((layer, head)), scores.get((layer, head)), words, len(last)),
+                 settled.get((layer, head), "")]
+        text = f"L{layer}H{head}: " + "; ".join(p for p in parts if p)
+        lines.append(HeadLine(int(layer), int(head), text, ranks.get((layer, head)), scores.get((layer, head))))
+    return sorted(lines, key=lambda h: (h.rank is None, h.rank or 0, h.layer, h.head))
+
+
+def report_lines(head_metrics: pd.DataFrame, importance: pd.DataFrame | None = None,
+                 summary: Mapping[str, Any] | None = None) -> list[str]:
+    """`head_report`'s texts, in its order."""
+    return [line.text for line in head_report(head_metrics, importance, summary)]
+
+
+def describe_reading(values: Mapping[str, float], queries: str, suffix: str = "") -> str:
+    """What a head does from `queries`, in words, from its metrics `{name}{suffix}`.
+
+    >>> describe_reading({"last_attention": 0.48, "cls_attention": 0.1, "entropy_norm": 0.6, "confidence": 0.5}, "[CLS]")
+    'from [CLS] attends the last token (0.48)'
+    >>> describe_reading({"last_attention": 0.05, "entropy_norm": 0.95, "confidence": 0.1}, "every token")
+    'from every token spreads over the whole sentence (entropy 0.95 of uniform)'
+    """
+    def value(name: str) -> float:
+        v = values.get(name + suffix, math.nan)
+        return float(v) if v is not None and np.isfinite(v) else math.nan
+
+    found = [(value(metric), words) for metric, words in _targets(queries)]
+    found = [(mass, words) for mass, words in found if np.isfinite(mass)]
+    mass, words = max(found, key=lambda f: f[0]) if found else (math.nan, "")
+    if np.isfinite(mass) and mass >= TARGET_MASS:
+        return f"from {queries} attends {words} ({mass:.2f})"
+    entropy, confidence = value("entropy_norm"), value("confidence")
+    if np.isfinite(entropy) and entropy >= BROAD:
+        return f"from {queries} spreads over the whole sentence (entropy {entropy:.2f} of uniform)"
+    if np.isfinite(confidence) and confidence - np.nan_to_num(value("cls_attention")) >= FOCUSED:  # the content rule
+        return f"from {queries} picks tokens by content, wherever they are (top key {confidence:.2f})"
+    if np.isfinite(confidence):
+        return f"from {queries} has no single target (top key {confidence:.2f})"
+    return f"from {queries}: not measured"
+
+
+def _targets(queries: str) -> tuple[tuple[str, str], ...]:
+    """The target words relative to the query: from [CLS], [CLS] is itself and its next token the first
+    word; from the last token, the last token is itself."""
+    if queries == "[CLS]":
+        rename = {"cls_attention": "itself ([CLS])", "next_score": "the first token"}
+        return tuple((m, rename.get(m, w)) for m, w in _TARGETS if m != "self_score")
+    if queries == "the last token":
+        return tuple((m, w) for m, w in _TARGETS if m != "last_attention")
+    return _TARGETS
+
+
+def _reading(values: pd.Series, queries: str) -> str:
+    """The main clause (task view if measured, else every query), its role names, then each query token's clause."""
+    metrics = set(values.index)
+    if f"role@{TASK}" in metrics:
+        text = describe_reading(values, queries, f"@{TASK}")
+        text += f", role {_role_name(values[f'role@{TASK}'])} (all queries: {_role_name(values.get('role'))})"
+    else:
+        text = describe_reading(values, "every token") + f", role {_role_name(values.get('role'))}"
+    tokens = sorted(m.split("@", 1)[1] for m in metrics if m.startswith("role@") and m != f"role@{TASK}")
+    for token in tokens:
+        text += f"; {describe_reading(values, repr(token), '@' + token)}, role {_role_name(values[f'role@{token}'])}"
+    return text
+
+
+def _role_name(code: Any) -> str:
+    try:
+        index = float(code)
+    except (TypeError, ValueError):
+        return "unknown"
+    return ROLES[int(index)] if np.isfinite(index) and 0 <= index < len(ROLES) and index == int(index) else "unknown"
+
+
+def _wide(rows: pd.DataFrame) -> pd.DataFrame:
+    """`(layer, head)` x metric values of one step."""
+    return rows.pivot_table(index=["layer", "head"], columns="metric", values="value", aggfunc="last", dropna=False)
+
+
+def _ranks(last: pd.DataFrame, head_metrics: pd.DataFrame, importance: pd.DataFrame | None):
+    """(rank per head, score per head, the score's words): the first importance source the run has."""
+    tables = {"importance": importance, "head_metrics": head_metrics}
+    for table, metric, words in _IMPORTANCE:
+        rows = tables[table]
+        if rows is None or rows.empty or metric not in set(rows["metric"]):
+            continue
+        rows = rows[rows["metric"] == metric]
+        newest = rows[rows["step"] == rows["step"].max()]
+        scores = {(int(r.layer), int(r.head)): float(r.value) for r in newest.itertuples() if np.isfinite(r.value)}
+        order = sorted(scores, key=lambda k: (-scores[k], k))
+        return {k: i + 1 for i, k in enumerate(order)}, scores, f"{words}, step {int(newest['step'].iloc[0])}"
+    return {}, {}, ""
+
+
+def _importance_words(rank: int | None, score: float | None, words: str, n_heads: int) -> str:
+    if rank is None:
+        return ""
+    return f"{_ordinal(rank)} most important of {n_heads} ({words}: {score:.3g})"
+
+
+def _ordinal(n: int) -> str:
+    """
+    >>> [_ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22)]
+    ['1st', '2nd', '3rd', '4th', '11th', '12th', '13th', '21st', '22nd']
+    """
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _settled_steps(head_metrics: pd.DataFrame, steps: list[int]) -> dict[tuple[int, int], str]:
+    """Per head: the step from which its role (the task role when measured) stayed at its final value."""
+    metric = f"role@{TASK}" if f"role@{TASK}" in set(head_metrics["metric"]) else "role"
+    rows = head_metrics[head_metrics["metric"] == metric]
+    if rows.empty:
+        return {}
+    grid = rows.pivot_table(index="step", columns=["layer", "head"], values="value", aggfunc="last").sort_index()
+    if len(grid) < 2:
+        return {head: f"role measured once (step {int(grid.index[-1])})" for head in grid.columns}
+    settle = role_bifurcation_steps(grid.index.to_numpy(dtype=float), grid.to_numpy(dtype=float)).tolist()
+    out = {}
+    for head, step, final in zip(grid.columns, settle, grid.iloc[-1]):
+        if not np.isfinite(step):
+            out[head] = f"role still changing at step {int(grid.index[-1])} (the last measurement)"
+        elif _role_name(final) == "mixed":  # holding the fallback label is no role that formed
+            out[head] = f"no role formed (mixed since step {int(step)})"
+        else:
+            out[head] = f"role settled at step {int(step)}"
+    return out

@@ -1,0 +1,128 @@
+"""The head report: hand-built tables give hand-written lines; a trained planted task's report names its head."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from headlab.analysis import ROLES
+from headlab.errors import DataError
+from headlab.interventions import measure_importance
+from headlab.interventions.importance import importance_rows
+from headlab.report import head_report, report_lines, run_report, sweep_report
+from headlab.store import RunDir, SweepDir, append_part, head_metric_rows
+from tests._planted import train_planted
+
+NAN = math.nan
+R = {name: float(i) for i, name in enumerate(ROLES)}
+STEPS = (0, 10, 20, 30)
+# Per step: role@task per head (H0 becomes vertical at 10, H1 content throughout, H2 turns broad at the last step).
+TASK_ROLES = {0: ("mixed", "content", "mixed"), 10: ("vertical", "content", "mixed"),
+              20: ("vertical", "content", "mixed"), 30: ("vertical", "content", "broad")}
+LAST = {  # the last measurement's task-view metrics, per head
+    "last_attention@task": [0.48, 0.05, 0.04], "cls_attention@task": [0.10, 0.05, 0.04],
+    "punct_attention@task": [0.0, 0.0, 0.0], "prev_score@task": [NAN, NAN, NAN], "next_score@task": [0.05, 0.10, 0.04],
+    "self_score@task": [0.10, 0.05, 0.04], "entropy_norm@task": [0.50, 0.30, 0.95], "confidence@task": [0.50, 0.80, 0.10],
+    "prev_score@y": [0.10, 0.60, 0.05], "confidence@y": [0.20, 0.60, 0.10], "entropy_norm@y": [0.60, 0.40, 0.70],
+    "role@y": [R["mixed"], R["previous_token"], R["mixed"]], "role": [R["mixed"], R["mixed"], R["broad"]],
+}
+
+
+def _head_metrics(extra: dict[str, list[float]] | None = None) -> pd.DataFrame:
+    frames = []
+    for step in STEPS:
+        layer = {"role@task": np.array([R[r] for r in TASK_ROLES[step]]), "role": np.array(LAST["role"])}
+        if step == STEPS[-1]:
+            layer.update({k: np.array(v) for k, v in {**LAST, **(extra or {})}.items()})
+        frames.append(head_metric_rows("r", step, 0, [layer]))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _ablation(values, step=30) -> pd.DataFrame:
+    return head_metric_rows("r", step, 0, [{"ablation_dloss": np.array(values)}])
+
+
+def test_hand_built_tables_give_hand_written_lines():
+    lines = report_lines(_head_metrics(), _ablation([0.21, 0.5, 0.01]), {"task_queries": "[CLS]"})
+    y0 = "from 'y' has no single target (top key 0.20), role mixed"
+    assert lines == [
+        "L0H1: from [CLS] picks tokens by content, wherever they are (top key 0.80), role content (all queries: mixed); "
+        "from 'y' attends the previous token (0.60), role previous_token; "
+        "1st most important of 3 (ablation dloss, step 30: 0.5); role settled at step 0",
+        f"L0H0: from [CLS] attends the last token (0.48), role vertical (all queries: mixed); {y0}; "
+        "2nd most important of 3 (ablation dloss, step 30: 0.21); role settled at step 10",
+        "L0H2: from [CLS] spreads over the whole sentence (entropy 0.95 of uniform), role broad (all queries: broad); "
+        "from 'y' has no single target (top key 0.10), role mixed; "
+        "3rd most important of 3 (ablation dloss, step 30: 0.01); role still changing at step 30 (the last measurement)",
+    ]
+
+
+def test_importance_falls_back_to_the_gradient_and_else_to_layer_order():
+    by_gradient = head_report(_head_metrics({"grad_importance": [0.3, 0.1, 0.7]}))
+    assert [(h.layer, h.head, h.rank) for h in by_gradient] == [(0, 2, 1), (0, 0, 2), (0, 1, 3)]
+    assert "1st most important of 3 (gradient importance, step 30: 0.7)" in by_gradient[0].text
+    unranked = head_report(_head_metrics())
+    assert [h.head for h in unranked] == [0, 1, 2] and all(h.rank is None and "important" not in h.text for h in unranked)
+    # without summary.json the queries are named by what they are for
+    assert unranked[0].text.startswith("L0H0: from the decision's queries attends the last token (0.48)")
+
+
+def test_a_run_without_the_task_view_reads_every_query():
+    rows = head_metric_rows("r", 5, 0, [{"role": np.array([R["sink"]]), "cls_attention": np.array([0.7]),
+                                         "last_attention": np.array([0.1]), "confidence": np.array([0.7])}])
+    assert report_lines(rows) == ["L0H0: from every token attends [CLS] (0.70), role sink; role measured once (step 5)"]
+
+
+def test_run_and_sweep_folders(tmp_path):
+    run = RunDir(tmp_path / "sweep" / "0")
+    for step, part in _head_metrics().groupby("step"):
+        append_part(run.head_metrics_path, int(step), part)
+    _ablation([0.21, 0.5, 0.01]).to_parquet(run.head_importance_path)
+    run.summary_path.write_text(json.dumps({"val_acc": 0.9612, "task_queries": "[CLS]", "overrides": "model.n_heads=3,seed=1"}))
+    lines = run_report(run)
+    assert lines[0] == f"{run.path}: 3 heads, last measured at step 30, val_acc 0.961 (best checkpoint), model.n_heads=3,seed=1"
+    assert lines[1].startswith("  L0H1: from [CLS] picks tokens by content") and len(lines) == 4
+    (tmp_path / "sweep" / "1").mkdir()
+    (tmp_path / "sweep" / "multirun.yaml").write_text("{}")
+    swept = sweep_report(SweepDir(tmp_path / "sweep"))
+    assert swept[:4] == lines and swept[4].startswith(f"{tmp_path / 'sweep' / '1'}: skipped (no head_metrics.parquet")
+    with pytest.raises(DataError, match="no head_metrics.parquet: not a headlab run directory"):
+        run_report(RunDir(tmp_path))
+
+
+@pytest.fixture(scope="module", params=["last", "anywhere"])
+def planted_report(request):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        planted = train_planted(request.param)
+        importance = measure_importance(planted.net, list(planted.probe.batches(64)), curves=False)
+    finally:
+        torch.set_num_threads(threads)
+    step = planted.measurements[-1].step
+    head_metrics = pd.concat([head_metric_rows("r", m.step, m.epoch, m.head_metrics) for m in planted.measurements])
+    return request.param, report_lines(head_metrics, importance_rows("r", step, 0, importance), {"task_queries": "[CLS]"})
+
+
+def test_the_report_names_the_planted_head_in_words(planted_report):
+    """The head whose ablation costs most is named first, with what it reads from [CLS]."""
+    where, lines = planted_report
+    top = lines[0]
+    assert "1st most important of 2" in top and "role settled at step" in top
+    if where == "last":
+        assert "from [CLS] attends the last token" in top and "role vertical (all queries: mixed)" in top
+    else:
+        assert "from [CLS] picks tokens by content, wherever they are" in top and "role content" in top
+    assert "from [CLS] attends the last token" not in lines[1]  # the other head does not
+
+
+def test_a_head_that_stays_mixed_formed_no_role():
+    rows = pd.concat([head_metric_rows("r", step, 0, [{"role": np.array([R[a], R[b]]), "confidence": np.array([0.2, 0.9])}])
+                      for step, (a, b) in ((0, ("mixed", "mixed")), (8, ("mixed", "content")), (16, ("mixed", "content")))])
+    assert [line.split("; ")[-1] for line in report_lines(rows)] == ["no role formed (mixed since step 0)",
+                                                                    "role settled at step 8"]

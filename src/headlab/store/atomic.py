@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -34,6 +35,32 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+# `atomic_path`'s temporary names: "." + the target's name + mkstemp's 8 random characters + ".tmp" + its suffix
+_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp(\.[^./]+)?$")
+
+
+def is_interrupted_write(name: str) -> bool:
+    """`name` is an `atomic_path` temporary file (what a kill during a write leaves behind).
+
+    >>> is_interrupted_write(".last.ckpt.k3_9xq2a.tmp.ckpt"), is_interrupted_write(".metrics.kept.csv")
+    (True, False)
+    """
+    return bool(_TEMPORARY.match(name))
+
+
+def remove_interrupted_writes(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files that writes killed mid-way left anywhere under `folder`; returns them.
+    Only for the folder's one writer (the run-dir lock's holder): another process's write in progress
+    uses the same names."""
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    found = sorted(p for p in root.rglob(".*.tmp*") if p.is_file() and is_interrupted_write(p.name))
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

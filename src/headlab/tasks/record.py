@@ -22,7 +22,7 @@ from headlab.lit.signals import RunInterrupted
 from headlab.tasks.history import record_segment
 from headlab.tasks.rank import is_rank_zero
 from headlab.tasks.summary import run_facts
-from headlab.store import RunDir
+from headlab.store import RunDir, remove_interrupted_writes
 from headlab.store.run_info import code_commit, config_digest, job_override_list, job_overrides, swept_values
 from headlab.store.run_dir import HYDRA_DIR, LOCK_FILE, TRAIN_LOG
 
@@ -51,6 +51,7 @@ class RunRecord:
         """Status "running", the config segment of this start, and where a resume continues from."""
         previous = self.run.summary.get("status")
         if is_rank_zero():  # under DDP the other ranks share this dir: one record, written once
+            self._clean_interrupted_writes()
             record_segment(self.run, self.cfg, resume.step if resume else 0, job_override_list())
         self.summary = {"status": "running", "run_id": self.run_id, "run_dir": str(self.run.path.resolve()),
                         "config_digest": config_digest(self.cfg), "overrides": job_overrides(),
@@ -79,6 +80,14 @@ class RunRecord:
         if isinstance(last, dict) and "final_roles" in self.summary:
             last["roles"] = self.summary["final_roles"]
         self._write()
+
+    def _clean_interrupted_writes(self) -> None:
+        """The temporary files of writes a kill cut short (`.last.ckpt.*.tmp.ckpt`, a table part's): this
+        process holds the run-dir lock, so no write of another is in progress."""
+        removed = remove_interrupted_writes(self.run.path)
+        if removed:
+            log.warning("%s: removed %d temporary file(s) of writes cut short by an earlier kill: %s", self.run.path,
+                        len(removed), ", ".join(self.run.relative(p) for p in removed))
 
     def _write(self) -> None:
         if is_rank_zero():

@@ -14,26 +14,36 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from headlab.store.faults import as_storage_error
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success rename it onto `path`.
 
     The temporary name keeps the target's suffix so libraries that infer the format from it
-    (pyarrow, matplotlib) still do.
+    (pyarrow, matplotlib) still do. A write the machine refuses (disk full, file-size limit, read-only
+    folder, a file where the folder should be) is a `StorageError` naming `path`, and the temporary
+    file is removed: nothing half-written is left under either name.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".tmp{target.suffix}")
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp: Path | None = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".tmp{target.suffix}")
+        os.close(fd)
+        tmp = Path(tmp_name)
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+    except (OSError, RuntimeError) as err:
+        refused = as_storage_error(err, target)
+        if refused is None or refused is err:
+            raise
+        raise refused from err
     finally:
-        if tmp.exists():
+        if tmp is not None and tmp.exists():
             tmp.unlink()
 
 

@@ -52,8 +52,9 @@ def storage_cause(err: BaseException, folder: str | os.PathLike | None = None) -
     if isinstance(err, OSError) and err.errno in _CAUSES:
         return _with_limit(err.errno, _CAUSES[err.errno])
     text = str(err)
-    if isinstance(err, OSError):
-        return next((cause for known, cause in _TEXTS.items() if known in text), None)
+    if isinstance(err, OSError):  # a library's own OSError (pyarrow, numpy's "N requested and M written")
+        named = next((cause for known, cause in _TEXTS.items() if known in text), None)
+        return named or (likely_cause(folder) if err.errno is None else None)
     if isinstance(err, RuntimeError) and any(mark in text for mark in _TORCH_WRITER):
         return likely_cause(folder) or f"the write failed ({' '.join(text.split())[:160]})"
     return None
@@ -87,6 +88,16 @@ def as_storage_error(err: BaseException, path: str | os.PathLike) -> StorageErro
         return err
     cause = storage_cause(err, Path(path).parent)
     return StorageError(path, cause) if cause is not None else None
+
+
+def make_folder(folder: str | os.PathLike) -> Path:
+    """`mkdir -p folder`; a refusal (a file in the way, a read-only parent, a full disk) is a `StorageError`."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise StorageError(folder, storage_cause(err, folder) or _first_line(err)) from None
+    return folder
 
 
 def require_writable(folder: str | os.PathLike) -> None:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from headlab.errors import DataError
 from headlab.store.atomic import atomic_write_with
+from headlab.store.faults import make_folder
 
 HEAD_METRIC_COLUMNS = ("run_id", "step", "epoch", "layer", "head", "metric", "value")
 HEAD_PAIR_COLUMNS = ("run_id", "step", "epoch", "layer", "head_a", "head_b", "metric", "value")
@@ -70,8 +71,7 @@ def _finish(parts: dict[str, list[np.ndarray]], run_id: str, step: int, epoch: i
 
 def append_part(table_dir: str | os.PathLike, step: int, rows: pd.DataFrame) -> Path:
     """Write `rows` as the next part file of the dataset folder, atomically."""
-    table_dir = Path(table_dir)
-    table_dir.mkdir(parents=True, exist_ok=True)
+    table_dir = make_folder(table_dir)
     seq = sum(1 for p in table_dir.iterdir() if (m := _PART.match(p.name)) and int(m.group(1)) == step)
     path = table_dir / f"part-{step:09d}-{seq:04d}.parquet"
     atomic_write_with(path, lambda tmp: rows.to_parquet(tmp, index=False))

@@ -92,3 +92,24 @@ def test_a_run_whose_last_part_is_truncated_is_refused_in_one_line_naming_it(tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"headlab-view: error: {last}: cannot be read: truncated")
     assert not (run / "view.html").exists()
+
+
+def test_a_read_only_folder_is_refused_before_its_tables_are_read(tmp_path, capsys, monkeypatch):
+    import errno
+
+    from headlab.store import append_part, head_metric_rows
+
+    run = tmp_path / "run"
+    append_part(run / "head_metrics.parquet", 0, head_metric_rows("r", 0, 0, [{"entropy": np.array([0.1, 0.2])}]))
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    def read(*args, **kwargs):
+        raise AssertionError("read before the write check")
+
+    monkeypatch.setattr("tempfile.mkstemp", read_only)
+    monkeypatch.setattr("headlab.view.read_run", read)
+    assert main([str(run)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"headlab-view: error: {run}: cannot be written: read-only file system"]
+    assert not (run / "view.html").exists()

@@ -15,7 +15,8 @@ import hydra
 from omegaconf import DictConfig
 
 from headlab.config.overrides import check_overrides
-from headlab.errors import ConfigError, HeadlabError
+from headlab.errors import HeadlabError
+from headlab.store.faults import require_creatable
 from headlab.store.run_info import configure_cache_dirs, default_log_dir
 from headlab.tasks.rank import is_rank_zero
 
@@ -69,15 +70,26 @@ def _fail(err: Exception, multirun: bool, kind: str, code: int) -> None:
 
 def main(prog: str = "headlab-train") -> None:
     PROG["name"] = prog
-    # The checks import Lightning, and torchmetrics imports matplotlib: point its cache (and
-    # W&B's) under the log folder first, so nothing is written to the home directory.
-    configure_cache_dirs(_log_dir_from(sys.argv[1:]))
     try:
+        for folder in _output_folders(sys.argv[1:]):  # a file, a read-only or pseudo file system: before Hydra makes it
+            require_creatable(folder)
+        # The checks import Lightning, and torchmetrics imports matplotlib: point its cache (and
+        # W&B's) under the log folder first, so nothing is written to the home directory.
+        configure_cache_dirs(_log_dir_from(sys.argv[1:]))
         check_overrides(sys.argv[1:])  # group options, unknown keys, grammar: before Hydra starts
-    except ConfigError as err:
+    except HeadlabError as err:
         print(f"{PROG['name']}: error: {err}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
     _hydra_main()
+
+
+def _output_folders(args: list[str]) -> list[Path]:
+    """The folders Hydra will make, as the command line gives them (values with `${...}` are Hydra's to
+    resolve): `hydra.run.dir` / `hydra.sweep.dir`, and the log folder."""
+    given = {key: value.strip("'\"") for key, _, value in (a.partition("=") for a in args)
+             if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value}
+    log_dir = _log_dir_from(args)
+    return [Path(v) for v in given.values()] + ([log_dir] if "${" not in str(log_dir) else [])
 
 
 def _log_dir_from(args: list[str]) -> Path:

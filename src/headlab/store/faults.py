@@ -96,7 +96,7 @@ def make_folder(folder: str | os.PathLike) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise StorageError(folder, storage_cause(err, folder) or _first_line(err)) from None
+        raise StorageError(folder, _describe(err, folder)) from None
     return folder
 
 
@@ -109,7 +109,7 @@ def require_writable(folder: str | os.PathLike) -> None:
         os.close(fd)
         os.unlink(name)
     except OSError as err:
-        raise StorageError(folder, storage_cause(err, folder) or _first_line(err)) from None
+        raise StorageError(folder, _describe(err, folder)) from None
 
 
 def require_creatable(folder: str | os.PathLike) -> None:
@@ -121,12 +121,23 @@ def require_creatable(folder: str | os.PathLike) -> None:
             if not part.is_dir():
                 where = "it is a file" if part == folder else f"{part} is a file"
                 raise StorageError(folder, f"{where}, not a folder")
-            require_writable(part)
+            try:
+                require_writable(part)
+            except StorageError as refused:
+                if part == folder:
+                    raise
+                raise StorageError(folder, f"{part} takes no new entries: {refused.cause}") from None
             return
 
 
 def _existing(path: Path) -> Path:
     return next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+
+
+def _describe(err: OSError, folder: Path) -> str:
+    """A refused folder operation in words: a known cause, else the errno's own words (an existing folder
+    answering ENOENT to a new file is a pseudo file system such as /proc)."""
+    return storage_cause(err, folder) or (os.strerror(err.errno).lower() if err.errno else _first_line(err))
 
 
 def _first_line(err: BaseException) -> str:

@@ -80,7 +80,13 @@ def main(prog: str = "headlab-train") -> None:
     except HeadlabError as err:
         print(f"{PROG['name']}: error: {err}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
-    _hydra_main()
+    if not {"-m", "--multirun"} & set(sys.argv[1:]):
+        _hydra_main()
+        return
+    from headlab.sweep.signals import SweepSignals
+
+    with SweepSignals(PROG["name"]):  # SIGTERM / SIGINT reach every job, none is left orphaned
+        _hydra_main()
 
 
 def _output_folders(args: list[str]) -> list[Path]:

@@ -110,3 +110,14 @@ def test_a_folder_that_refuses_new_files_is_found_before_anything_is_computed(tm
     monkeypatch.setattr("headlab.store.faults.tempfile.mkstemp", read_only)
     with pytest.raises(StorageError, match=f"^{tmp_path}: cannot be written: read-only file system$"):
         require_writable(tmp_path)
+
+
+def test_an_existing_folder_is_asked_not_written_into(tmp_path, monkeypatch):
+    """A run may be writing it: nothing is created there, `os.access` answers (EROFS on a read-only mount)."""
+    monkeypatch.setattr("headlab.store.faults.os.access", lambda path, mode: False)
+    with pytest.raises(StorageError, match=f"^{tmp_path}: cannot be written: read-only file system, or no permission"):
+        require_creatable(tmp_path)
+    monkeypatch.undo()
+    before = tmp_path.stat().st_mtime_ns
+    require_creatable(tmp_path)
+    assert tmp_path.stat().st_mtime_ns == before and list(tmp_path.iterdir()) == []

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from headlab.store.faults import as_storage_error
+from headlab.store.faults import WRITE_CHECK, as_storage_error
 
 
 @contextlib.contextmanager
@@ -67,7 +67,8 @@ def remove_interrupted_writes(folder: str | os.PathLike) -> list[Path]:
     root = Path(folder)
     if not root.is_dir():
         return []
-    found = sorted(p for p in root.rglob(".*.tmp*") if p.is_file() and is_interrupted_write(p.name))
+    found = sorted(p for p in root.rglob(".*.tmp*") if p.is_file() and is_interrupted_write(p.name)
+                   and not p.name.startswith(WRITE_CHECK))  # another command's probe, removed by itself
     for path in found:
         path.unlink(missing_ok=True)
     return found

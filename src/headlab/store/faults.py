@@ -32,7 +32,8 @@ _CAUSES = {
 _TEXTS = {os.strerror(code): cause for code, cause in _CAUSES.items()}
 # torch.save's writer fails with this text whatever the cause (disk full, file-size limit).
 _TORCH_WRITER = ("PytorchStreamWriter", "inline_container.cc")
-_LOW_SPACE = 1 << 20  # bytes: a disk with less left is reported as full
+_LOW_SPACE = 1 << 20
+WRITE_CHECK = ".headlab-write-check."  # the probe file of `require_writable`, removed at once  # bytes: a disk with less left is reported as full
 
 
 class StorageError(HeadlabError):
@@ -105,7 +106,7 @@ def require_writable(folder: str | os.PathLike) -> None:
     root and say nothing of a read-only mount or a full disk); else a `StorageError` naming it."""
     folder = Path(folder)
     try:
-        fd, name = tempfile.mkstemp(dir=folder, prefix=".headlab-write-check.", suffix=".tmp")
+        fd, name = tempfile.mkstemp(dir=folder, prefix=WRITE_CHECK, suffix=".tmp")
         os.close(fd)
         os.unlink(name)
     except OSError as err:
@@ -114,18 +115,22 @@ def require_writable(folder: str | os.PathLike) -> None:
 
 def require_creatable(folder: str | os.PathLike) -> None:
     """`folder` is a folder, or can be made: no part of its path is a file, and its nearest existing
-    parent takes new entries. Nothing is created (the caller, or Hydra, makes it)."""
+    parent takes new entries (probed with a file written and removed). An existing `folder` is only
+    asked (`os.access`: a read-only mount answers EROFS even to root), since a run may be writing it.
+    Nothing is created (the caller, or Hydra, makes it)."""
     folder = Path(folder)
     for part in (folder, *folder.parents):
         if part.exists() or part.is_symlink():
             if not part.is_dir():
                 where = "it is a file" if part == folder else f"{part} is a file"
                 raise StorageError(folder, f"{where}, not a folder")
+            if part == folder:  # it exists (maybe a run in progress): asked, not written into
+                if not os.access(folder, os.W_OK | os.X_OK):
+                    raise StorageError(folder, "read-only file system, or no permission to write")
+                return
             try:
                 require_writable(part)
             except StorageError as refused:
-                if part == folder:
-                    raise
                 raise StorageError(folder, f"{part} takes no new entries: {refused.cause}") from None
             return
 

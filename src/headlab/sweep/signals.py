@@ -27,6 +27,7 @@ log = logging.getLogger("headlab.sweep")
 
 EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}  # the shell's 128 + signal number
 HANDLED = (signal.SIGTERM, signal.SIGINT)
+_JOBS = ("joblib.externals.loky", "submitit")  # worker processes of the joblib and submitit-local launchers
 _NOT_JOBS = ("resource_tracker",)  # helper processes of joblib / multiprocessing, not jobs
 
 
@@ -72,8 +73,9 @@ class SweepSignals:
 
 
 def job_processes(pid: int) -> list[int]:
-    """The child processes of `pid` that run jobs (joblib's loky workers, a local launcher's jobs): every
-    child but the resource trackers. Read from /proc; elsewhere none are found."""
+    """The child processes of `pid` that run jobs: joblib's loky workers, submitit's local jobs, and any
+    child holding a run-dir lock; never a helper (a resource tracker, the W&B service). Read from /proc;
+    elsewhere none are found."""
     found = []
     try:
         entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
@@ -85,7 +87,9 @@ def job_processes(pid: int) -> list[int]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:  # ended meanwhile
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and not any(mark in cmdline for mark in _NOT_JOBS):
+        if int(stat.rsplit(")", 1)[1].split()[1]) != pid or any(mark in cmdline for mark in _NOT_JOBS):
+            continue
+        if any(mark in cmdline for mark in _JOBS) or held_run_locks([int(entry)]):
             found.append(int(entry))
     return sorted(found)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from headlab.cli.doctor import main
 from headlab.store import HEAD_METRICS, HEAD_PAIRS, append_part
 from tests.doctor._runs import healthy_tables
@@ -138,3 +140,26 @@ def test_an_unreadable_saved_config_is_a_failure_in_one_line(tmp_path, capsys):
     out = capsys.readouterr().out
     line = next(l for l in out.splitlines() if "run_files" in l)
     assert "config.yaml" in line and "saved config cannot be read" in line
+
+
+def test_nan_and_inf_in_a_part_are_named_and_left_out_of_every_check(tmp_path, capsys):
+    import math
+
+    import pandas as pd
+
+    run = _write_run(tmp_path / "run")
+    part = run / HEAD_PAIRS / "part-000000000-0000.parquet"
+    rows = pd.read_parquet(part)
+    pair = list(zip(rows["head_a"], rows["head_b"]))
+    rows.loc[pair.index((0, 1)), "value"] = math.nan
+    rows.loc[pair.index((0, 2)), "value"] = math.inf
+    rows.loc[pair.index((0, 3)), "value"] = 0.1
+    rows.to_parquet(part, index=False)
+    assert main([str(run)]) == 1
+    checks = {c["check"]: c for c in json.loads((run / "doctor.json").read_text())["checks"]}
+    finite = checks["finite_values"]
+    assert finite["status"] == "fail"
+    assert finite["evidence"]["nonfinite"] == ["head_pairs.parquet/part-000000000-0000.parquet: 2 of 16 values (js 2)"]
+    # the step-0 JS over heads a < b: (0.1 + 3 x 0.3) / 4 from the finite pairs (a mean with them would be inf or nan)
+    assert checks["init_variance"]["evidence"]["init_js_mean"] == pytest.approx(0.25)
+    assert "FAIL" in capsys.readouterr().out

@@ -1,5 +1,6 @@
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +33,22 @@ def test_temp_file_keeps_suffix_for_format_sniffing(tmp_path):
     seen = []
     atomic_write_with(tmp_path / "fig.png", lambda tmp: (seen.append(tmp.suffix), tmp.write_bytes(b"x")))
     assert seen == [".png"]
+
+
+def test_the_temporary_files_of_killed_writes_are_found_and_removed_and_nothing_else(tmp_path):
+    import tempfile
+
+    from headlab.store import remove_interrupted_writes
+
+    left = []
+    for folder, name in (("checkpoints", "last.ckpt"), ("head_metrics.parquet", "part-000000010-0000.parquet"), (".", "summary.json")):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        fd, path = tempfile.mkstemp(dir=tmp_path / folder, prefix=f".{name}.", suffix=".tmp" + Path(name).suffix)
+        os.close(fd)
+        left.append(Path(path))
+    kept = [tmp_path / ".metrics.kept.csv", tmp_path / ".lock", tmp_path / "checkpoints" / "last.ckpt",
+            tmp_path / "notes.tmp.txt"]
+    for path in kept:
+        path.write_text("x")
+    assert remove_interrupted_writes(tmp_path) == sorted(left)
+    assert not any(p.exists() for p in left) and all(p.exists() for p in kept)

@@ -56,3 +56,16 @@ def test_same_step_twice_gets_a_second_part_not_an_overwrite(tmp_path):
 def test_read_table_on_empty_folder_says_so(tmp_path):
     with pytest.raises(FileNotFoundError, match="no measurement parts"):
         read_table(tmp_path)
+
+
+def test_a_truncated_part_is_one_data_error_naming_it(tmp_path):
+    from headlab.errors import DataError
+
+    table = tmp_path / "head_metrics.parquet"
+    for step in (0, 10):
+        last = append_part(table, step, head_metric_rows("r", step, 0, _layers(step)))
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # a copy cut short
+    with pytest.raises(DataError) as err:
+        read_table(table)
+    assert str(err.value).startswith(f"{last}: cannot be read: truncated or not a parquet file (")
+    assert "\n" not in str(err.value)

@@ -76,3 +76,29 @@ def _write_reference(tmp_path):
     path = tmp_path / "reference.csv"
     _rows(range(20)).to_csv(path, index=False)
     return path
+
+
+def test_a_torn_last_row_is_dropped_with_a_warning_naming_it(tmp_path, caplog):
+    _logger_writes(tmp_path, range(0, 8))
+    with open(tmp_path / "metrics.csv", "a") as fh:
+        fh.write("8,0.1")  # a kill while the logger wrote step 8: no line end, the epoch cell missing
+    with caplog.at_level("WARNING", logger="headlab.train"):
+        with keep_csv_rows(RunDir(tmp_path), 7):
+            _logger_writes(tmp_path, range(8, 12))  # the resume logs step 8 again, whole
+    got = _read(tmp_path)
+    assert got["step"].tolist() == list(range(12))
+    assert got.loc[got["step"] == 8, "train_loss"].item() == 0.111111  # the whole row, not the torn "0.1"
+    torn = [r.getMessage() for r in caplog.records if "line 10 dropped: cut short" in r.getMessage()]
+    assert len(torn) == 1 and str(tmp_path / "metrics.csv") in torn[0]
+
+
+def test_a_malformed_row_is_dropped_with_a_warning_and_the_rest_kept(tmp_path, caplog):
+    _logger_writes(tmp_path, range(0, 6))
+    text = (tmp_path / "metrics.csv").read_text().splitlines(keepends=True)
+    text.insert(3, "2,0.5,0,extra\n")  # line 4: one field too many
+    (tmp_path / "metrics.csv").write_text("".join(text))
+    with caplog.at_level("WARNING", logger="headlab.train"):
+        with keep_csv_rows(RunDir(tmp_path), 5):
+            _logger_writes(tmp_path, range(6, 9))
+    assert _read(tmp_path)["step"].tolist() == list(range(9))
+    assert any("line 4 dropped: 4 field(s) where the header has 3" in r.getMessage() for r in caplog.records)

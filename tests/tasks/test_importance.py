@@ -112,3 +112,22 @@ def test_bad_input_is_one_line_exit_2_nothing_written(run_copy, capsys, damage, 
 def test_missing_run_dir(tmp_path, capsys):
     assert main([str(tmp_path / "nope")]) == 2
     assert "no such run directory" in capsys.readouterr().err
+
+
+def test_a_read_only_run_dir_is_refused_in_one_line_before_anything_is_computed(run_copy, capsys, monkeypatch):
+    """Root ignores permission bits: the refusal is what a read-only mount answers (EROFS) to a new file."""
+    import errno
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    def computed(*args, **kwargs):
+        raise AssertionError("computed before the write check")
+
+    before = {p: p.stat().st_mtime_ns for p in run_copy.rglob("*")}
+    monkeypatch.setattr("tempfile.mkstemp", read_only)
+    monkeypatch.setattr("headlab.tasks.importance.build_datamodule", computed)
+    assert main([str(run_copy)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"headlab-importance: error: {run_copy}: cannot be written: read-only file system"]
+    assert {p: p.stat().st_mtime_ns for p in run_copy.rglob("*")} == before

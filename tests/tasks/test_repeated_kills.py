@@ -1,7 +1,8 @@
 """Kill a real training process N times in a row (SIGKILL: no handler, no `finally`), resume after
 each kill, and end with the tables of a run that was never interrupted: same head_metrics rows and
 values, same metrics.csv rows, same final metrics. The quick variant kills at fixed instants (just
-after the checkpoints of steps 3, 6 and 12); the slow one at random instants, N = 4."""
+after the checkpoints of steps 3, 6 and 12); the slow one at random instants, N = 5 on 3 seeds, SIGKILL
+and SIGTERM mixed, some while a checkpoint is being written."""
 
 from __future__ import annotations
 
@@ -32,20 +33,21 @@ def _checkpoint_step(run: Path) -> int:
         return -1
 
 
-def _run_and_kill(tmp_path: Path, run: Path, resume: bool, until) -> bool:
-    """Start (or resume) the run, SIGKILL it once `until()` holds; False when it finished first."""
+def _run_and_kill(tmp_path: Path, run: Path, resume: bool, until, signum: int = signal.SIGKILL) -> bool:
+    """Start (or resume) the run, send `signum` once `until()` holds; False when it finished first."""
     args = [*RESUMABLE, f"hydra.run.dir={run}", *(["resume=true"] if resume else [])]
     process = subprocess.Popen(cli_command(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env=cli_env(tmp_path), cwd=tmp_path)
     try:
         while process.poll() is None and not until():
-            time.sleep(0.01)
+            time.sleep(0.002)
         if process.poll() is not None:
             assert process.returncode == 0, f"the run failed (exit {process.returncode})"
             return False
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=60)
-        return True
+        process.send_signal(signum)
+        process.wait(timeout=120)
+        assert process.returncode in (-signal.SIGKILL, -signal.SIGTERM, 143, 0), f"exit {process.returncode} after {signum}"
+        return process.returncode != 0
     finally:
         if process.poll() is None:
             process.kill()
@@ -79,14 +81,26 @@ def test_three_kills_at_fixed_instants(tmp_path, reference):
     _assert_same_as_reference(run, reference)
 
 
+def _writing_a_checkpoint(run: Path) -> bool:
+    """A checkpoint is being written: its temporary file (`AtomicCheckpointIO`) is there."""
+    folder = run / "checkpoints"
+    return folder.is_dir() and any(folder.glob(".*.tmp.ckpt"))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_kills_at_random_instants(tmp_path, reference, seed):
+    """The seeded adversary of issue 34.7: N = 5 kills after the first, SIGKILL and SIGTERM mixed, at any
+    instant (mid-step, mid-measurement) or while a checkpoint is being written."""
     rng, run, kills = random.Random(seed), tmp_path / "run", 0
     first = _run_and_kill(tmp_path, run, resume=False, until=lambda: _checkpoint_step(run) >= 3)
     assert first
-    for _ in range(4):  # N = 4 random kills after the first: any instant, mid-step, mid-checkpoint, mid-measurement
+    for _ in range(5):
         deadline = time.monotonic() + rng.uniform(0.5, 6.0)
-        kills += _run_and_kill(tmp_path, run, resume=True, until=lambda d=deadline: time.monotonic() >= d)
+        during_write = rng.random() < 0.4
+        until = ((lambda d=deadline: _writing_a_checkpoint(run) or time.monotonic() >= d + 6) if during_write
+                 else (lambda d=deadline: time.monotonic() >= d))
+        kills += _run_and_kill(tmp_path, run, resume=True, until=until, signum=rng.choice([signal.SIGKILL, signal.SIGTERM]))
     assert kills >= 1
     _assert_same_as_reference(run, reference)
+    assert [p for p in run.rglob("*") if ".tmp" in p.name] == []  # a temp file a kill left was removed by the next start

@@ -76,3 +76,40 @@ def test_the_command_writes_the_sweeps_page_and_refuses_a_folder_that_is_neither
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"headlab-view: error: {empty}: has no head_metrics.parquet: not a headlab run (or it measured nothing)"]
     assert list(empty.iterdir()) == []
+
+
+def test_a_run_whose_last_part_is_truncated_is_refused_in_one_line_naming_it(tmp_path, capsys):
+    """Parts are written atomically, so a cut-short part is damage: a page without it would show a run
+    that ends early with no sign of it, so the command refuses and says which file."""
+    from headlab.store import append_part, head_metric_rows
+
+    run = tmp_path / "run"
+    for step in (0, 10):
+        last = append_part(run / "head_metrics.parquet", step,
+                           head_metric_rows("r", step, 0, [{"entropy": np.array([0.1, 0.2])}]))
+    last.write_bytes(last.read_bytes()[:100])
+    assert main([str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"headlab-view: error: {last}: cannot be read: truncated")
+    assert not (run / "view.html").exists()
+
+
+def test_a_read_only_folder_is_refused_before_its_tables_are_read(tmp_path, capsys, monkeypatch):
+    import errno
+
+    from headlab.store import append_part, head_metric_rows
+
+    run = tmp_path / "run"
+    append_part(run / "head_metrics.parquet", 0, head_metric_rows("r", 0, 0, [{"entropy": np.array([0.1, 0.2])}]))
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    def read(*args, **kwargs):
+        raise AssertionError("read before the write check")
+
+    monkeypatch.setattr("tempfile.mkstemp", read_only)
+    monkeypatch.setattr("headlab.view.read_run", read)
+    assert main([str(run)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"headlab-view: error: {run}: cannot be written: read-only file system"]
+    assert not (run / "view.html").exists()

@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 
 from headlab.config.app import run_hydra
 from headlab.errors import HeadlabError
+from headlab.store.faults import require_creatable
 from headlab.store.run_info import configure_cache_dirs, default_log_dir
 from headlab.tasks.rank import is_rank_zero
 
@@ -72,12 +73,33 @@ def _fail(err: Exception, multirun: bool, kind: str, code: int) -> None:
 def main(prog: str = "headlab-train") -> None:
     """Hydra composes the command line once; a mistake is one line and exit 2, nothing written."""
     PROG["name"] = prog
-    # The checks import Lightning, and torchmetrics imports matplotlib: point its cache (and
-    # W&B's) under the log folder first, so nothing is written to the home directory.
-    configure_cache_dirs(_log_dir_from(sys.argv[1:]))
-    code = run_hydra(prog, "train", _hydra_main, sys.argv[1:])
+    try:
+        for folder in _output_folders(sys.argv[1:]):  # a file, a read-only or pseudo file system: before Hydra makes it
+            require_creatable(folder)
+        # The checks import Lightning, and torchmetrics imports matplotlib: point its cache (and
+        # W&B's) under the log folder first, so nothing is written to the home directory.
+        configure_cache_dirs(_log_dir_from(sys.argv[1:]))
+    except HeadlabError as err:
+        print(f"{PROG['name']}: error: {err}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    if {"-m", "--multirun"} & set(sys.argv[1:]):
+        from headlab.sweep.signals import SweepSignals
+
+        with SweepSignals(PROG["name"]):  # SIGTERM / SIGINT reach every job, none is left orphaned
+            code = run_hydra(prog, "train", _hydra_main, sys.argv[1:])
+    else:
+        code = run_hydra(prog, "train", _hydra_main, sys.argv[1:])
     if code:
         sys.exit(code)
+
+
+def _output_folders(args: list[str]) -> list[Path]:
+    """The folders Hydra will make, as the command line gives them (values with `${...}` are Hydra's to
+    resolve): `hydra.run.dir` / `hydra.sweep.dir`, and the log folder."""
+    given = {key: value.strip("'\"") for key, _, value in (a.partition("=") for a in args)
+             if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value}
+    log_dir = _log_dir_from(args)
+    return [Path(v) for v in given.values()] + ([log_dir] if "${" not in str(log_dir) else [])
 
 
 def _log_dir_from(args: list[str]) -> Path:

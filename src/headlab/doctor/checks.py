@@ -55,6 +55,9 @@ class RunTables:
     head_pairs: pd.DataFrame | None = None
     importance: dict[str, Any] | None = None
     unreadable: list[str] = field(default_factory=list)  # files present but corrupt: "<file>: <why>"
+    # parts holding NaN / inf values, "<table>/<part>: N of M values (metric k, ...)": their rows are left out
+    # of the tables above, so every other check reads finite values only and this list says what was left out
+    nonfinite: list[str] = field(default_factory=list)
 
     def setting(self, key: str) -> Any:
         """A dotted config key: the summary's `swept` value first, then the resolved config."""
@@ -277,10 +280,24 @@ def check_run_files(tables: RunTables, t: Thresholds) -> Finding:
     return Finding("run_files", OK, "every table part and the saved config read")
 
 
+def check_finite_values(tables: RunTables, t: Thresholds) -> Finding:
+    """No NaN or infinite value in the head tables: a mean over them would be NaN, or skip them, and
+    either way change a verdict without a word. Their rows are left out of every check, and named here."""
+    if tables.nonfinite:
+        count = sum(int(entry.split(": ", 1)[1].split(" ", 1)[0]) for entry in tables.nonfinite)
+        return Finding("finite_values", FAIL, f"{count} NaN or infinite value(s) in {len(tables.nonfinite)} part(s), left out of "
+                       f"the other checks: {'; '.join(tables.nonfinite)}", {"nonfinite": list(tables.nonfinite)},
+                       "re-measure the run (a diverged step?), or restore the parts from a copy")
+    return Finding("finite_values", OK, "every value of the head tables is finite")
+
+
 CHECKS: tuple[Callable[[RunTables, Thresholds], Finding], ...] = (
     check_run_status, check_init_variance, check_warmup, check_head_width, check_redundancy,
     check_late_instability, check_stuck_heads,
 )
+
+
+FILE_CHECKS = ("run_files", "finite_values")  # about the files themselves: kept whatever the run's status
 
 
 def run_checks(tables: RunTables, thresholds: Thresholds | None = None) -> list[Finding]:
@@ -288,11 +305,13 @@ def run_checks(tables: RunTables, thresholds: Thresholds | None = None) -> list[
     verdict; the table checks say they were not measured."""
     t = thresholds or Thresholds()
     findings = [check(tables, t) for check in CHECKS]
+    if tables.nonfinite:  # named right after the status: the other checks read the finite rows only
+        findings.insert(1, check_finite_values(tables, t))
     if tables.unreadable:  # named first after the status: the checks of those files say "not measured"
         findings.insert(1, check_run_files(tables, t))
     if tables.summary.get("status") not in ("completed", "running", "interrupted"):
         findings = [findings[0]] + [_not_measured(f.check, "the run did not complete")
-                                    if f.status != NOT_MEASURED and f.check != "run_files" else f for f in findings[1:]]
+                                    if f.status != NOT_MEASURED and f.check not in FILE_CHECKS else f for f in findings[1:]]
     return findings
 
 

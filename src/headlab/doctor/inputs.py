@@ -10,11 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from headlab.doctor.checks import RunTables
 from headlab.errors import DataError
-from headlab.store import RunDir, read_table
+from headlab.store import RunDir
 
 
 def load_run_tables(run: RunDir) -> RunTables:
@@ -22,10 +23,11 @@ def load_run_tables(run: RunDir) -> RunTables:
     that is missing is None (its checks say "not measured"); one that is present but cannot be read
     (a corrupt parquet part, a broken config) is listed in `unreadable` too: the doctor fails it."""
     unreadable: list[str] = []
+    nonfinite: list[str] = []
     tables = RunTables(summary=run.require_summary(), config=_config(run, unreadable),
-                       head_metrics=_table(run.head_metrics_path, unreadable),
-                       head_pairs=_table(run.head_pairs_path, unreadable), importance=_json(run.importance_report_path))
-    tables.unreadable = unreadable
+                       head_metrics=_table(run.head_metrics_path, unreadable, nonfinite),
+                       head_pairs=_table(run.head_pairs_path, unreadable, nonfinite), importance=_json(run.importance_report_path))
+    tables.unreadable, tables.nonfinite = unreadable, nonfinite
     return tables
 
 
@@ -42,21 +44,42 @@ def _config(run: RunDir, unreadable: list[str]) -> dict[str, Any]:
         return {}
 
 
-def _table(path: Path, unreadable: list[str]) -> pd.DataFrame | None:
-    """A table (a dataset folder of parts, or one parquet file); each part that cannot be read is named."""
+def _table(path: Path, unreadable: list[str], nonfinite: list[str]) -> pd.DataFrame | None:
+    """A table (a dataset folder of parts, or one parquet file) without its NaN / inf rows; each part that
+    cannot be read is named in `unreadable`, each that holds non-finite values in `nonfinite`."""
     if not path.exists():
         return None
     parts = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
-    bad = []
+    bad, frames = [], []
     for part in parts:
+        name = f"{path.name}/{part.name}" if part != path else path.name
         try:
-            pd.read_parquet(part)
+            frame = pd.read_parquet(part)
         except Exception as err:  # noqa: BLE001 - untrusted files: any failure is "cannot be read"
-            bad.append(f"{path.name}/{part.name}: {_why(err)}" if part != path else f"{path.name}: {_why(err)}")
+            bad.append(f"{name}: {_why(err)}")
+            continue
+        frames.append(_finite_rows(frame, name, nonfinite))
     unreadable.extend(bad)
     if bad or not parts:
         return None
-    return read_table(path) if path.is_dir() else pd.read_parquet(path)
+    table = pd.concat(frames, ignore_index=True)
+    keys = [c for c in ("step", "layer", "head", "head_a", "head_b", "metric") if c in table.columns]
+    return table.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def _finite_rows(frame: pd.DataFrame, name: str, nonfinite: list[str]) -> pd.DataFrame:
+    """`frame` without the rows whose value is NaN or infinite; a part that had some is named with the count per metric."""
+    if "value" not in frame.columns:
+        return frame
+    finite = np.isfinite(pd.to_numeric(frame["value"], errors="coerce").to_numpy(dtype=np.float64))
+    if finite.all():
+        return frame
+    dropped = frame.loc[~finite]
+    per_metric = dropped["metric"].value_counts().sort_index() if "metric" in dropped.columns else pd.Series(dtype=int)
+    detail = ", ".join(f"{m} {n}" for m, n in per_metric.items())
+    nonfinite.append(f"{name}: {len(dropped)} of {len(frame)} values ({detail})" if detail else
+                     f"{name}: {len(dropped)} of {len(frame)} values")
+    return frame.loc[finite].reset_index(drop=True)
 
 
 def _why(err: BaseException) -> str:

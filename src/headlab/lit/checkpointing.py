@@ -51,6 +51,31 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         return load_checkpoint(path)
 
 
+def rebase_best_tracking(state: dict[str, Any], dirpath: Path) -> bool:
+    """Point a `ModelCheckpoint` state saved in another folder at the same files in `dirpath`; True when done.
+
+    The state records its folder's absolute path, and Lightning keeps the best score and top-k only
+    when that path equals the callback's: a moved run would forget its best score, save the next
+    validation as a new best beside the old file and end with another best step. Rebased only when
+    the recorded best file is in `dirpath` (a copy without it starts its tracking afresh, as before).
+    """
+    old = state.get("dirpath")
+    best = state.get("best_model_path")
+    if not old or Path(old).resolve() == dirpath.resolve() or not best or not (dirpath / Path(best).name).is_file():
+        return False
+
+    def moved(path: Any) -> Any:
+        return str(dirpath / Path(path).name) if path and Path(path).parent == Path(old) else path
+
+    for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+        if key in state:
+            state[key] = moved(state[key])
+    if isinstance(state.get("best_k_models"), dict):
+        state["best_k_models"] = {moved(path): score for path, score in state["best_k_models"].items()}
+    state["dirpath"] = str(dirpath)
+    return True
+
+
 class RunCheckpoint(Checkpoint):
     """`last.ckpt` at every training-epoch end, every `every_n_train_steps` steps, and on SIGTERM / SIGINT.
 
@@ -106,6 +131,15 @@ class RunCheckpoint(Checkpoint):
         if any(isinstance(c, ModelCheckpoint) for c in callbacks[callbacks.index(self) + 1:]):
             raise HeadlabError("RunCheckpoint must come after every ModelCheckpoint in the callbacks, so last.ckpt "
                                "records the best checkpoint chosen at its own epoch end")
+
+    def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        """A moved or copied run: every `ModelCheckpoint`'s saved state is made to name this folder (Lightning
+        runs every `on_load_checkpoint` before any callback's `load_state_dict`)."""
+        states = checkpoint.get("callbacks") or {}
+        for callback in trainer.checkpoint_callbacks:
+            state = states.get(callback.state_key) if isinstance(callback, ModelCheckpoint) else None
+            if isinstance(state, dict) and callback.dirpath:
+                rebase_best_tracking(state, Path(callback.dirpath))
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Lightning registers its SIGTERM notifier just before training starts: take over again here.

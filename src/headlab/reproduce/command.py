@@ -30,7 +30,8 @@ def plan_for(cmd) -> Plan:
     from headlab.store.run_info import default_log_dir
 
     root = Path(cmd.sweeps_root) if cmd.sweeps_root else default_log_dir() / "sweeps"
-    plan = Plan(claim_specs(cmd.specs, cmd.only), root, explicit_evidence(cmd.evidence))
+    specs = claim_specs(cmd.specs, cmd.only)
+    plan = Plan(specs, root, explicit_evidence(cmd.evidence, evidence_names(specs, cmd.scale)))
     if cmd.jobs or cmd.run:
         from headlab.reproduce.evidence import run_root
         from headlab.reproduce.jobs import LAUNCHERS, run_jobs, sweep_jobs
@@ -70,9 +71,28 @@ def claim_specs(folder: str | None, only: list[str]) -> list:
     return [s for s in specs if s.claim in wanted]
 
 
-def explicit_evidence(pairs: dict[str, str]) -> dict[str, Path]:
-    """The sweep folder given for each sweep name (each must exist)."""
+def evidence_names(specs: list, scale: str) -> list[str]:
+    """The sweep names the claims `specs` read at `scale` (at the cpu scale also their second look's), and
+    the sweeps their jobs take a teacher from: the names `evidence.NAME=DIR` may give a folder for."""
+    scales = (scale, "replication") if scale == "cpu" else (scale,)
+    names = set()
+    for spec in specs:
+        for at in scales:
+            settings = getattr(spec.evidence, at, None)
+            if spec.evidence.kind == "sweep" and settings is not None and settings.sweep_name:
+                names.add(str(settings.sweep_name))
+                if settings.teacher is not None:
+                    names.add(str(settings.teacher.sweep_name))
+    return sorted(names)
+
+
+def explicit_evidence(pairs: dict[str, str], known: list[str]) -> dict[str, Path]:
+    """The sweep folder given for each sweep name: each must exist, and each name must be one a chosen
+    claim reads at this scale (any other would be ignored without a word, and the report read elsewhere)."""
     for name, folder in pairs.items():
+        if name not in known:
+            raise ConfigError(f"evidence.{name}", folder, f"a sweep name the chosen claims read at this scale: "
+                              f"{', '.join(known) or 'none (no chosen claim reads a sweep)'}")
         if not folder or not Path(folder).is_dir():
             raise ConfigError(f"evidence.{name}", folder,
                               "an existing sweep (or aggregate) folder (evidence.SWEEP_NAME=DIR)")

@@ -8,6 +8,7 @@ from headlab.store.atomic import (
     atomic_write_json,
     atomic_write_text,
     atomic_write_with,
+    remove_interrupted_writes,
 )
 from headlab.store.run_dir import (
     ATTENTION_MAPS,
@@ -55,6 +56,7 @@ __all__ = [
     "head_pair_rows",
     "is_sweep_dir",
     "read_table",
+    "remove_interrupted_writes",
     "replace_steps",
     "write_attention_maps",
 ]

@@ -9,9 +9,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from headlab.store.faults import WRITE_CHECK, as_storage_error
 
 
 @contextlib.contextmanager
@@ -19,21 +22,56 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success rename it onto `path`.
 
     The temporary name keeps the target's suffix so libraries that infer the format from it
-    (pyarrow, matplotlib) still do.
+    (pyarrow, matplotlib) still do. A write the machine refuses (disk full, file-size limit, read-only
+    folder, a file where the folder should be) is a `StorageError` naming `path`, and the temporary
+    file is removed: nothing half-written is left under either name.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".tmp{target.suffix}")
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp: Path | None = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".tmp{target.suffix}")
+        os.close(fd)
+        tmp = Path(tmp_name)
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+    except (OSError, RuntimeError) as err:
+        refused = as_storage_error(err, target)
+        if refused is None or refused is err:
+            raise
+        raise refused from err
     finally:
-        if tmp.exists():
+        if tmp is not None and tmp.exists():
             tmp.unlink()
+
+
+# `atomic_path`'s temporary names: "." + the target's name + mkstemp's 8 random characters + ".tmp" + its suffix
+_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp(\.[^./]+)?$")
+
+
+def is_interrupted_write(name: str) -> bool:
+    """`name` is an `atomic_path` temporary file (what a kill during a write leaves behind).
+
+    >>> is_interrupted_write(".last.ckpt.k3_9xq2a.tmp.ckpt"), is_interrupted_write(".metrics.kept.csv")
+    (True, False)
+    """
+    return bool(_TEMPORARY.match(name))
+
+
+def remove_interrupted_writes(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files that writes killed mid-way left anywhere under `folder`; returns them.
+    Only for the folder's one writer (the run-dir lock's holder): another process's write in progress
+    uses the same names."""
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    found = sorted(p for p in root.rglob(".*.tmp*") if p.is_file() and is_interrupted_write(p.name)
+                   and not p.name.startswith(WRITE_CHECK))  # another command's probe, removed by itself
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from headlab.store.atomic import atomic_write_with
+from headlab.store.faults import make_folder
 
 _PART = re.compile(r"^step(\d{9})\.npz$")
 KEYS = ("patterns", "lengths", "tokens", "mean_pattern", "step")
@@ -38,8 +39,7 @@ def pattern_part_name(step: int) -> str:
 def write_pattern_part(folder: str | os.PathLike, step: int, patterns: np.ndarray, lengths: np.ndarray,
                        tokens: np.ndarray, mean_pattern: np.ndarray) -> Path:
     """Write one measurement's file (replacing an earlier one of the same step, as a resume re-measures)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = make_folder(folder)
     path = folder / pattern_part_name(step)
     arrays = {"patterns": np.asarray(patterns, dtype=np.float16), "lengths": np.asarray(lengths, dtype=np.int64),
               "tokens": np.asarray(tokens, dtype=str), "mean_pattern": np.asarray(mean_pattern, dtype=np.float16),

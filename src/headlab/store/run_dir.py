@@ -412,10 +412,10 @@ class RunDir:
     def table(self, name: str) -> pd.DataFrame:
         """A per-run table: a dataset folder through `store.read_table` (sorted), a single parquet file
         (the tools' `replace_steps` tables) as written; `FileNotFoundError` when the run has neither."""
-        from headlab.store.tables import read_table
+        from headlab.store.tables import read_parquet_file, read_table
 
         path = self.path / name
-        return pd.read_parquet(path) if path.is_file() else read_table(path)
+        return read_parquet_file(path) if path.is_file() else read_table(path)
 
     def head_metrics(self) -> pd.DataFrame:
         return self.table(HEAD_METRICS)

@@ -57,13 +57,18 @@ def default_log_dir() -> Path:
 
 
 def configure_cache_dirs(log_dir: Path) -> None:
-    """Keep matplotlib and W&B caches under the log folder, never in the home directory."""
+    """Keep matplotlib and W&B caches under the log folder, never in the home directory; a log folder
+    that cannot hold them (a file, a read-only or pseudo file system) is a `StorageError` naming it."""
+    from headlab.store.faults import make_folder, require_creatable
+
     cache = log_dir.resolve() / ".cache"
-    for var, sub in (("MPLCONFIGDIR", "matplotlib"), ("WANDB_CACHE_DIR", "wandb"), ("WANDB_CONFIG_DIR", "wandb-config"),
-                     ("WANDB_DATA_DIR", "wandb-data")):
-        if var not in os.environ:
-            (cache / sub).mkdir(parents=True, exist_ok=True)
-            os.environ[var] = str(cache / sub)
+    missing = [(var, sub) for var, sub in (("MPLCONFIGDIR", "matplotlib"), ("WANDB_CACHE_DIR", "wandb"),
+                                           ("WANDB_CONFIG_DIR", "wandb-config"), ("WANDB_DATA_DIR", "wandb-data"))
+               if var not in os.environ]
+    if missing:
+        require_creatable(log_dir)
+    for var, sub in missing:
+        os.environ[var] = str(make_folder(cache / sub))
 
 
 def code_commit() -> str:

@@ -16,7 +16,9 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from headlab.errors import DataError
 from headlab.store.atomic import atomic_write_with
+from headlab.store.faults import make_folder
 
 HEAD_METRIC_COLUMNS = ("run_id", "step", "epoch", "layer", "head", "metric", "value")
 HEAD_PAIR_COLUMNS = ("run_id", "step", "epoch", "layer", "head_a", "head_b", "metric", "value")
@@ -69,8 +71,7 @@ def _finish(parts: dict[str, list[np.ndarray]], run_id: str, step: int, epoch: i
 
 def append_part(table_dir: str | os.PathLike, step: int, rows: pd.DataFrame) -> Path:
     """Write `rows` as the next part file of the dataset folder, atomically."""
-    table_dir = Path(table_dir)
-    table_dir.mkdir(parents=True, exist_ok=True)
+    table_dir = make_folder(table_dir)
     seq = sum(1 for p in table_dir.iterdir() if (m := _PART.match(p.name)) and int(m.group(1)) == step)
     path = table_dir / f"part-{step:09d}-{seq:04d}.parquet"
     atomic_write_with(path, lambda tmp: rows.to_parquet(tmp, index=False))
@@ -97,9 +98,25 @@ def read_table(table_dir: str | os.PathLike) -> pd.DataFrame:
     parts = sorted(p for p in table_dir.iterdir() if _PART.match(p.name)) if table_dir.is_dir() else []
     if not parts:
         raise FileNotFoundError(f"{table_dir}: no measurement parts found")
-    df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    df = pd.concat([read_parquet_file(p) for p in parts], ignore_index=True)
     keys = [c for c in ("step", "layer", "head", "head_a", "head_b", "metric") if c in df.columns]
     return df.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def read_parquet_file(path: str | os.PathLike) -> pd.DataFrame:
+    """One parquet file; a damaged one (cut short by a copy, not parquet at all) is one `DataError` naming
+    it. headlab writes every part atomically, so such a file was damaged after the run wrote it: reading
+    on without it would quietly show a run that ends early."""
+    from pyarrow.lib import ArrowException
+
+    try:
+        return pd.read_parquet(path)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, ArrowException) as err:  # ArrowInvalid is a ValueError; truncated footers: OSError
+        first = " ".join(str(err).split())[:160] or type(err).__name__
+        raise DataError(path, f"cannot be read: truncated or not a parquet file ({type(err).__name__}: {first}); restore "
+                              "it from the original run, or remove it to read the rest") from None
 
 
 def replace_steps(path: str | os.PathLike, rows: pd.DataFrame, steps: set[int]) -> Path:
@@ -107,7 +124,7 @@ def replace_steps(path: str | os.PathLike, rows: pd.DataFrame, steps: set[int]) 
     checkpoint replaces its own rows only: headlab-importance, headlab-analyze-hf)."""
     path = Path(path)
     if path.is_file():
-        old = pd.read_parquet(path)
+        old = read_parquet_file(path)
         rows = pd.concat([old[~old["step"].isin(steps)], rows], ignore_index=True)
     rows = rows.sort_values([c for c in ("step", "curve", "ranking", "layer", "head", "k", "metric") if c in rows.columns],
                             kind="stable").reset_index(drop=True)

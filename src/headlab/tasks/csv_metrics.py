@@ -11,6 +11,7 @@ is recognised as already merged when it starts with the stash's rows, so nothing
 from __future__ import annotations
 
 import contextlib
+import csv
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,16 +37,35 @@ def keep_csv_rows(run: RunDir, resume_step: int | None) -> Iterator[None]:
 
 
 def _read(path: Path):
-    """A CSV as text cells ('' for empty), the rows that parse (a kill may cut the last line short)."""
+    """A CSV as text cells ('' for empty), without the rows that cannot be whole: a last line cut short
+    (no line end: a kill mid-write) or a row whose field count differs from the header's. Each dropped
+    row is a warning naming the file and the line, never silent; the resume logs a cut-off step again."""
     import pandas as pd
 
     if not path.is_file():
         return None
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, on_bad_lines="skip")
-    except (ValueError, pd.errors.ParserError) as err:  # empty or unreadable: nothing to keep
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:  # unreadable: nothing to keep
         log.warning("%s unreadable (%s): starting it afresh", path, err)
         return None
+    lines = text.splitlines()
+    if not lines or not lines[0].strip():
+        log.warning("%s has no header line: starting it afresh", path)
+        return None
+    header, rows = next(csv.reader([lines[0]])), []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line:
+            continue
+        cells = next(csv.reader([line]), [])
+        if number == len(lines) and not text.endswith(("\n", "\r")):
+            log.warning("%s: line %d dropped: cut short (no line end, as a kill during the write leaves it); "
+                        "the resumed run logs its step again", path, number)
+        elif len(cells) != len(header):
+            log.warning("%s: line %d dropped: %d field(s) where the header has %d", path, number, len(cells), len(header))
+        else:
+            rows.append(cells)
+    return pd.DataFrame(rows, columns=header, dtype=str) if rows else pd.DataFrame(columns=header, dtype=str)
 
 
 def _starts_with(rows, kept) -> bool:

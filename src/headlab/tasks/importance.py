@@ -25,6 +25,7 @@ from headlab.reload import build_datamodule, eval_batches, load_matching_network
 from headlab.tasks.threads import set_torch_threads
 from headlab.store import RunDir, SweepDir, atomic_write_json, read_table, replace_steps
 from headlab.store.run_dir import IMPORTANCE_FIGURE, IMPORTANCE_TIMELINE_FIGURE, REDUNDANCY_FIGURE
+from headlab.store.faults import require_writable
 from headlab.store.run_info import configure_cache_dirs
 from headlab.sweep.runs import Run, discover_runs
 
@@ -47,10 +48,14 @@ class ImportanceOutcome:
 
 
 def compute(run: RunDir, which: str, settings: ImportanceSettings) -> ImportanceOutcome:
-    """Everything the outputs need, computed before one file is written (so a failure writes nothing)."""
+    """Everything the outputs need, computed before one file is written (so a failure writes nothing);
+    a run dir that cannot take the outputs is refused first, not after the computation."""
     cfg = run_config(run)
     refuse_language_model(run, cfg, "headlab-importance", "ablates heads against classification labels, which an LM "
                           "has none of yet (its heads: summary.json lm.final_roles, or headlab.reload.to_hooked_transformer)")
+    require_writable(run.path)
+    if run.figures_dir.is_dir() and settings.figures:
+        require_writable(run.figures_dir)
     checkpoints = run.find_checkpoints(which)
     set_torch_threads(settings.threads)
     datamodule = build_datamodule(cfg)
@@ -145,6 +150,7 @@ def write_report(path: Path, outcome: ImportanceOutcome) -> Path:
 def compute_sweep(sweep: SweepDir, which: str, settings: ImportanceSettings) -> tuple[list[Run], list[tuple[Run, ImportanceOutcome]]]:
     """(every job of the sweep, [(usable job, its outcome)]): every job measured before the first file is
     written; one job that cannot be measured is a HeadlabError naming it."""
+    require_writable(sweep.path)  # the aggregate is written there, after every job was measured
     runs = discover_runs(sweep)
     usable = [r for r in runs if r.usable]
     if not usable:

@@ -22,7 +22,8 @@ from headlab.lit.signals import RunInterrupted
 from headlab.tasks.history import record_segment
 from headlab.tasks.rank import is_rank_zero
 from headlab.tasks.summary import run_facts
-from headlab.store import RunDir
+from headlab.store import RunDir, remove_interrupted_writes
+from headlab.store.faults import StorageError, as_storage_error
 from headlab.store.run_info import code_commit, config_digest, job_override_list, job_overrides, swept_values
 from headlab.store.run_dir import HYDRA_DIR, LOCK_FILE, TRAIN_LOG
 
@@ -51,6 +52,7 @@ class RunRecord:
         """Status "running", the config segment of this start, and where a resume continues from."""
         previous = self.run.summary.get("status")
         if is_rank_zero():  # under DDP the other ranks share this dir: one record, written once
+            self._clean_interrupted_writes()
             record_segment(self.run, self.cfg, resume.step if resume else 0, job_override_list())
         self.summary = {"status": "running", "run_id": self.run_id, "run_dir": str(self.run.path.resolve()),
                         "config_digest": config_digest(self.cfg), "overrides": job_overrides(),
@@ -66,11 +68,17 @@ class RunRecord:
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> None:
         if not is_rank_zero():
             return
+        refused = _refused_write(err, self.run)  # disk full, a file-size limit, ...: one line, not a traceback
+        converted = refused if refused is not None and refused is not err else None
+        err = converted or err
         if isinstance(err, HeadlabError) and self._before_training() and self.fresh and not self.cfg.get("resume"):
-            self._remove_run_dir()
-            return  # a config mistake before the first training step: leave nothing behind
-        if not self.summary:  # an error before start() (a refused resume): the run's record stays as it was
-            return
+            self._remove_run_dir()  # a config mistake before the first training step: leave nothing behind
+        elif self.summary:  # else an error before start() (a refused resume): the run's record stays as it was
+            self._finish(err)
+        if converted is not None:
+            raise converted
+
+    def _finish(self, err: BaseException | None) -> None:
         if err is not None:
             self.summary.update(_outcome(err))
         self.summary["last_checkpoint"] = last_checkpoint_text(self.run)
@@ -80,7 +88,18 @@ class RunRecord:
             last["roles"] = self.summary["final_roles"]
             if "final_task_roles" in self.summary:
                 last["task_roles"] = self.summary["final_task_roles"]
-        self._write()
+        try:
+            self._write()
+        except StorageError as failed:  # the fault that stopped the run may refuse this write too
+            log.error("%s (the run's status %r is not recorded)", failed, self.summary.get("status"))
+
+    def _clean_interrupted_writes(self) -> None:
+        """The temporary files of writes a kill cut short (`.last.ckpt.*.tmp.ckpt`, a table part's): this
+        process holds the run-dir lock, so no write of another is in progress."""
+        removed = remove_interrupted_writes(self.run.path)
+        if removed:
+            log.warning("%s: removed %d temporary file(s) of writes cut short by an earlier kill: %s", self.run.path,
+                        len(removed), ", ".join(self.run.relative(p) for p in removed))
 
     def _write(self) -> None:
         if is_rank_zero():
@@ -93,6 +112,13 @@ class RunRecord:
         # Hydra's train.log handler may still hold its file open: unlinking it is fine on POSIX
         shutil.rmtree(self.run.path, ignore_errors=True)
         log.debug("removed %s: the run failed its config check", self.run.path)
+
+
+def _refused_write(err: BaseException | None, run: RunDir) -> StorageError | None:
+    """`err` as a StorageError when it is the machine refusing a write (naming the file it names, else the run dir)."""
+    if not isinstance(err, (OSError, RuntimeError, StorageError)):
+        return None
+    return as_storage_error(err, getattr(err, "filename", None) or run.path)
 
 
 def _outcome(err: BaseException) -> dict[str, Any]:

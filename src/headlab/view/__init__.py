@@ -10,13 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from headlab.store import RunDir, SweepDir, atomic_write_text
+from headlab.store.faults import require_writable
 from headlab.view.load import read_run
 from headlab.view.page import render_page
 from headlab.view.sweep_data import read_sweep
 
 
 def write_view(folder: RunDir | SweepDir) -> Path:
-    """Write `view.html` into the run or sweep folder; returns its path."""
+    """Write `view.html` into the run or sweep folder; returns its path. A folder that cannot take the
+    page is refused before its tables are read (a sweep's can take a while)."""
+    if folder.path.is_dir():
+        require_writable(folder.path)
     data = read_sweep(folder) if isinstance(folder, SweepDir) else read_run(folder)
     atomic_write_text(folder.view_path, render_page(data))
     return folder.view_path

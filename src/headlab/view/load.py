@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from headlab.errors import DataError
 from headlab.store import RunDir, read_table
@@ -25,7 +24,7 @@ def read_run(run: RunDir) -> dict[str, Any]:
     except FileNotFoundError:
         raise DataError(run.path, "has no head_metrics.parquet: not a headlab run (or it measured nothing)") from None
     pairs = read_table(run.head_pairs_path) if run.head_pairs_path.exists() else None
-    importance = pd.read_parquet(run.head_importance_path) if run.head_importance_path.is_file() else None
+    importance = run.head_importance() if run.head_importance_path.is_file() else None
     parts = read_pattern_parts(run.probe_patterns_dir)
     maps = {int(p["step"]): p["mean_pattern"].astype(np.float64) for p in parts}
     notes = []

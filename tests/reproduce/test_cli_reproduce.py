@@ -152,8 +152,8 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
 
 def test_an_evidence_name_no_chosen_claim_reads_is_refused_naming_the_known_ones(tmp_path, capsys):
     (tmp_path / "sweep").mkdir()
-    assert main(["--specs", str(SPECS), "--only", "c8", "--evidence", f"heads={tmp_path / 'sweep'}",
-                 "--out", str(tmp_path / "report")]) == 2
+    assert main([f"specs={SPECS}", "only=[c8]", f"evidence.heads={tmp_path / 'sweep'}",
+                 f"out={tmp_path / 'report'}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"headlab-reproduce: error: invalid config evidence.heads='{tmp_path / 'sweep'}': expected a sweep "
                    "name the chosen claims read at this scale: heads-zh_reviews"]

@@ -19,7 +19,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
 BIN = Path(sys.executable).parent
-# A key each command's composed config must hold, and one override that misspells a key.
+# A key each command's composed config must hold, and one override that misspells a nested key; a
+# command not named here gets the generic checks below (its first key misspelt), so a new command
+# needs no entry.
 EXPECTED = {
     "headlab-train": ("seed", "model.n_head=3", "did you mean n_heads"),
     "headlab-distill": ("distill", "model.n_head=3", "headlab-distill: error: invalid config model.n_head=3"),
@@ -64,11 +66,26 @@ def call(tmp_path, monkeypatch, capsys):
     return _call
 
 
-def test_every_console_script_is_covered():
-    assert set(EXPECTED) == set(SCRIPTS)
+def _first_key(call, script: str) -> str:
+    code, out, err = call(script, "--cfg", "job")
+    assert code == 0, err[-500:]
+    return next(iter(yaml.safe_load(out)))
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_a_misspelt_top_level_key_names_the_close_key(script, call):
+    """Every console script, listed or not in EXPECTED: its first key misspelt, as set and as added
+    (headlab-doctor reads keys it does not own as a headlab-train plan: its typo test is in EXPECTED)."""
+    if script == "headlab-doctor":
+        pytest.skip("a key headlab-doctor does not own is a headlab-train override (plan=[...])")
+    key = _first_key(call, script)
+    for override in (f"{key}x=1", f"+{key}x=1"):
+        code, _, err = call(script, override)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and f"did you mean {key}?" in lines[0], (override, err[-800:])
+
+
+@pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_help_and_cfg_job_and_a_misspelt_key(script, tmp_path, call):
     key, typo, close = EXPECTED[script]
     code, out, err = call(script, "--help")
@@ -101,7 +118,7 @@ ADDED = {  # a key added with `+` that the command does not know, and the key it
 }
 
 
-@pytest.mark.parametrize("script", sorted(SCRIPTS))
+@pytest.mark.parametrize("script", sorted(ADDED))
 def test_a_key_added_with_plus_is_refused_naming_the_close_key(script, call):
     added, close = ADDED[script]
     code, _, err = call(script, added)  # on the parent commit: accepted silently (or another key's complaint)

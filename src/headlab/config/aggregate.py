@@ -15,3 +15,6 @@ class AggregateCommand:
     sweep_dir: str = MISSING  # a Hydra multirun folder (holds multirun.yaml and <job_num>/ dirs)
     out: Optional[str] = None  # output folder (null: SWEEP_DIR/aggregate)
     figures: bool = True  # false: write the tables only
+
+
+SCHEMA = AggregateCommand  # stored as aggregate_schema (headlab.config.schemas)

@@ -69,3 +69,5 @@ class AnalyzeHFConfig:
     threads: Optional[int] = None  # torch intra-op threads (null: torch's default)
     run_dir: Optional[str] = None  # null: ${HEADLAB_LOG_DIR:-logs}/runs/analyze_hf/<date_time_microseconds>
 
+
+SCHEMA = AnalyzeHFConfig  # stored as analyze_hf_schema (headlab.config.schemas)

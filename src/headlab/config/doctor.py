@@ -24,3 +24,6 @@ class DoctorCommand:
         bad = [o for o in self.plan if "=" not in o]
         if bad:
             raise ConfigError("plan", bad[0], "key=value overrides of headlab-train")
+
+
+SCHEMA = DoctorCommand  # stored as doctor_schema (headlab.config.schemas)

@@ -55,3 +55,6 @@ class ImportanceCommand:
 
     def __post_init__(self) -> None:
         check_choice("checkpoint", self.checkpoint, CHECKPOINT_CHOICES)
+
+
+SCHEMA = ImportanceCommand  # stored as importance_schema (headlab.config.schemas)

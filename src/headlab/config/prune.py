@@ -73,3 +73,6 @@ class PruneCommand:
 
     run_dir: str = MISSING  # a finished headlab-train run (holds its config and checkpoints/)
     prune: PruneSettings = field(default_factory=PruneSettings)
+
+
+SCHEMA = PruneCommand  # stored as prune_schema (headlab.config.schemas)

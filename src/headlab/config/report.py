@@ -12,3 +12,6 @@ class ReportCommand:
     """`headlab-report PATH`: PATH is a run directory or a sweep folder (holds multirun.yaml); prints one line per head."""
 
     path: str = MISSING  # a headlab run directory (head_metrics.parquet) or a Hydra multirun folder
+
+
+SCHEMA = ReportCommand  # stored as report_schema (headlab.config.schemas)

@@ -48,3 +48,6 @@ def reproduce_schema():
     node = OmegaConf.structured(ReproduceCommand)
     OmegaConf.set_struct(node.evidence, False)
     return node
+
+
+SCHEMA = reproduce_schema()  # stored as reproduce_schema (headlab.config.schemas)

@@ -8,20 +8,15 @@ from typing import Any
 
 
 def store_command_schemas(store: Any) -> None:
-    from headlab.config.aggregate import AggregateCommand
-    from headlab.config.analyze_hf import AnalyzeHFConfig
-    from headlab.config.doctor import DoctorCommand
-    from headlab.config.importance import ImportanceCommand
-    from headlab.config.prune import PruneCommand
-    from headlab.config.report import ReportCommand
-    from headlab.config.reproduce import reproduce_schema
-    from headlab.config.view import ViewCommand
+    """Every module of headlab.config that defines `SCHEMA` (a command's settings) stored as
+    `<module>_schema`, the name its conf file puts first in its defaults list: a new command's schema
+    needs no line here."""
+    import importlib
+    import pkgutil
 
-    store.store(name="importance_schema", node=ImportanceCommand)
-    store.store(name="prune_schema", node=PruneCommand)
-    store.store(name="analyze_hf_schema", node=AnalyzeHFConfig)
-    store.store(name="aggregate_schema", node=AggregateCommand)
-    store.store(name="reproduce_schema", node=reproduce_schema())
-    store.store(name="doctor_schema", node=DoctorCommand)
-    store.store(name="view_schema", node=ViewCommand)
-    store.store(name="report_schema", node=ReportCommand)
+    import headlab.config as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        schema = getattr(importlib.import_module(f"{package.__name__}.{info.name}"), "SCHEMA", None)
+        if schema is not None:
+            store.store(name=f"{info.name}_schema", node=schema)

@@ -76,3 +76,33 @@ def test_c14_kappa_reaches_absent_and_direction_only(kappas, verdict):
     result = decide(spec, {name: from_values(kappas, "kappa", (-1.0, 1.0)) for name in spec.statistics})
     assert result.verdict == verdict, result.reason
     assert result.p_value < 0.025
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _defined_words() -> set[str]:
+    """The bold words of docs/reproduce.md's "Verdict words" list."""
+    import re
+
+    section = (REPO / "docs" / "reproduce.md").read_text(encoding="utf-8").split("## Verdict words", 1)[1].split("\n## ", 1)[0]
+    return {w for line in section.splitlines() if line.startswith("- ") for w in re.findall(r"\*\*(.+?)\*\*", line)}
+
+
+def test_every_verdict_the_report_can_give_is_defined_in_docs():
+    from headlab.reproduce.verdict import VERDICTS
+
+    assert set(VERDICTS) <= _defined_words()
+    assert {"scale", "look 1 / look 2", "old rules"} <= _defined_words()
+
+
+def test_every_verdict_word_the_readme_table_uses_is_defined_and_contradicted_is_no_longer_used_unqualified():
+    from headlab.reproduce.verdict import CONTRADICTED, VERDICTS
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = [line.split(" | ") for line in readme.split("## Reproducing the article", 1)[1].splitlines()
+            if line.startswith("| C")]
+    assert len(rows) == 18
+    words = {next(v for v in sorted(VERDICTS, key=len, reverse=True) if row[2].startswith(v)) for row in rows}
+    assert words <= _defined_words() and CONTRADICTED not in words
+    assert all(row[1].strip() for row in rows)  # every confirmatory verdict states its scale

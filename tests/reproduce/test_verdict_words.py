@@ -106,3 +106,22 @@ def test_every_verdict_word_the_readme_table_uses_is_defined_and_contradicted_is
     words = {next(v for v in sorted(VERDICTS, key=len, reverse=True) if row[2].startswith(v)) for row in rows}
     assert words <= _defined_words() and CONTRADICTED not in words
     assert all(row[1].strip() for row in rows)  # every confirmatory verdict states its scale
+
+
+def test_the_readme_words_are_those_the_ledgers_intervals_give_under_todays_definitions():
+    """The README re-reads each decisive cpu verdict of 2026-12-02 from its published interval: the
+    shipped specs of those claims are the versions that ledger read (same margins), so `decide` on
+    the interval must give the README's word (Holm aside: the table says its decision is not re-run)."""
+    import re
+
+    from headlab.reproduce.statistics import Statistic
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = {line.split(" ")[1]: line.split(" | ")[2] for line in readme.splitlines() if re.match(r"\| C\d+ ", line)}
+    for claim in ("C1", "C2", "C4", "C5", "C6", "C7", "C8", "C9", "C11", "C12", "C15", "C16"):
+        cell = rows[claim]
+        word = re.sub(r" \((look 2|v5)\)| †", "", cell.split(":")[0])
+        low, high = map(float, re.search(r"\[(-?[\d.]+), (-?[\d.]+)\]", cell).groups())
+        spec = SPECS[claim]
+        primary = Statistic((low + high) / 2, low, high, 8, "as published")
+        assert decide(spec, {spec.primary: primary}).verdict == word, claim

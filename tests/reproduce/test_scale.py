@@ -100,3 +100,16 @@ def test_a_claim_without_evidence_has_no_scale(tmp_path):
 
     result = evaluate_claim(load_spec(SPECS / "c08_heads.yaml"), tmp_path / "none", scale="cpu")
     assert result.verdict == "not measured" and result.scale == ""
+
+
+def test_a_job_whose_saved_config_does_not_parse_is_left_out_of_the_scale(recorded_c8):
+    from headlab.reproduce.scale import evidence_scale
+
+    spec, root = recorded_c8
+    sweep = next((root / "heads-zh_reviews-cpu").iterdir())
+    broken = RunDir(sweep / "0")
+    broken.hydra_config_path.write_text("model: {n_heads: [unclosed\n", encoding="utf-8")
+    broken.summary_path.write_text(json.dumps({"global_step": 99}))
+    # job 0 (4 heads, seed 10) is gone: its steps do not show; the other 23 jobs give the rest
+    assert evidence_scale(spec, sweep) == \
+        "2 layers x 128, heads 4/8/16, 2 epochs (1,510 steps), zh_reviews (max_len 128, cls), 8 seeds"

@@ -175,12 +175,24 @@ def job_dirs(folder: Path) -> list[Path]:
 
 def evidence_scale(spec, folder: Path | None) -> str:
     """The scale of a claim's evidence: its computed measurement, or the jobs in `folder` (a sweep
-    folder or a run dir); "" when there is none."""
+    folder or a run dir) whose saved config parses; "" when there is none."""
     if spec.evidence.kind == "computed":
         return computed_scale(spec)
     if folder is None:
         return ""
-    return scale_text([job_settings(job) for job in job_dirs(folder)])
+    return scale_text([job_settings(job) for job in job_dirs(folder) if _readable(job)])
+
+
+def _readable(job: Path) -> bool:
+    """Whether the job's saved config parses (a truncated one is left out of the scale, not fatal)."""
+    from omegaconf import OmegaConf
+
+    from headlab.store import RunDir
+
+    try:
+        return OmegaConf.is_dict(OmegaConf.load(RunDir(job).hydra_config_path))
+    except Exception:  # noqa: BLE001 - any YAML error: the report still has to be written
+        return False
 
 
 def computed_scale(spec) -> str:

@@ -76,3 +76,52 @@ def test_c14_kappa_reaches_absent_and_direction_only(kappas, verdict):
     result = decide(spec, {name: from_values(kappas, "kappa", (-1.0, 1.0)) for name in spec.statistics})
     assert result.verdict == verdict, result.reason
     assert result.p_value < 0.025
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _defined_words() -> set[str]:
+    """The bold words of docs/reproduce.md's "Verdict words" list."""
+    import re
+
+    section = (REPO / "docs" / "reproduce.md").read_text(encoding="utf-8").split("## Verdict words", 1)[1].split("\n## ", 1)[0]
+    return {w for line in section.splitlines() if line.startswith("- ") for w in re.findall(r"\*\*(.+?)\*\*", line)}
+
+
+def test_every_verdict_the_report_can_give_is_defined_in_docs():
+    from headlab.reproduce.verdict import VERDICTS
+
+    assert set(VERDICTS) <= _defined_words()
+    assert {"scale", "look 1 / look 2", "old rules"} <= _defined_words()
+
+
+def test_every_verdict_word_the_readme_table_uses_is_defined_and_contradicted_is_no_longer_used_unqualified():
+    from headlab.reproduce.verdict import CONTRADICTED, VERDICTS
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = [line.split(" | ") for line in readme.split("## Reproducing the article", 1)[1].splitlines()
+            if line.startswith("| C")]
+    assert len(rows) == 18
+    words = {next(v for v in sorted(VERDICTS, key=len, reverse=True) if row[2].startswith(v)) for row in rows}
+    assert words <= _defined_words() and CONTRADICTED not in words
+    assert all(row[1].strip() for row in rows)  # every confirmatory verdict states its scale
+
+
+def test_the_readme_words_are_those_the_ledgers_intervals_give_under_todays_definitions():
+    """The README re-reads each decisive cpu verdict of 2026-12-02 from its published interval: the
+    shipped specs of those claims are the versions that ledger read (same margins), so `decide` on
+    the interval must give the README's word (Holm aside: the table says its decision is not re-run)."""
+    import re
+
+    from headlab.reproduce.statistics import Statistic
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = {line.split(" ")[1]: line.split(" | ")[2] for line in readme.splitlines() if re.match(r"\| C\d+ ", line)}
+    for claim in ("C1", "C2", "C4", "C5", "C6", "C7", "C8", "C9", "C11", "C12", "C15", "C16"):
+        cell = rows[claim]
+        word = re.sub(r" \((look 2|v5)\)| †", "", cell.split(":")[0])
+        low, high = map(float, re.search(r"\[(-?[\d.]+), (-?[\d.]+)\]", cell).groups())
+        spec = SPECS[claim]
+        primary = Statistic((low + high) / 2, low, high, 8, "as published")
+        assert decide(spec, {spec.primary: primary}).verdict == word, claim

@@ -18,7 +18,7 @@ from headlab.reproduce.directions import FIGURES, MEASUREMENTS
 from headlab.reproduce.spec import ClaimSpec
 from headlab.reproduce.statistics import EvidenceMissing, Statistic, from_values, table_statistic
 from headlab.reproduce.provenance import unmet_settings
-from headlab.reproduce.verdict import NOT_TESTABLE, ClaimResult, decide, not_measured
+from headlab.reproduce.verdict import NOT_MEASURED, NOT_TESTABLE, ClaimResult, decide, not_measured
 from headlab.store import AGGREGATE_DIR
 
 def find_aggregate(sweep_name: str, sweeps_root: Path, explicit: Mapping[str, Path]) -> Path:
@@ -122,12 +122,15 @@ def computed_figure(spec: ClaimSpec) -> str:
 
 def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None = None,
                    scale: str = "quick") -> ClaimResult:
-    """The verdict of one claim from the evidence of `scale` on disk (or computed), with its freeze
-    (`headlab.reproduce.freeze.stamp`: a rule newer than its first job is not decisive); never
-    raises for missing evidence."""
+    """The verdict of one claim from the evidence of `scale` on disk (or computed), with the scale
+    it was reached at (`headlab.reproduce.scale`) and its freeze (`headlab.reproduce.freeze.stamp`:
+    a rule newer than its first job is not decisive); never raises for missing evidence."""
     from headlab.reproduce.freeze import stamp
+    from headlab.reproduce.scale import evidence_scale
 
     result, folder, freeze_file = _evaluated(spec, sweeps_root, explicit, scale)
+    if result.verdict != NOT_MEASURED:
+        result.scale = evidence_scale(spec, folder)
     return stamp(result, scale, folder, freeze_file)
 
 

@@ -23,7 +23,7 @@ from headlab.store import atomic_write_text, atomic_write_with
 
 COLUMNS = ("claim", "version", "section", "title", "verdict", "reason", "statistics", "primary", "margin", "p_value",
            "p_holm", "look", "first_look", "seeds", "supported_if", "contradicted_if", "source", "provenance", "coverage", "figure",
-           "rule_commit", "rule_committed_at", "first_job", "freeze")
+           "rule_commit", "rule_committed_at", "first_job", "freeze", "scale")
 _COLOUR = {"supported": "#1a7f37", "contradicted": "#cf222e", "absent": "#cf222e", "smaller than claimed": "#bc4c00",
            "reversed": "#a40e26", "direction only": "#0969da", "inconclusive": "#9a6700",
            "not testable at this scale": "#8250df", "not measured": "#57606a"}
@@ -80,7 +80,7 @@ def claims_table(results: list[ClaimResult], figure_names: dict[str, str] | None
                      "contradicted_if": r.spec.contradicted_if.text if r.spec.contradicted_if else "",
                      "source": r.source, "coverage": r.coverage, "figure": (figure_names or {}).get(r.spec.claim, ""),
                      "rule_commit": r.rule_commit, "rule_committed_at": r.rule_committed_at, "first_job": r.first_job,
-                     "freeze": r.freeze})
+                     "freeze": r.freeze, "scale": r.scale})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -161,12 +161,12 @@ def _markdown(results: list[ClaimResult], table: pd.DataFrame, title: str) -> st
 
     second = f" Adaptive allocation: {DESIGN}." if any(r.look == 2 for r in results) else ""
     lines = [f"# {title}", "", f"Multiplicity: {METHOD}.{second} Intervals: 95 %, each says what it resampled.", "",
-             "| claim | section | verdict | statistic | title |", "|---|---|---|---|---|"]
-    lines += [f"| {r.claim} | {r.section} | {r.verdict}{_look(r.look)}{_partial(r.coverage)}{_flag(r.freeze)} | {r.statistics or '-'} | {r.title} |"
-              for r in table.itertuples()]
+             "| claim | section | verdict, at its scale | statistic | title |", "|---|---|---|---|---|"]
+    lines += [f"| {r.claim} | {r.section} | {at_scale(r.verdict, r.scale)}{_look(r.look)}{_partial(r.coverage)}{_flag(r.freeze)} | "
+              f"{r.statistics or '-'} | {r.title} |" for r in table.itertuples()]
     for r, row in zip(results, table.itertuples()):
         lines += ["", f"## {r.spec.claim} ({r.spec.section}): {r.spec.title}", "", f"> {r.spec.zh}", ">", f"> {r.spec.en}", "",
-                  f"**Verdict: {r.verdict}** ({r.reason})", ""]
+                  f"**Verdict: {r.verdict}** ({r.reason})", ""] + ([f"Scale: {r.scale}", ""] if r.scale else [])
         if r.statistics:
             lines += [f"- {_shown(r, n, s)}: {s.unit}; {s.method}" for n, s in _ordered(r)]
             if row.supported_if:
@@ -184,14 +184,15 @@ def _markdown(results: list[ClaimResult], table: pd.DataFrame, title: str) -> st
 def _html(results: list[ClaimResult], table: pd.DataFrame, figures: dict[str, Path], title: str) -> str:
     e = html.escape
     rows = "".join(f'<tr><td><a href="#{e(r.claim)}">{e(r.claim)}</a></td><td>{e(r.section)}</td>'
-                   f'<td style="color:{_COLOUR.get(r.verdict, "#000")}"><b>{e(r.verdict)}</b>{e(_look(r.look))}{e(_partial(r.coverage))}{e(_flag(r.freeze))}</td>'
+                   f'<td style="color:{_COLOUR.get(r.verdict, "#000")}"><b>{e(r.verdict)}</b>{e(_at(r.scale))}{e(_look(r.look))}'
+                   f'{e(_partial(r.coverage))}{e(_flag(r.freeze))}</td>'
                    f"<td>{e(r.statistics or '-')}</td><td>{e(r.title)}</td></tr>" for r in table.itertuples())
     sections = "".join(_html_section(r, figures.get(r.spec.claim)) for r in results) + _html_power(results)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title><style>'
             "body{font-family:sans-serif;max-width:60em;margin:auto;padding:1em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}blockquote{border-left:4px solid #ccc;"
             "margin:0;padding-left:1em}img{max-width:100%}code{background:#f4f4f4}</style></head><body>"
-            f'<h1>{e(title)}</h1><table id="summary"><thead><tr><th>claim</th><th>section</th><th>verdict</th>'
+            f'<h1>{e(title)}</h1><table id="summary"><thead><tr><th>claim</th><th>section</th><th>verdict, at its scale</th>'
             f"<th>statistic [95% CI]</th><th>what the article says</th></tr></thead><tbody>{rows}</tbody></table>{sections}</body></html>\n")
 
 
@@ -200,6 +201,8 @@ def _html_section(r: ClaimResult, figure: Path | None) -> str:
     parts = [f'<section id="{e(r.spec.claim)}"><h2>{e(r.spec.claim)} ({e(r.spec.section)}): {e(r.spec.title)}</h2>',
              f'<blockquote><p lang="zh">{e(r.spec.zh)}</p><p>{e(r.spec.en)}</p></blockquote>',
              f'<p><b style="color:{_COLOUR.get(r.verdict, "#000")}">{e(r.verdict)}</b>: {e(r.reason)}</p>']
+    if r.scale:
+        parts.append(f'<p class="scale">scale: {e(r.scale)}</p>')
     if r.statistics:
         rules = (f"<li>supported if <code>{e(r.spec.supported_if.text)}</code></li>"
                  f"<li>contradicted if <code>{e(r.spec.contradicted_if.text)}</code></li>") if r.spec.supported_if else ""
@@ -228,6 +231,19 @@ def _html_power(results: list[ClaimResult]) -> str:
     return (f'<section id="power"><h2>Power of the undecided claims</h2><p>{e(lines[3])}</p><table><thead><tr>'
             f"{cells(head, 'th')}</tr></thead><tbody>{''.join('<tr>' + cells(row, 'td') + '</tr>' for row in body)}"
             "</tbody></table></section>")
+
+
+def at_scale(verdict: str, scale: str) -> str:
+    """The verdict with the scale it was reached at, as the summary tables show it.
+
+    >>> at_scale("reversed", "2 layers x 128, 2 epochs"), at_scale("not measured", "")
+    ('reversed at 2 layers x 128, 2 epochs', 'not measured')
+    """
+    return verdict + _at(scale)
+
+
+def _at(scale: str) -> str:
+    return f" at {scale}" if scale else ""
 
 
 def _flag(freeze: str) -> str:

@@ -71,6 +71,7 @@ class ClaimResult:
     rule_committed_at: str = ""
     first_job: str = ""         # the first job's start (UTC) and where it was read
     freeze: str = ""            # the flag when the rule is newer than the first job
+    scale: str = ""             # where the evidence was reached: layers x d_model, heads, length, data, seeds (reproduce.scale)
 
 
 def decide(spec: ClaimSpec, statistics: dict[str, Statistic], source: str = "") -> ClaimResult:

@@ -13,10 +13,10 @@ def store_command_schemas(store: Any) -> None:
     needs no line here."""
     import importlib
     import pkgutil
+    from pathlib import Path
 
-    import headlab.config as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        schema = getattr(importlib.import_module(f"{package.__name__}.{info.name}"), "SCHEMA", None)
+    package = __name__.rpartition(".")[0]
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        schema = getattr(importlib.import_module(f"{package}.{info.name}"), "SCHEMA", None)
         if schema is not None:
             store.store(name=f"{info.name}_schema", node=schema)

@@ -90,3 +90,10 @@ def test_noise_before_a_late_rise_is_never_dated_as_its_start():
         y = 0.05 + np.random.default_rng(seed).normal(0, 0.003, steps.size) + np.where(steps >= 2500, 0.5, 0.0)
         found.add(rise_start(steps, y, min_rise=0.3))
     assert found <= {2450, 2500}  # 2,450: the noise just before the rise already above the bar (one interval)
+
+
+def test_a_bump_that_falls_back_before_the_head_forms_is_not_its_start():
+    # L1H0 of experiment=induction seed=103 (2026-12-02), every 100 steps: up at 400-600, back by 700,
+    # the rise proper from 1,100
+    l1h0 = [0.027, 0.023, 0.03, 0.025, 0.041, 0.042, 0.037, 0.031, 0.03, 0.035, 0.04, 0.081, 0.29, 0.375, 0.395, 0.405]
+    assert rise_start(range(0, 1501, 100), l1h0, min_rise=0.3) == 1100

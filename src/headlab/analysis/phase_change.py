@@ -1,10 +1,10 @@
 """When a trajectory changes level: the onset of an induction head, the loss drop, the ICL jump.
 
 `rise_start` dates the START of a rise: the first measurement above the recent baseline (the
-mean of up to `window` measurements before it) by more than `k_sd` standard errors, with the
-next `confirm` measurements above the same bar. It reads nothing after the confirming
-measurements, so a run that goes on longer after the rise cannot move it; a head counts as formed
-once its score has risen `min_rise` above that baseline. `onset_step` (below) is the older
+mean of up to `window` measurements before it) by more than `k_sd` standard errors, with every
+measurement after it above the same bar until the score has risen `min_rise` above that baseline
+(the head formed), and at least the next `confirm`. It reads nothing after that, so a run that
+goes on longer after the rise cannot move it. `onset_step` (below) is the older
 midpoint of the jump, kept beside it.
 
 A fixed threshold alone dates a rise by where the curve happens to cross it, so a head that
@@ -64,8 +64,9 @@ def rise_start(steps: Sequence[int], values: Sequence[float], min_rise: float, d
     Causal: candidate i's baseline is values[i-window:i], the recent level (a loss that drifts down
     while it learns the unigrams has moved on from step 0's); values[i], ..., values[i+confirm]
     must all lie above its mean by more than max(k_sd x the standard error of one new measurement,
-    RISE_SD_FLOOR x min_rise), and the trajectory must reach min_rise above that mean at some later
-    measurement (a drift that never becomes a rise is skipped).
+    RISE_SD_FLOOR x min_rise), and so must every measurement from i until the trajectory reaches
+    min_rise above that mean (a bump that falls back before the head forms, or a drift that never
+    becomes a rise, is skipped). Nothing after that point is read.
 
     >>> rise_start([0, 10, 20, 30, 40, 50, 60, 70], [0.0, 0.01, 0.0, 0.01, 0.0, 0.2, 0.6, 0.9], min_rise=0.5)
     50
@@ -78,7 +79,12 @@ def rise_start(steps: Sequence[int], values: Sequence[float], min_rise: float, d
     floor = RISE_SD_FLOOR * min_rise
     for i in range(RISE_MIN_BASELINE, y.size - confirm):
         level, spread = _baseline(y[max(0, i - window):i])
-        if (y[i:i + confirm + 1] > level + max(k_sd * spread, floor)).all() and y[i:].max() - level >= min_rise:
+        risen = np.flatnonzero(y[i:] - level >= min_rise)
+        if risen.size == 0:
+            continue
+        end = max(confirm, int(risen[0]))  # held from i until formed, and at least `confirm` after i
+        held = y[i:i + end + 1]
+        if held.size == end + 1 and (held > level + max(k_sd * spread, floor)).all():
             return int(steps[i])
     return None
 

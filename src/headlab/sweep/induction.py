@@ -53,8 +53,8 @@ def induction_table(runs_by_config: dict[str, list[Run]], tags: pd.DataFrame) ->
                                   "n_formed": int((frame["max_induction_score"].fillna(0) >= FORMED).sum()),
                                   "n_coincide": int(frame["coincide"].fillna(0).sum())}
         for name in ("onset_step", "midpoint_step", "loss_drop_step", "icl_jump_step"):
-            row.update(mean_ci(frame[name]).columns(name))
-            new_seed = prediction_interval(frame[name])
+            row.update(mean_ci(frame[name], bounds=(0.0, math.inf)).columns(name))  # steps: never below 0
+            new_seed = prediction_interval(frame[name], bounds=(0.0, math.inf))
             row.update({f"{name}_pi95_low": new_seed.low, f"{name}_pi95_high": new_seed.high})
         row.update(_seed_coincidence(frame))
         row.update(mean_ci(frame["max_induction_score"], bounds=(0.0, 1.0)).columns("max_induction_score"))

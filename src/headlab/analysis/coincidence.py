@@ -9,8 +9,8 @@ compared with a shuffled baseline that keeps the grid and the number of onsets:
 - `seed_coincidence` (a sweep): the mean |onset_s - drop_s| over seeds s, against the same mean with
   the drops shuffled across seeds (every permutation when there are few, else `n_draws` of them).
 
-p = the share of shuffles at least as close (the observed order counted once): small when the onsets sit nearer their own drop than
-shuffled ones do. Seeded numpy RNG, so the p-value is reproducible.
+p = the share of shuffles at least as close (the observed order counted once): small when the
+onsets sit nearer their own drop than shuffled ones do. Seeded numpy RNG, so the p-value is reproducible.
 """
 
 from __future__ import annotations

@@ -160,7 +160,8 @@ class LMHeadMetricsCallback(L.Callback):
         icl = [e["icl_score"] for e in self.history]
         loss_drop = rise_start(steps, repeat_loss, self.min_drop, direction="down")
         formed = [step for step in onsets.values() if step is not None]
-        coincide = None if loss_drop is None or not formed else all(abs(s - loss_drop) <= self.coincide_steps for s in formed)
+        coincide = None if loss_drop is None or not formed \
+            else all(abs(s - loss_drop) <= self.coincide_steps for s in formed)
         facts = {"induction_onset_steps": onsets, "induction_midpoint_steps": midpoints,
                  "max_induction_score": max_scores, "max_induction_score_overall": max(max_scores.values()),
                  "loss_drop_step": loss_drop,

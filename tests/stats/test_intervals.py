@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from headlab.stats import cluster_proportion_ci, paired_ci, proportion_ci
+from headlab.stats import cluster_proportion_ci, mean_ci, paired_ci, prediction_interval, proportion_ci
 from headlab.stats.decisions import holm, minimum_detectable, one_sided_p, seeds_to_decide
 
 
@@ -66,3 +66,19 @@ def test_power_against_the_noncentral_t():
     crit = stats.t.ppf(0.975, n - 1)  # one-sided at ALPHA 0.025
     assert stats.nct.sf(crit, n - 1, d * math.sqrt(n)) == pytest.approx(0.8, abs=1e-5)
     assert seeds_to_decide(d, 1.0) == pytest.approx(n, abs=1e-3)
+
+
+def test_prediction_interval_is_t_with_sqrt_one_plus_one_over_n_and_covers_a_new_seed():
+    values = [1000, 1100, 1200, 1300, 1400]
+    half = 2.7764451051977987 * np.std(values, ddof=1) * np.sqrt(1 + 1 / 5)  # t(0.975, 4), by hand
+    pi = prediction_interval(values)
+    assert (pi.low, pi.high) == pytest.approx((1200 - half, 1200 + half))
+    assert pi.high - pi.low > mean_ci(values).high - mean_ci(values).low  # wider than the mean's CI
+    rng = np.random.default_rng(0)
+    covered = 0
+    for _ in range(2000):  # a new draw lands inside the interval of 10 earlier ones ~95 % of the time
+        sample = rng.normal(1200, 150, 11)
+        one = prediction_interval(sample[:10])
+        covered += one.low <= sample[10] <= one.high
+    assert 0.93 <= covered / 2000 <= 0.97
+    assert np.isnan(prediction_interval([5.0]).low)

@@ -41,3 +41,16 @@ def test_control_without_onsets_has_nan_onset_and_none_formed():
 def test_classifier_runs_give_no_table():
     run = Run(job="0", run_dir=Path("0"), status="completed", summary={"val_acc": 0.9})
     assert run_onsets(run) is None and induction_table({"x": [run]}, pd.DataFrame()).empty
+
+
+def test_new_seed_prediction_interval_and_the_shuffled_drop_test_sit_beside_the_mean():
+    runs = [_run("0", {"L1H0": 1300}, 1300, 0.9, True), _run("1", {"L1H0": 1500}, 1500, 0.8, True),
+            _run("2", {"L1H0": 1700}, 1700, 0.7, True)]
+    runs[0].summary["lm"]["induction_midpoint_steps"] = {"L1H0": 1450}
+    row = induction_table({"n_layers=2": runs}, pd.DataFrame()).iloc[0]
+    half = stats.t.ppf(0.975, 2) * stats.tstd([1300, 1500, 1700]) * (1 + 1 / 3) ** 0.5  # by hand
+    assert (row["onset_step_pi95_low"], row["onset_step_pi95_high"]) == pytest.approx((1500 - half, 1500 + half))
+    assert row["onset_step_pi95_high"] - row["onset_step_pi95_low"] > row["onset_step_ci95_high"] - row["onset_step_ci95_low"]
+    # each seed on its own drop: the identity is 1 of the 3! orders with gap 0
+    assert row["onset_loss_drop_gap"] == 0 and row["onset_loss_drop_p"] == pytest.approx(1 / 6)
+    assert row["midpoint_step_mean"] == 1450 and pd.isna(row["midpoint_step_ci95_low"])  # one seed has a midpoint

@@ -87,3 +87,13 @@ def test_written_from_run_dirs_only_when_the_runs_span_several_b_c(tmp_path):
     assert write_induction_scaling(tmp_path / "agg2", {"x": one_grid_point}) == []
     classifier = Run(job="c", run_dir=tmp_path / "c", status="completed", summary={"val_acc": 0.9})
     assert write_induction_scaling(tmp_path / "agg3", {"c": [classifier]}) == []
+
+
+def test_scaling_rows_carry_the_new_seed_prediction_interval():
+    from scipy import stats as st
+
+    per_run = pd.DataFrame({"config": "c", "batch_size": 8, "context": 33, "onset_step": [1000, 1200, 1400],
+                            "max_induction_score": 0.9})
+    row = scaling_table(per_run).iloc[0]
+    half = st.t.ppf(0.975, 2) * 200 * (4 / 3) ** 0.5  # sd of 1000, 1200, 1400 is 200
+    assert (row["onset_step_pi95_low"], row["onset_step_pi95_high"]) == pytest.approx((1200 - half, 1200 + half))

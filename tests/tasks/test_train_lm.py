@@ -87,3 +87,11 @@ def test_experiment_induction_zh_is_the_induction_model_on_the_reviews(tmp_path)
     assert cfg.data._target_.endswith("ReviewsLMDataModule") and cfg.module._target_.endswith("CausalLMModule")
     assert cfg.model.n_layers == 2 and cfg.model.attn_only is True and cfg.data.probe_vocab == 256
     assert 1 + cfg.data.probe_max_gap + 2 * cfg.data.probe_half_len <= cfg.data.max_len == cfg.model.max_len
+
+
+def test_dense_window_from_the_command_line_measures_finer_inside_it(tmp_path, one_thread):
+    run = tmp_path / "run"
+    dense = ["callbacks.lm_metrics.dense_every_n_steps=2", "callbacks.lm_metrics.dense_from=4",
+             "callbacks.lm_metrics.dense_to=8", "callbacks.lm_metrics.figures=false"]
+    train_keeping_threads(compose_train_config(run, TINY_LM + dense))
+    assert sorted(pd.read_parquet(run / "head_metrics.parquet")["step"].unique()) == [0, 4, 6, 8, 10]

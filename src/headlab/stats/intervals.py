@@ -79,6 +79,29 @@ class Interval:
     df: float = math.nan
 
 
+def prediction_interval(values: Iterable[float], confidence: float = CONFIDENCE,
+                        bounds: tuple[float, float] = (-math.inf, math.inf)) -> Interval:
+    """Where one NEW seed's value should fall: Student's t with n - 1 df about the mean, scale
+    sd sqrt(1 + 1/n) (scipy.stats.t.interval). The mean's CI shrinks with more seeds; this does not,
+    so a fresh run outside the mean's CI is no surprise when it is inside this.
+
+    >>> c = prediction_interval([1000, 1100, 1200, 1300, 1400])
+    >>> round(c.low), round(c.high)
+    (719, 1681)
+    """
+    if not 0 < confidence < 1:
+        raise ConfigError("confidence", confidence, "a level strictly between 0 and 1")
+    x = pd.to_numeric(pd.Series(list(values), dtype="object"), errors="coerce").to_numpy(dtype=np.float64)
+    x = x[np.isfinite(x)]
+    method = "t prediction interval for a new seed"
+    if x.size < 2:
+        return Interval(float(x.mean()) if x.size else math.nan, math.nan, math.nan, int(x.size), method)
+    scale = float(x.std(ddof=1) * math.sqrt(1 + 1 / x.size))
+    low, high = stats.t.interval(confidence, df=x.size - 1, loc=float(x.mean()), scale=scale)
+    return Interval(float(x.mean()), max(float(low), bounds[0]), min(float(high), bounds[1]), int(x.size), method,
+                    se=scale, df=float(x.size - 1))
+
+
 def proportion_ci(successes: int, trials: int, confidence: float = CONFIDENCE) -> Interval:
     """Clopper-Pearson (exact) interval of `successes` of `trials` (scipy.stats.binomtest).
 

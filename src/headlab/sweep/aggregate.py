@@ -17,7 +17,7 @@ Writes into `out_dir` (default `<sweep_dir>/aggregate/`), every file atomically:
 | `sweep_importance.csv`, `sweep_importance_tau.csv` | only when runs hold `head_importance.parquet`: see `headlab.sweep.importance` |
 | `sweep_redundancy.csv`, `sweep_redundancy_runs.csv` | config (and run): near-duplicate head fraction at the last measurement, mean and 95% t-interval over seeds: see `headlab.sweep.redundancy` |
 | `sweep_prune.csv`, `sweep_prune_runs.csv` | (config, prune label) and (run, prune label): share of heads pruned, accuracy drop and measured speed-up of each job's `headlab-prune` (only when jobs hold prune.json): see `headlab.sweep.pruning` |
-| `induction_onsets.csv`, `induction_scaling.csv` (+ `figures/induction_scaling.png`) | config of LM runs: onsets with seed CIs (`headlab.sweep.induction`); onset tokens vs N = T sqrt(B C) when the runs span several (B, C) (`headlab.sweep.induction_scaling`) |
+| `induction_onsets.csv`, `induction_scaling.csv` (+ `figures/induction_scaling.png`) | config of LM runs: onsets (start of the rise) with seed CIs and new-seed prediction intervals, the loss-drop coincidence against shuffled seeds (`headlab.sweep.induction`); onset tokens vs N = T sqrt(B C) when the runs span several (B, C) (`headlab.sweep.induction_scaling`) |
 | `figures/*.png` | see `headlab.plots.sweep` |
 
 With the figures, the commands that aggregate (`headlab-aggregate`, `headlab-importance SWEEP_DIR`) also

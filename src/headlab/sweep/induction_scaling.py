@@ -6,11 +6,11 @@ N_pt = T * sqrt(B * C), with B the batch size (sequences), C the context size (t
 sequence) and T ~ 10^5.7, independent of model size. In steps that is T / sqrt(B C): a larger batch
 or context forms the heads in fewer steps but more tokens.
 
-Per run (`scaling_facts`): its onset step (the earliest head's change-point onset,
+Per run (`scaling_facts`): its onset step (the earliest head's start of the rise,
 `headlab.sweep.induction.run_onsets`), B = data.batch_size and C = data.max_len from its saved
 config, and the onset in tokens = onset step x B x C. Per config (`scaling_table`): the mean and
-95 % t-interval over seeds of the onset step and tokens (seeds that formed no onset are left out
-and counted), the prediction in tokens and steps, measured / predicted, and the T the measured
+95 % t-interval over seeds of the onset step and tokens and the onset step's prediction interval
+for a new seed (seeds that formed no onset are left out and counted), the prediction in tokens and steps, measured / predicted, and the T the measured
 onset implies (onset tokens / sqrt(B C), as log10). Written as `induction_scaling.csv` and
 `figures/induction_scaling.png` when the sweep's LM runs span more than one (B, C).
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from headlab.errors import DataError
-from headlab.stats import mean_ci
+from headlab.stats import mean_ci, prediction_interval
 from headlab.store import atomic_write_csv
 from headlab.sweep.induction import FORMED, run_onsets
 from headlab.sweep.runs import Run
@@ -69,6 +69,8 @@ def scaling_table(per_run: pd.DataFrame, t_log10: float = T_LOG10) -> pd.DataFra
                                   "n_formed": int((pd.to_numeric(group["max_induction_score"], errors="coerce")
                                                    .fillna(0) >= FORMED).sum())}
         row.update(mean_ci(steps, bounds=(0.0, math.inf)).columns("onset_step"))
+        new_seed = prediction_interval(steps, bounds=(0.0, math.inf))
+        row.update(onset_step_pi95_low=new_seed.low, onset_step_pi95_high=new_seed.high)
         row.update(mean_ci(steps * tokens_per_step, bounds=(0.0, math.inf)).columns("onset_tokens"))
         measured = row["onset_tokens_mean"]
         row.update(predicted_tokens=predicted, predicted_step=predicted / tokens_per_step,

@@ -8,10 +8,13 @@ random tokens, the copy a fixed distance back, `data.repeated_probe`) and the IC
 probe. Per-head rows go to `head_metrics.parquet` (the run contract's long format); `lm/probe_loss`,
 `lm/icl_score` (and `_se`), `lm/rep_icl_score` (and `_se`) and `heads/{metric}/L{l}H{h}` go to the
 loggers (metrics.csv). At fit end `summary_facts()` puts into summary.json: each head's induction onset
-(the change-point of its score, `headlab.analysis.phase_change`, counted only if the level rises
-by `min_rise`), the steps of the loss drop on the probe's repeated block (the tokens only
-induction predicts) and of the ICL jump (change-points falling by `min_drop` nats), whether the heads' onsets coincide with the loss drop (within `coincide_steps`),
-each head's final LM role and the measurement time.
+(the START of its score's rise, `headlab.analysis.phase_change.rise_start`, counted only if the score
+rises by `min_rise`; the old change-point midpoint beside it as `induction_midpoint_steps`), the
+start of the loss drop on the probe's repeated block (the tokens only induction predicts) and of the
+ICL jump (falling by `min_drop` nats; midpoints beside), how close the onsets sit to the loss drop
+against onsets redrawn on the same grid (`headlab.analysis.coincidence`; the fixed `coincide_steps`
+check is kept beside), each head's final LM role and the measurement time. `dense_every_n_steps`
+over [`dense_from`, `dense_to`] measures finer where the transition is expected (off by default).
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from typing import Any
 import lightning as L
 import numpy as np
 
+from headlab.analysis.coincidence import grid_coincidence
 from headlab.analysis.lm_heads import lm_roles
-from headlab.analysis.phase_change import onset_step
+from headlab.analysis.phase_change import RISE_CONFIRM, RISE_MIN_BASELINE, onset_step, rise_start
 from headlab.errors import ConfigError
 from headlab.measure.lm_probe import LMMeasurement, measure_lm_probe
 from headlab.model.hooks import capture_patterns
@@ -38,9 +42,12 @@ class LMHeadMetricsCallback(L.Callback):
 
     def __init__(self, output_dir: str | None = None, every_n_steps: int = 50, chunk_size: int = 64,
                  min_rise: float = 0.3, min_drop: float = 1.0, coincide_steps: int = 200,
-                 log_to_loggers: bool = True, figures: bool = True, standard_probe_size: int = 256) -> None:
+                 log_to_loggers: bool = True, figures: bool = True, standard_probe_size: int = 256,
+                 dense_every_n_steps: int | None = None, dense_from: int = 0, dense_to: int = 0) -> None:
         if not isinstance(every_n_steps, int) or every_n_steps < 1:
             raise ConfigError("callbacks.lm_metrics.every_n_steps", every_n_steps, "an integer >= 1")
+        _check_dense(every_n_steps, dense_every_n_steps, dense_from, dense_to)
+        self.dense_every_n_steps, self.dense_from, self.dense_to = dense_every_n_steps, dense_from, dense_to
         if not isinstance(standard_probe_size, int) or isinstance(standard_probe_size, bool) or standard_probe_size < 0:
             raise ConfigError("callbacks.lm_metrics.standard_probe_size", standard_probe_size, "an integer >= 0 (0: off)")
         if not isinstance(chunk_size, int) or chunk_size < 1:
@@ -65,8 +72,16 @@ class LMHeadMetricsCallback(L.Callback):
             self._measure(trainer, pl_module)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
-        if trainer.global_step % self.every_n_steps == 0:
+        if self.due(trainer.global_step):
             self._measure(trainer, pl_module)
+
+    def due(self, step: int) -> bool:
+        """Measure at this step: every `every_n_steps`, and every `dense_every_n_steps` inside
+        [dense_from, dense_to] (the window where the transition is expected, dated finer)."""
+        if step % self.every_n_steps == 0:
+            return True
+        return self.dense_every_n_steps is not None and self.dense_from <= step <= self.dense_to \
+            and step % self.dense_every_n_steps == 0
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self.history or self.history[-1]["step"] != trainer.global_step:
@@ -128,24 +143,38 @@ class LMHeadMetricsCallback(L.Callback):
         self.measure_s += time.perf_counter() - started
 
     def phase_change(self) -> dict[str, Any]:
-        """Onsets per head, the loss drop, the ICL jump and whether they coincide (None: no change)."""
+        """Onsets (start of the rise) per head, the loss drop and ICL jump (start of the fall), their
+        midpoints (the earlier dating), and how close the onsets sit to the drop against the grid's chance."""
         if len(self.history) < 2:
             return {}
         steps = [entry["step"] for entry in self.history]
         induction = np.array([np.concatenate([np.asarray(layer) for layer in e["induction"]]) for e in self.history])
         n_heads = len(self.history[0]["induction"][0])
-        onsets, max_scores = {}, {}
+        onsets, midpoints, max_scores = {}, {}, {}
         for index in range(induction.shape[1]):
             name = f"L{index // n_heads}H{index % n_heads}"
-            onsets[name] = onset_step(steps, induction[:, index], self.min_rise)
+            onsets[name] = rise_start(steps, induction[:, index], self.min_rise)
+            midpoints[name] = onset_step(steps, induction[:, index], self.min_rise)
             max_scores[name] = round(float(induction[:, index].max()), 4)
-        loss_drop = onset_step(steps, [e.get("repeat_loss", e["probe_loss"]) for e in self.history], self.min_drop, direction="down")
-        icl_jump = onset_step(steps, [e["icl_score"] for e in self.history], self.min_drop, direction="down")
+        repeat_loss = [e.get("repeat_loss", e["probe_loss"]) for e in self.history]
+        icl = [e["icl_score"] for e in self.history]
+        loss_drop = rise_start(steps, repeat_loss, self.min_drop, direction="down")
         formed = [step for step in onsets.values() if step is not None]
-        coincide = None if loss_drop is None or not formed else all(abs(s - loss_drop) <= self.coincide_steps for s in formed)
-        return {"induction_onset_steps": onsets, "max_induction_score": max_scores,
-                "max_induction_score_overall": max(max_scores.values()), "loss_drop_step": loss_drop,
-                "icl_jump_step": icl_jump, "onsets_coincide_with_loss_drop": coincide}
+        coincide = None if loss_drop is None or not formed \
+            else all(abs(s - loss_drop) <= self.coincide_steps for s in formed)
+        facts = {"induction_onset_steps": onsets, "induction_midpoint_steps": midpoints,
+                 "max_induction_score": max_scores, "max_induction_score_overall": max(max_scores.values()),
+                 "loss_drop_step": loss_drop,
+                 "loss_drop_midpoint_step": onset_step(steps, repeat_loss, self.min_drop, direction="down"),
+                 "icl_jump_step": rise_start(steps, icl, self.min_drop, direction="down"),
+                 "icl_jump_midpoint_step": onset_step(steps, icl, self.min_drop, direction="down"),
+                 "onsets_coincide_with_loss_drop": coincide}
+        candidates = steps[RISE_MIN_BASELINE:len(steps) - RISE_CONFIRM]
+        if loss_drop is not None and formed and candidates:
+            test = grid_coincidence(formed, loss_drop, candidates)
+            facts.update({"onset_loss_drop_gap": round(test.gap, 1), "onset_loss_drop_null_gap": round(test.null_gap, 1),
+                          "onset_loss_drop_p": round(test.p_value, 5)})
+        return facts
 
     def summary_facts(self) -> dict[str, Any]:
         """What summary.json gets under `lm` (and `measure_s`, the time measuring took)."""
@@ -178,3 +207,15 @@ class LMHeadMetricsCallback(L.Callback):
 def _rounded(value: float | None) -> float | None:
     """4 decimals, None for NaN (summary.json holds no NaN)."""
     return None if value is None or not np.isfinite(value) else round(float(value), 4)
+
+
+def _check_dense(every: int, dense_every: int | None, start: Any, end: Any) -> None:
+    """The dense window: off (None), or a cadence finer than `every` over an ordered step range."""
+    if dense_every is None:
+        return
+    if not isinstance(dense_every, int) or isinstance(dense_every, bool) or not 1 <= dense_every < every:
+        raise ConfigError("callbacks.lm_metrics.dense_every_n_steps", dense_every,
+                          f"an integer from 1 to every_n_steps - 1 ({every - 1}), or null (off)")
+    if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end):
+        raise ConfigError("callbacks.lm_metrics.dense_from/dense_to", f"{start}/{end}",
+                          "integers with 0 <= dense_from < dense_to (the steps measured densely)")

@@ -36,6 +36,8 @@ store the index), new roles are appended.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dataclasses import dataclass
 
 import torch
@@ -116,7 +118,7 @@ def classify_roles(metrics: dict[str, Tensor], thresholds: RoleThresholds = Role
     >>> classify_roles(m)
     ['previous_token', 'broad', 'sink']
     """
-    v = _checked(metrics)
+    v = checked_metrics(metrics, ROLE_METRICS, "attention_metrics")
     t = thresholds
     n_heads = v["confidence"].shape[0]
     boundary = v["cls_attention"].nan_to_num(0.0) + v["last_attention"].nan_to_num(0.0)
@@ -157,12 +159,13 @@ def _position_mass(position: dict[str, Tensor] | None, n_heads: int) -> Tensor:
     return mass.nan_to_num(0.0)
 
 
-def _checked(metrics: dict[str, Tensor]) -> dict[str, Tensor]:
-    """The required metrics as 1-D CPU tensors of equal length (comparisons with NaN are False)."""
-    missing = [k for k in ROLE_METRICS if k not in metrics]
+def checked_metrics(metrics: dict[str, Tensor], names: Sequence[str], source: str) -> dict[str, Tensor]:
+    """The metrics `names` a role rule reads as 1-D CPU float64 tensors of equal length (comparisons
+    with NaN are False); `source` names what to pass when one is missing."""
+    missing = [k for k in names if k not in metrics]
     if missing:
-        raise DataError("metrics", f"missing {missing}; pass the output of attention_metrics")
-    values = {k: torch.as_tensor(metrics[k]).detach().cpu().double().reshape(-1) for k in ROLE_METRICS}
+        raise DataError("metrics", f"missing {missing}; pass the output of {source}")
+    values = {k: torch.as_tensor(metrics[k]).detach().cpu().double().reshape(-1) for k in names}
     lengths = {v.shape[0] for v in values.values()}
     if len(lengths) != 1:
         raise DataError("metrics", f"every metric must be [head] with one head count, got {sorted(lengths)}")

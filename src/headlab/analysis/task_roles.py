@@ -34,7 +34,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from headlab.analysis.roles import ROLE_METRICS, RoleThresholds, _position_mass  # one position reader for both rules
+from headlab.analysis.roles import ROLE_METRICS, RoleThresholds, _position_mass, checked_metrics  # one position reader for both rules
 from headlab.errors import ConfigError, DataError
 
 # What the decision reads: position 0 ([CLS]) | every real position | the last real position (an LM's next token).
@@ -83,7 +83,7 @@ def classify_task_roles(metrics: dict[str, Tensor], decision: str, thresholds: R
     """
     if decision not in DECISIONS:
         raise ConfigError("decision", decision, f"one of {list(DECISIONS)}")
-    v = _checked(metrics)
+    v = checked_metrics(metrics, TASK_METRICS, "attention_metrics over the decision's queries")
     t = thresholds
     n_heads = v["confidence"].shape[0]
     cls = v["cls_attention"].nan_to_num(0.0)
@@ -105,13 +105,3 @@ def classify_task_roles(metrics: dict[str, Tensor], decision: str, thresholds: R
     return [next((role for role, passed in rules if passed[h]), "mixed") for h in range(n_heads)]
 
 
-def _checked(metrics: dict[str, Tensor]) -> dict[str, Tensor]:
-    """The rule's metrics as 1-D CPU float64 tensors of one length (comparisons with NaN are False)."""
-    missing = [k for k in TASK_METRICS if k not in metrics]
-    if missing:
-        raise DataError("metrics", f"missing {missing}; pass the output of attention_metrics over the decision's queries")
-    values = {k: torch.as_tensor(metrics[k]).detach().cpu().double().reshape(-1) for k in TASK_METRICS}
-    lengths = {x.shape[0] for x in values.values()}
-    if len(lengths) != 1:
-        raise DataError("metrics", f"every metric must be [head] with one head count, got {sorted(lengths)}")
-    return values

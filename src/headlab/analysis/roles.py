@@ -37,7 +37,6 @@ store the index), new roles are appended.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from dataclasses import dataclass
 
 import torch

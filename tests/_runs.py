@@ -65,8 +65,9 @@ def train_keeping_threads(cfg: DictConfig) -> dict:
 
 
 def file_listing(path: Path) -> list[tuple[str, int]]:
-    """Every file under `path` with its modification time: equal listings = nothing written."""
-    return sorted((str(p.relative_to(path)), p.stat().st_mtime_ns) for p in path.rglob("*"))
+    """Every file under `path` with its modification time: equal listings = nothing written. Folders are
+    listed by name only: a command's write probe (headlab.store.faults) touches a folder's mtime, no file."""
+    return sorted((str(p.relative_to(path)), p.stat().st_mtime_ns if p.is_file() else 0) for p in path.rglob("*"))
 
 
 def gated_val_loss(net, loader, gates) -> float:

@@ -9,6 +9,7 @@ is the same.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from pathlib import Path
@@ -82,12 +83,12 @@ def main(prog: str = "headlab-train") -> None:
     except HeadlabError as err:
         print(f"{PROG['name']}: error: {err}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
+    signals = contextlib.nullcontext()
     if {"-m", "--multirun"} & set(sys.argv[1:]):
         from headlab.sweep.signals import SweepSignals
 
-        with SweepSignals(PROG["name"]):  # SIGTERM / SIGINT reach every job, none is left orphaned
-            code = run_hydra(prog, "train", _hydra_main, sys.argv[1:])
-    else:
+        signals = SweepSignals(PROG["name"])  # SIGTERM / SIGINT reach every job, none is left orphaned
+    with signals:
         code = run_hydra(prog, "train", _hydra_main, sys.argv[1:])
     if code:
         sys.exit(code)

@@ -22,7 +22,7 @@ from hydra.experimental.callback import Callback
 from headlab.errors import ConfigError, HeadlabError
 from headlab.store import RunDir
 
-# run folder (resolved) -> the open lock file this process holds on it
+# run folder (resolved) -> the open lock file this process holds on it (the lock lives as long as the file)
 _HELD: dict[Path, IO[str]] = {}
 
 
@@ -36,7 +36,6 @@ class RunLock:
     def __init__(self, run: RunDir, key: str = "hydra.run.dir") -> None:
         self.run, self.run_dir, self.key = run, run.path, key
         self._file: IO[str] | None = None
-        self._owner = False
 
     def __enter__(self) -> "RunLock":
         import fcntl

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -29,6 +30,29 @@ def _forget_hydra_config():
     from hydra.core.hydra_config import HydraConfig
 
     HydraConfig.instance().cfg = None
+
+
+@pytest.fixture(autouse=True)
+def _drop_log_handlers_of_the_test():
+    """An in-process Hydra app configures logging (hydra/job_logging): a console handler on the
+    stream of the moment, which under `capsys` is closed when the test ends, and a file handler in
+    its tmp run dir. Left in place they turn a later test's log lines into 'Logging error'
+    tracebacks on its stderr, so a test sees the handlers it set up and no later test does."""
+    before = {logger: list(logger.handlers) for logger in _loggers()}
+    yield
+    for logger in _loggers():
+        for handler in list(logger.handlers):
+            if handler in before.get(logger, ()) or type(handler).__module__.startswith("_pytest"):
+                continue
+            logger.removeHandler(handler)
+            if isinstance(handler, logging.FileHandler):
+                handler.close()
+
+
+def _loggers() -> list[logging.Logger]:
+    """The root logger and every named one (not the placeholders of names never asked for)."""
+    named = logging.root.manager.loggerDict.values()
+    return [logging.root, *(logger for logger in named if isinstance(logger, logging.Logger))]
 
 
 # ---- fixtures over tests/_runs.py: tiny trainings any test directory may use ------------------------------

@@ -162,8 +162,9 @@ def test_missing_or_ragged_metrics_raise():
 
 def test_role_ids():
     assert role_ids(list(ROLES)).tolist() == list(range(len(ROLES)))
-    # tables store the index: the first six keep the indices they had before sink/next/content
-    assert ROLES[:6] == ("previous_token", "local", "long_range", "broad", "vertical", "mixed")
+    # tables store the index: names are only ever appended (sink/next/content, then the LM's induction/duplicate)
+    assert ROLES[:9] == ("previous_token", "local", "long_range", "broad", "vertical", "mixed", "next_token", "sink",
+                         "content")
     assert role_ids(["vertical", "previous_token"]).dtype == torch.long
     with pytest.raises(ConfigError, match="role"):
-        role_ids(["induction"])
+        role_ids(["copying"])

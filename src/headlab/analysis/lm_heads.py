@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from headlab.analysis.roles import ROLES
 from headlab.errors import DataError
 
 LM_PATTERN_SCORES = ("prev_token_score", "duplicate_score", "induction_score")
@@ -165,6 +166,24 @@ def _check_tokens(tokens: Tensor) -> Tensor:
 
 LM_ROLES = {"prev_token_score": "previous", "duplicate_score": "duplicate", "induction_score": "induction"}
 LM_ROLE_THRESHOLD = 0.4
+
+
+# The LM roles under the shared role names (analysis.roles.ROLES): a previous-token head is the
+# classifier's `previous_token`; a head no pattern claims is `mixed`, the name of "no rule fired".
+LM_ROLE_NAMES = {"previous": "previous_token", "duplicate": "duplicate", "induction": "induction", "other": "mixed"}
+
+
+def lm_role_ids(scores: Tensor, threshold: float = LM_ROLE_THRESHOLD) -> Tensor:
+    """`[..., 3]` scores in `LM_PATTERN_SCORES` order -> `[...]` role ids into `analysis.roles.ROLES`
+    (float64, NaN where a score is NaN): `lm_roles`' rule, vectorised, for sweep tables and role
+    timelines that read LM and classifier runs alike."""
+    if scores.shape[-1] != len(LM_PATTERN_SCORES):
+        raise DataError("scores", tuple(scores.shape), f"a last dimension of {len(LM_PATTERN_SCORES)} ({', '.join(LM_PATTERN_SCORES)})")
+    scores = scores.double()
+    ids = torch.tensor([float(ROLES.index(LM_ROLE_NAMES[LM_ROLES[name]])) for name in LM_PATTERN_SCORES], dtype=torch.float64)
+    best, which = scores.nan_to_num(-1.0).max(dim=-1)
+    out = torch.where(best >= threshold, ids[which], torch.tensor(float(ROLES.index(LM_ROLE_NAMES["other"])), dtype=torch.float64))
+    return out.masked_fill(scores.isnan().any(dim=-1), float("nan"))
 
 
 def lm_roles(scores: dict[str, Tensor], threshold: float = LM_ROLE_THRESHOLD) -> list[str]:

@@ -45,7 +45,9 @@ from torch import Tensor
 from headlab.errors import ConfigError, DataError
 
 ROLES: tuple[str, ...] = ("previous_token", "local", "long_range", "broad", "vertical", "mixed",
-                          "next_token", "sink", "content")
+                          "next_token", "sink", "content",
+                          # a causal LM's roles (analysis.lm_heads.lm_role_ids), appended so stored ids keep their names
+                          "induction", "duplicate")
 
 # The descriptor of what a head does (sweep matching and bifurcation read these; kept as they were
 # so those numbers do not move with the rule) ...

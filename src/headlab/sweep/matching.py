@@ -15,13 +15,16 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from headlab.analysis.head_matching import HeadMatch, match_heads
+from headlab.analysis.lm_heads import LM_PATTERN_SCORES
 from headlab.analysis.roles import REQUIRED_METRICS
 from headlab.errors import DataError
+from headlab.sweep.lm_roles import ROLE_METRIC
 from headlab.sweep.runs import Run
 
 # The metrics the role rule reads: the descriptor of what a head does, for bifurcation and matching.
-DESCRIPTOR_METRICS: tuple[str, ...] = REQUIRED_METRICS
-ROLE_METRIC = "role"
+# A causal LM measures none of those but its pattern scores, which its role rule reads: a layer is
+# matched on whichever set every head of every seed has.
+DESCRIPTOR_METRICS: tuple[str, ...] = REQUIRED_METRICS + LM_PATTERN_SCORES
 
 
 def final_values(head_metrics: pd.DataFrame) -> pd.DataFrame:

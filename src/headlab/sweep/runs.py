@@ -20,6 +20,7 @@ import pandas as pd
 
 from headlab.errors import DataError
 from headlab.store import HEAD_METRICS, HEAD_PAIRS, RunDir, SweepDir
+from headlab.sweep.lm_roles import with_lm_roles
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def _read_files(run: Run) -> None:
         hint = " (still running, or killed without a chance to record it)" if run.status == "running" else ""
         run.reason = f"status {run.status!r}{hint}" + (f": {error}" if error else "")
         return
-    run.head_metrics = _read_optional_table(run, HEAD_METRICS, _METRIC_COLUMNS)
+    run.head_metrics = with_lm_roles(_read_optional_table(run, HEAD_METRICS, _METRIC_COLUMNS))  # LM runs: roles from scores
     run.head_pairs = _read_optional_table(run, HEAD_PAIRS, _PAIR_COLUMNS)
     run.val_curve = _read_val_curve(run)
 

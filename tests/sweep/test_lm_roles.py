@@ -1,0 +1,80 @@
+"""A causal LM sweep read like a classifier sweep: roles from the LM scores (`sweep.lm_roles`),
+seed matching on the pattern scores, and the late drift column (C13's continuous statistic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from headlab.analysis.lm_heads import LM_PATTERN_SCORES, LM_ROLE_NAMES, lm_role_ids, lm_roles
+from headlab.analysis.roles import ROLES
+from headlab.store import HEAD_METRICS, append_part, head_metric_rows
+from headlab.sweep.heads import head_summary, late_drift, seed_matches
+from headlab.sweep.lm_roles import with_lm_roles
+from headlab.sweep.runs import Run
+
+PREV, IND, DUP, MIXED = (ROLES.index(r) for r in ("previous_token", "induction", "duplicate", "mixed"))
+
+
+def test_role_ids_name_what_the_lm_role_rule_names():
+    scores = torch.rand(500, 3)
+    named = lm_roles({name: scores[:, i] for i, name in enumerate(LM_PATTERN_SCORES)})
+    assert [ROLES[int(i)] for i in lm_role_ids(scores)] == [LM_ROLE_NAMES[n] for n in named]
+    # hand-made: 0.4 is the threshold (inclusive), the largest share wins, NaN stays NaN
+    ids = lm_role_ids(torch.tensor([[0.4, 0.1, 0.0], [0.39, 0.2, 0.1], [0.1, 0.5, 0.6], [0.2, 0.9, 0.1],
+                                    [float("nan"), 0.9, 0.0]]))
+    assert ids[:4].tolist() == [PREV, MIXED, IND, DUP] and ids[4].isnan()
+
+
+def _lm_run(folder: Path, job: str, by_step: dict[int, list[list[float]]]) -> Run:
+    """A one-layer LM run: per step, each head's (previous, duplicate, induction) scores."""
+    folder.mkdir(parents=True)
+    for step, heads in by_step.items():
+        scores = np.asarray(heads, float)
+        layer = {name: scores[:, i] for i, name in enumerate(LM_PATTERN_SCORES)}
+        append_part(folder / HEAD_METRICS, step, head_metric_rows(job, step, 0, [layer]))
+    frame = pd.concat(pd.read_parquet(p) for p in sorted((folder / HEAD_METRICS).glob("*.parquet")))
+    return Run(job, folder, "completed", head_metrics=with_lm_roles(frame))
+
+
+def test_an_lm_run_gets_role_rows_settle_steps_and_final_roles(tmp_path):
+    run = _lm_run(tmp_path / "0", "0", {0: [[0.1, 0.1, 0.1], [0.1, 0.1, 0.1]],
+                                        100: [[0.7, 0.0, 0.0], [0.1, 0.1, 0.1]],
+                                        200: [[0.8, 0.0, 0.0], [0.1, 0.2, 0.5]],
+                                        300: [[0.8, 0.0, 0.0], [0.1, 0.2, 0.6]]})
+    roles = run.head_metrics[run.head_metrics["metric"] == "role"].sort_values(["step", "head"])
+    assert roles["value"].tolist() == [MIXED, MIXED, PREV, MIXED, PREV, IND, PREV, IND]
+    heads = head_summary(run, None).set_index("head")
+    assert heads["final_role"].tolist() == ["previous_token", "induction"]
+    assert heads["initial_role"].tolist() == ["mixed", "mixed"]
+    assert heads["role_bifurcation_step"].tolist() == [100.0, 200.0]
+    # late drift: the largest share change from the measurement nearest half the run (step 200 of 300... 100 and 200
+    # are equally near 150: the first, 100) to the last: head 0 0.8-0.7, head 1 0.6-0.1
+    assert np.allclose(heads["late_drift"], [0.1, 0.5])
+
+
+def test_a_run_with_its_own_roles_is_left_as_it_is():
+    table = pd.DataFrame({"step": [0, 0], "layer": [0, 0], "head": [0, 0], "metric": ["role", "prev_token_score"],
+                          "value": [3.0, 0.9]})
+    assert with_lm_roles(table) is table
+
+
+def test_late_drift_by_hand():
+    steps = np.array([0.0, 500, 1000, 1500, 2000])
+    shares = np.zeros((5, 2, 2))
+    shares[2, 0] = [0.2, 0.9]        # step 1000 is half of 2000
+    shares[4, 0] = [0.5, 0.4]        # |0.3|, |-0.5| -> 0.5
+    shares[:, 1, 0] = np.nan         # a metric head 1 never had is ignored
+    shares[:, 1, 1] = [0, 0, 0.3, 0.3, 0.35]
+    assert np.allclose(late_drift(steps, shares), [0.5, 0.05])
+    assert np.isnan(late_drift(steps[:1], shares[:1])).all()
+
+
+def test_lm_seeds_are_matched_on_the_pattern_scores(tmp_path):
+    a = _lm_run(tmp_path / "a", "a", {0: [[0.1] * 3, [0.1] * 3], 300: [[0.8, 0.0, 0.0], [0.0, 0.2, 0.7]]})
+    b = _lm_run(tmp_path / "b", "b", {0: [[0.1] * 3, [0.1] * 3], 300: [[0.0, 0.3, 0.6], [0.9, 0.0, 0.1]]})
+    matches = seed_matches([a, b])
+    assert matches["error"].tolist() == [""] and matches["same_role"].tolist() == [1.0]  # swapped heads found

@@ -29,7 +29,7 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     full = capsys.readouterr().out.splitlines()
     commands = [line for line in full if " -m sweep=" in line]
     assert len(commands) == 9 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
-    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C2, C4, C8, C10, C14, C15, C18",
+    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C2, C8, C10, C15, C18",
                                                                    "# heads_width-zh_reviews-full: C16"]
 
 
@@ -117,7 +117,7 @@ def test_only_selects_claims_in_any_case_and_order_of_the_specs():
 
 def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_time(capsys):
     """make reproduce-cpu: seeds 10-17 (10-19 on the heads synthetic sweep, run first; C6's version 5
-    on fresh seeds 20-35), zh reviews at max_len 128 with cls pooling, a wall time from the 2026-12-02
+    on fresh seeds 20-35; the LM sweep of C3, C4, C13, C14 on 300-307), zh reviews at max_len 128 with cls pooling, a wall time from the 2026-12-02
     run's measured step times, look 2 included, that stays under 2 hours on 2 cores; look 2: fresh seeds only."""
     import re
 
@@ -129,14 +129,17 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     assert len(sweeps) == 9
     assert [line for line in sweeps if ten in line] == [line for line in sweeps if "sweep_name=heads-synthetic-cpu" in line]
     assert [line for line in sweeps if fresh in line] == [line for line in sweeps if "sweep_name=posenc-synthetic-cpu-v5" in line]
-    assert all(eight in line for line in sweeps if ten not in line and fresh not in line)
+    lm = "seed=" + ",".join(map(str, range(300, 308))) + " "   # the roles claims moved to the LM: fresh seeds 300-307
+    assert [line for line in sweeps if lm in line] == [line for line in sweeps if "sweep_name=lm-roles-cpu" in line]
+    assert all(eight in line for line in sweeps if ten not in line and fresh not in line and lm not in line)
     zh = next(line for line in sweeps if "sweep_name=heads-zh_reviews-cpu" in line)
     assert "data.max_len=128" in zh and "model.pooling=cls" in zh
     assert "model.template=positional" in next(line for line in sweeps if "sweep=templates" in line)
     second = [line for line in lines[header:] if " -m sweep=" in line]
     assert [re.search(r"sweep_name=(\S+)", line).group(1) for line in second] == \
-        ["templates-synthetic-rep", "data_size-synthetic-rep", "heads-synthetic-rep"]   # claim order: C5, C12, C14
-    assert fresh + " " in second[0] and fresh + " " in second[2] and "model.n_heads=4 " in second[2]
+        ["templates-synthetic-rep", "data_size-synthetic-rep", "lm-roles-rep"]   # claim order: C5, C12, C14
+    assert fresh + " " in second[0] and "seed=" + ",".join(map(str, range(308, 324))) + " " in second[2]
+    assert "optim=adamw_constant optim.lr=3e-3 " in second[2]
     assert "seed=" + ",".join(map(str, range(20, 68))) + " " in second[1]
     from headlab.reproduce.estimate import CPU_SECONDS
 

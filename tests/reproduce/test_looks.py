@@ -126,9 +126,9 @@ def test_the_runner_gets_each_look_two_sweep_after_its_claims_look_one_sweep():
     items = {d.job.sweep_name: d for d in deferred_second_look(specs, "root", {}, evaluate=evaluate)}
     assert {name: d.after for name, d in items.items()} == {
         "templates-synthetic-rep": ("templates-synthetic-cpu",), "data_size-synthetic-rep": ("data_size-synthetic-cpu",),
-        "heads-synthetic-rep": ("heads-synthetic-cpu",)}
+        "lm-roles-rep": ("lm-roles-cpu",)}
     assert read == []  # nothing is read before a lane takes the item
     # 18 specs with a primary: the bar is 0.05 / 18 = 0.0028
-    assert [items[n].needed() for n in ("templates-synthetic-rep", "data_size-synthetic-rep", "heads-synthetic-rep")] == \
+    assert [items[n].needed() for n in ("templates-synthetic-rep", "data_size-synthetic-rep", "lm-roles-rep")] == \
         [True, False, True]
     assert read == [("C5", "cpu"), ("C12", "cpu"), ("C14", "cpu")]

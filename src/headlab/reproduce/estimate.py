@@ -4,7 +4,7 @@ A step the cpu scale has run takes the time it took (`CPU_SECONDS`: the confirma
 2026-12-02 and its second look, 2 CPU cores, two lanes, docs/results/2026-12-02-second-look.md).
 Any other step is the quick step of the same claims
 (docs/results/2026-11-30-reproduce-quick.md: commit 753d192), scaled by its number of jobs (the
-product of its overrides' comma lists: seeds x the grid it keeps) and by its sequence length where it changes (data.max_len 64 -> 128:
+sweep file's grid with the axes its overrides set replaced by theirs) and by its sequence length where it changes (data.max_len 64 -> 128:
 x2, since every layer's work grows at least linearly with the tokens), then packed onto the lanes
 the way the runner does (teachers' sweeps first, a student after its teacher's sweep, a look-2
 sweep after its claims' look-1 sweeps). Both runs had one thread per lane on 2 cores: with more cores, more lanes shorten the total but a
@@ -15,22 +15,27 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+
+import yaml
 
 # seconds per step of `make reproduce-quick` on 2 cores, two lanes (the results page's time table)
 QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-synthetic": 327, "heads-zh_reviews": 878,
                  "templates-synthetic": 152, "posenc-synthetic": 138, "domains-multidomain": 158,
                  "init_scale-synthetic": 145, "data_size-synthetic": 88, "c17-minilm-en_news": 27,
-                 "distill-zh_reviews": 174}
-MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores"
+                 "distill-zh_reviews": 174,
+                 # the exploratory lm_roles sweep of 2026-12-03 (8 jobs, seeds 0-1): its jobs' CPU seconds, one thread each
+                 "lm-roles": 367}
+MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles: 2026-12-03)"
 # seconds per step of make reproduce-cpu on 2 cores, two lanes, 2026-12-02: each job's summary.json
 # wall_s plus its start (about 2 s), and the per-job commands (headlab-importance about 16 s,
 # headlab-prune about 70 s); the jobs that ran beside the test suite are counted at the speed of
 # the same config's unloaded jobs. A step whose grid differs from the one measured is not here.
-CPU_SECONDS = {"heads-synthetic-cpu": 860, "lr-synthetic-cpu": 1280, "templates-synthetic-cpu": 496,
+CPU_SECONDS = {"heads-synthetic-cpu": 860, "templates-synthetic-cpu": 496,
                "posenc-synthetic-cpu-v5": 762, "domains-multidomain-cpu": 536, "heads-zh_reviews-cpu": 4200,
                "init_scale-synthetic-cpu": 480, "data_size-synthetic-cpu": 298, "distill-zh_reviews-cpu": 504,
-               "c17-minilm-en_news-cpu": 33, "templates-synthetic-rep": 982, "heads-synthetic-rep": 446,
-               "data_size-synthetic-rep": 1750}
+               "c17-minilm-en_news-cpu": 33, "templates-synthetic-rep": 982, "data_size-synthetic-rep": 1750}
 CPU_MEASURED = "make reproduce-cpu, 2026-12-02, 2 cores"
 
 
@@ -41,18 +46,34 @@ class StepEstimate:
     how: str
 
 
-def _jobs(overrides) -> int:
-    """The multirun's job count from its overrides' comma lists (an axis the sweep file sets and
-    the overrides leave alone counts the same at both scales, so it cancels out of a ratio).
+def _jobs(overrides, grid: dict[str, int] | None = None) -> int:
+    """The multirun's job count: the sweep file's axes (`grid`: axis -> number of values), each
+    replaced by the overrides' comma list where they give one, times the overrides' other lists.
 
     >>> _jobs(["seed=10,11,12", "model.n_heads=4,8", "data.max_len=128"])
     6
+    >>> _jobs(["seed=1,2,3,4", "optim=adamw_constant"], {"optim": 2, "optim.lr": 2, "seed": 2})
+    8
     """
-    count = 1
+    counts = dict(grid or {})
     for o in overrides:
         if "=" in o and not o.startswith(("+", "~")):
-            count *= len(o.split("=", 1)[1].split(","))
+            key, value = o.split("=", 1)
+            counts[key] = len(value.split(","))
+    count = 1
+    for n in counts.values():
+        count *= n
     return count
+
+
+def sweep_grid(sweep: str) -> dict[str, int]:
+    """Axis -> number of values of conf/sweep/<sweep>.yaml's `hydra.sweeper.params` (plain YAML,
+    read as data); {} when the file or its grid is missing."""
+    path = Path(find_spec("headlab.conf").submodule_search_locations[0]) / "sweep" / f"{sweep}.yaml"  # not imported: it registers schemas
+    if not path.is_file():
+        return {}
+    params = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("hydra", {}).get("sweeper", {}).get("params") or {}
+    return {str(k): len(str(v).split(",")) for k, v in params.items()}
 
 
 def _max_len(overrides) -> float | None:
@@ -77,7 +98,8 @@ def step_estimates(quick_sweeps, sweeps, runs, scale: str) -> list[StepEstimate]
             out.append(StepEstimate(job.sweep_name, float("nan"), "no measured quick step"))
             continue
         base = twin.sweep_name
-        jobs = _jobs(job.overrides) / _jobs(twin.overrides)
+        grid = sweep_grid(job.sweep)
+        jobs = _jobs(job.overrides, grid) / _jobs(twin.overrides, sweep_grid(twin.sweep))
         before, after = _max_len(twin.overrides), _max_len(job.overrides)
         length = after / before if before and after else 1.0
         out.append(StepEstimate(job.sweep_name, QUICK_SECONDS[base] * jobs * length,

@@ -56,6 +56,7 @@ class Reduction(Enum):
     distinct_per_layer = "distinct_per_layer"  # distinct values of `column` per layer, averaged
     last_step_mean = "last_step_mean"          # mean of `column` over the run's last `step`
     fraction_at_most = "fraction_at_most"      # share of rows whose `column` is <= `at_most` (missing: not)
+    settle_median = "settle_median"            # median step, a missing one (never settled) read as the run's `final_step`
 
 
 class Measurement(Enum):

@@ -20,7 +20,8 @@ A selection value may be a list: the row matches any of its values (``layer: [3,
 A per-run value is a column of ``sweep_runs.csv`` (usable runs only), or a reduction (``reduce``)
 of the rows a run has in a per-head / per-layer table (``sweep_heads.csv``,
 ``sweep_layer_pairs.parquet``): ``mean``, ``median``, ``nan_fraction`` (heads that never settled),
-``fraction_in`` (share of rows whose ``column`` is in ``values``), ``distinct_per_layer`` (number of
+``settle_median`` (median of a step column, a head that never settled counted at the run's
+``final_step``, so heads still moving do not pull the median early), ``fraction_in`` (share of rows whose ``column`` is in ``values``), ``distinct_per_layer`` (number of
 different values of ``column`` in a layer, averaged over layers; with ``types``, of types, so a layer
 with no head of any type has 0), ``last_step_mean`` (mean of
 ``column`` over the rows of the run's last ``step``). ``exclude`` drops rows first
@@ -231,6 +232,8 @@ def _reduce(run: pd.DataFrame, column: str, how: Reduction, values, at_most=None
     if how is Reduction.last_step_mean:
         return float(pd.to_numeric(x[run["step"] == run["step"].max()], errors="coerce").mean())
     numbers = pd.to_numeric(x, errors="coerce")
+    if how is Reduction.settle_median:  # a head still moving at the end settles no earlier than the end
+        return float(numbers.fillna(pd.to_numeric(run["final_step"], errors="coerce")).median())
     if how is Reduction.nan_fraction:
         return float(numbers.isna().mean())
     finite = numbers.dropna()

@@ -1,5 +1,5 @@
 """A causal LM sweep read like a classifier sweep: roles from the LM scores (`sweep.lm_roles`),
-seed matching on the pattern scores, and the late drift column (C13's continuous statistic)."""
+seed matching on the pattern scores, and the washout column (C13's continuous statistic)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from headlab.analysis.lm_heads import LM_PATTERN_SCORES, LM_ROLE_NAMES, lm_role_ids, lm_roles
 from headlab.analysis.roles import ROLES
 from headlab.store import HEAD_METRICS, append_part, head_metric_rows
-from headlab.sweep.heads import head_summary, late_drift, seed_matches
+from headlab.sweep.heads import head_summary, seed_matches, washout
 from headlab.sweep.lm_roles import with_lm_roles
 from headlab.sweep.runs import Run
 
@@ -51,9 +51,7 @@ def test_an_lm_run_gets_role_rows_settle_steps_and_final_roles(tmp_path):
     assert heads["final_role"].tolist() == ["previous_token", "induction"]
     assert heads["initial_role"].tolist() == ["mixed", "mixed"]
     assert heads["role_bifurcation_step"].tolist() == [100.0, 200.0]
-    # late drift: the largest share change from the measurement nearest half the run (step 200 of 300... 100 and 200
-    # are equally near 150: the first, 100) to the last: head 0 0.8-0.7, head 1 0.6-0.1
-    assert np.allclose(heads["late_drift"], [0.1, 0.5])
+    assert heads["washout"].isna().tolist() == [False, False] and np.allclose(heads["washout"], [0.0, 0.0])  # still at peak
 
 
 def test_a_run_with_its_own_roles_is_left_as_it_is():
@@ -62,15 +60,14 @@ def test_a_run_with_its_own_roles_is_left_as_it_is():
     assert with_lm_roles(table) is table
 
 
-def test_late_drift_by_hand():
-    steps = np.array([0.0, 500, 1000, 1500, 2000])
-    shares = np.zeros((5, 2, 2))
-    shares[2, 0] = [0.2, 0.9]        # step 1000 is half of 2000
-    shares[4, 0] = [0.5, 0.4]        # |0.3|, |-0.5| -> 0.5
-    shares[:, 1, 0] = np.nan         # a metric head 1 never had is ignored
-    shares[:, 1, 1] = [0, 0, 0.3, 0.3, 0.35]
-    assert np.allclose(late_drift(steps, shares), [0.5, 0.05])
-    assert np.isnan(late_drift(steps[:1], shares[:1])).all()
+def test_washout_by_hand():
+    # [t, head, score]; head 0 peaks at 0.9 on score 1 and ends at 0.5; head 1 rises to its last value;
+    # head 2 never reaches 0.4; head 3 peaks on score 0 (0.6 > score 2's 0.5) and ends at 0.45 there
+    shares = np.array([[[0.1, 0.2, 0.0], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1], [0.2, 0.0, 0.1]],
+                       [[0.2, 0.9, 0.1], [0.2, 0.3, 0.1], [0.3, 0.2, 0.1], [0.6, 0.0, 0.5]],
+                       [[0.1, 0.5, 0.1], [0.2, 0.5, 0.2], [0.2, 0.39, 0.0], [0.45, 0.1, 0.2]]])
+    out = washout(shares)
+    assert np.allclose(out[[0, 1, 3]], [0.4, 0.0, 0.15]) and np.isnan(out[2])
 
 
 def test_lm_seeds_are_matched_on_the_pattern_scores(tmp_path):

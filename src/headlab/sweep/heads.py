@@ -1,7 +1,7 @@
 """Head-level analyses of a sweep's runs: tables in, tables out (pandas around analysis/).
 
 Per run: each head's bifurcation steps, step-0 and final role, movement, early gradient and
-late drift (`head_summary`; a causal LM's roles come from its pattern scores, `sweep.lm_roles`); the "winners move farther" correlations (`winner_correlations`); the layer-mean head-to-head
+washout (`head_summary`; a causal LM's roles come from its pattern scores, `sweep.lm_roles`); the "winners move farther" correlations (`winner_correlations`); the layer-mean head-to-head
 divergence over steps (`layer_pair_means`); the init-vs-final cosine geometry
 (`cosine_geometry`). Across seeds of one config: every seed pair's head matching
 (`seed_matches`, with `headlab.sweep.matching.match_layer`).
@@ -18,7 +18,7 @@ import pandas as pd
 
 from headlab.analysis.bifurcation import metric_bifurcation_steps, role_bifurcation_steps
 from headlab.analysis.init_orthogonality import cosine_summary
-from headlab.analysis.lm_heads import LM_PATTERN_SCORES
+from headlab.analysis.lm_heads import LM_PATTERN_SCORES, LM_ROLE_THRESHOLD
 from headlab.analysis.movement_importance import movement_importance_correlation
 from headlab.analysis.roles import ROLES
 from headlab.errors import HeadlabError
@@ -52,7 +52,7 @@ def head_summary(run: Run, importance: pd.Series | None) -> pd.DataFrame:
     `early_grad_norm`: the head's gradient norm summed over the first `EARLY_GRAD_STEPS` steps
     (`cum_grad_norm` at the last measurement at or before that step; NaN when that is step 0).
 
-    `late_drift`: `late_drift`, the largest change of a share descriptor from mid-run to the end.
+    `washout` (a causal LM's heads): `washout`, the share of its role a head lost after its peak.
 
     `specificity = 1 - entropy_norm` at the last step: the attention-specificity importance proxy.
     `ablation_dloss`: `importance`, the measured importance (val loss increase when the head is
@@ -72,8 +72,8 @@ def head_summary(run: Run, importance: pd.Series | None) -> pd.DataFrame:
         frame["role_bifurcation_step"] = _safe_steps(role_bifurcation_steps, steps, roles[:, :, 0], roles.shape[1])
         frame["metric_bifurcation_step"] = _safe_steps(metric_bifurcation_steps, steps, desc, roles.shape[1])
         frame["initial_role"] = [_role_name(r) for r in roles[0, :, 0]] if len(steps) else None
-        _, shares = layer_cube(df, layer, [m for m in SHARE_METRICS if m in set(df["metric"])])
-        frame["late_drift"] = late_drift(steps, shares) if shares.size else math.nan
+        _, scores = layer_cube(df, layer, [m for m in LM_PATTERN_SCORES if m in set(df["metric"])])
+        frame["washout"] = washout(scores) if scores.size else math.nan
         frame["early_grad_norm"] = _early_grad(df, layer, roles.shape[1])
         frames.append(frame)
     heads = pd.concat(frames, ignore_index=True).set_index(["layer", "head"])
@@ -88,23 +88,21 @@ def head_summary(run: Run, importance: pd.Series | None) -> pd.DataFrame:
     return heads.reset_index()
 
 
-# Descriptors that are shares of attention in [0, 1], so a change in one is in the same units as in another.
-SHARE_METRICS: tuple[str, ...] = ("entropy_norm", "special_attention", "prev_score", "confidence", "distance_norm",
-                                  *LM_PATTERN_SCORES)
-
-
-def late_drift(steps: np.ndarray, shares: np.ndarray) -> np.ndarray:
-    """`[head]`: the largest absolute change of any share descriptor between the measurement
-    nearest half the run and the last (`shares [t, head, metric]`). A continuous "did the head keep
-    what it had" statistic: a role label flips on a threshold, this moves with the attention itself;
-    NaN when the run has fewer than two measurements."""
-    if len(steps) < 2:
-        return np.full(shares.shape[1], math.nan)
-    middle = int(np.argmin(np.abs(steps - steps[-1] / 2.0)))
-    if middle == len(steps) - 1:
-        middle -= 1
-    change = np.abs(shares[-1] - shares[middle])
-    return np.where(np.isnan(change).all(axis=1), math.nan, np.nanmax(np.nan_to_num(change, nan=-1.0), axis=1))
+def washout(shares: np.ndarray, threshold: float = LM_ROLE_THRESHOLD) -> np.ndarray:
+    """`[head]`: how much of its role a head lost after holding it: for the pattern score that
+    peaked highest (`shares [t, head, score]`, the LM pattern scores), its peak minus its last value.
+    NaN for a head whose scores never reached `threshold` (it never held a role to lose). A head
+    still forming at the end loses nothing (its peak is its last value), so, unlike a change from
+    mid-run, a late-forming head is not counted as washed out."""
+    if shares.size == 0 or shares.shape[0] == 0:
+        return np.full(shares.shape[1] if shares.ndim == 3 else 0, math.nan)
+    filled = np.nan_to_num(shares, nan=-np.inf)
+    peak_step = filled.argmax(axis=0)                            # [head, score]
+    peaks = np.take_along_axis(filled, peak_step[None], axis=0)[0]
+    best = peaks.argmax(axis=1)                                   # [head]
+    heads = np.arange(shares.shape[1])
+    peak, last = peaks[heads, best], shares[-1, heads, best]
+    return np.where(peak >= threshold, peak - last, math.nan)
 
 
 def _early_grad(head_metrics: pd.DataFrame, layer: int, n_heads: int) -> np.ndarray:

@@ -91,6 +91,7 @@ def test_the_data_node_takes_its_options_and_nothing_else():
 # Keys added to the shipped configs after composed_before_schemas.json was recorded: left out of the
 # digest, so it still checks that the schemas changed nothing else (each with the change that added it).
 ADDED_KEYS = (
+    ("figures",),  # one switch for every measuring callback's per-run figures (the LM's too; issue 31's LM sweeps)
     ("callbacks", "head_metrics", "probe_patterns"),  # headlab-view's token view (issue 23)
     ("callbacks", "head_metrics", "probe_pattern_len"),
     ("callbacks", "head_metrics", "view"),
@@ -108,6 +109,10 @@ def _digest(overrides: list[str]) -> str:
     choices["hydra/sweeper"] = "basic"
     plain = OmegaConf.to_container(cfg, resolve=False)
     plain.pop("hydra")
+    for callback in ("head_metrics", "lm_metrics"):  # `figures: true` became `${figures}` (the added key's value)
+        node = plain.get("callbacks", {}).get(callback) if isinstance(plain.get("callbacks"), dict) else None
+        if isinstance(node, dict) and node.get("figures") == "${figures}":
+            node["figures"] = plain["figures"]
     for *parents, key in ADDED_KEYS:
         node = plain
         for part in parents:

@@ -241,6 +241,7 @@ class TrainKeys:
     seed: int = 42
     resume: Any = field(default=False, metadata={"type": Union[bool, Literal["auto"]]})
     test: bool = True
+    figures: bool = True  # the per-run figures at fit end (each measuring callback's `figures` reads it)
     sweep_name: Optional[str] = None
     threads: Any = field(default=None, metadata={"type": Union[int, Literal["auto"], None]})
     tags: List[str] = field(default_factory=list)

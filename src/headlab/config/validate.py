@@ -29,11 +29,14 @@ def validate_config(cfg: DictConfig) -> None:
     """Raise `ConfigError` for the first mistake in the composed config; return if none."""
     sources: dict[str, str] = {}
     schemas: dict[str, type] = {}
-    plain = {key: _plain(_leaf(cfg, key, key), key, sources, schemas) for key in cfg.keys() if key != "hydra"}
-    try:
-        hints = schema_fields(TrainKeys)
-        for key in hints.keys() & plain.keys():
+    hints = schema_fields(TrainKeys)
+    plain: dict[str, Any] = {}
+    # train.yaml's own keys first: a wrong `figures` is named as itself, not as the callback key that reads it
+    for key in sorted((k for k in cfg.keys() if k != "hydra"), key=lambda k: k not in hints):
+        plain[key] = _plain(_leaf(cfg, key, key), key, sources, schemas)
+        if key in hints:
             check_value(key, plain[key], hints[key])
+    try:
         for path, schema in schemas.items():
             _check_added_keys(path, _select(plain, path), schema)
         for key, node in plain.items():

@@ -38,9 +38,9 @@ from headlab.store.run_dir import REPRODUCE_STEPS as STEPS_FILE  # its name here
 from headlab.store.run_dir import SUMMARY
 
 # What every sweep of a scale gets unless its overrides (or override=[...]) set the key: the per-run
-# head-metric figures cost seconds per job and the report reads the aggregate's figures only.
-SCALE_DEFAULTS = {"quick": ("callbacks.head_metrics.figures=false",),
-                  "cpu": ("callbacks.head_metrics.figures=false",), "full": ()}
+# figures (of the classifier's and the LM's measuring callbacks alike) cost seconds per job and the
+# report reads the aggregate's figures only.
+SCALE_DEFAULTS = {"quick": ("figures=false",), "cpu": ("figures=false",), "full": ()}
 FOLDER = "reproduce"            # <sweeps root>/<sweep_name>/reproduce: the runner's own, fixed sweep folder
 LOGS = "reproduce-logs"
 

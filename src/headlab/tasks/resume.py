@@ -26,7 +26,8 @@ from headlab.store.run_info import job_override_list
 
 # Settings that change how a run is shown or how fast it goes, never what it computes.
 NOT_A_CONDITION = ("threads", "test", "tags", "sweep_name", "logger", "trainer.enable_progress_bar",
-                   "trainer.enable_model_summary", "callbacks.progress_bar", "callbacks.head_metrics.figures")
+                   "trainer.enable_model_summary", "callbacks.progress_bar", "callbacks.head_metrics.figures", "callbacks.lm_metrics.figures",
+                   "figures")
 EXTENDABLE = ("trainer.max_epochs", "trainer.max_steps")
 _DATA_SHAPE = {"vocab_size": "vocab_size", "n_classes": "n_classes", "max_len": "data.max_len"}
 

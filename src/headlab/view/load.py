@@ -11,6 +11,8 @@ from headlab.store import RunDir, read_table
 from headlab.store.probe_patterns import read_pattern_parts
 from headlab.view.run_data import run_page_data
 
+NO_TOKEN_VIEW_LM = ("no token view and no attention maps: the language-model measurement (callbacks.lm_metrics) stores "
+                    "no per-example patterns; its per-head scores are below")
 NO_TOKEN_VIEW = ("no token view: this run stored no per-example patterns (probe_patterns/; runs trained "
                  "before headlab-view, or with callbacks.head_metrics.probe_patterns=0)")
 
@@ -33,9 +35,10 @@ def read_run(run: RunDir) -> dict[str, Any]:
         if maps:
             notes.append("mean maps at the first and last measurement only (attention_maps.npz): the slider shows "
                          "the nearest stored map at other steps")
+    lm = run.summary.get("lm") if isinstance(run.summary.get("lm"), dict) else None
     if not parts:
-        notes.append(NO_TOKEN_VIEW)
-    return run_page_data(metrics, pairs, maps, parts, importance, title=_title(run), notes=notes)
+        notes.append(NO_TOKEN_VIEW_LM if lm is not None else NO_TOKEN_VIEW)
+    return run_page_data(metrics, pairs, maps, parts, importance, title=_title(run), notes=notes, lm=lm)
 
 
 def summary_maps(run: RunDir) -> dict[int, np.ndarray]:

@@ -71,7 +71,7 @@ function lineChart(parent, name, steps, series, now, band) {
     const line = el("svg:polyline", {points: pts.map(([i, v]) => `${x(i)},${y(v)}`).join(" "), fill: "none",
       stroke: s.color || "#1f78b4", "stroke-width": 1.5}, svg);
     el("svg:title", {text: s.label || name}, line);
-    for (const [i, v] of pts) el("svg:title", {text: `step ${steps[i]}: ${fmt(v)}`}, el("svg:circle", {cx: x(i), cy: y(v), r: 2, fill: s.color || "#1f78b4"}, svg));
+    for (const [i, v] of pts) el("svg:title", {text: `${s.label ? s.label + ", " : ""}step ${steps[i]}: ${fmt(v)}`}, el("svg:circle", {cx: x(i), cy: y(v), r: 2, fill: s.color || "#1f78b4"}, svg));
   }
   if (now !== null) el("svg:line", {class: "now", x1: x(now), x2: x(now), y1: 0, y2: H, stroke: "#d95f02"}, svg);
   el("svg:text", {x: W - P, y: 11, "text-anchor": "end", "font-size": 10, text: fmt(hi)}, svg);
@@ -104,9 +104,17 @@ function runPage() {
   const bif = {};
   (D.bifurcation || []).forEach((s, h) => { if (s !== null) (bif[s] = bif[s] || []).push(`L${Math.floor(h / H)}H${h % H}`); });
   for (const [s, who] of Object.entries(bif)) el("div", {class: "tick bif", title: `step ${s}: ${who.join(", ")} settle into their final role`, style: `left:${pos(steps.indexOf(+s))}`}, marks);
+  const at = s => pos(nearest(steps, s));  // an event between two measurements: at the nearer one
+  if (D.lm) {
+    const ons = {};
+    for (const [h, s] of Object.entries(D.lm.onsets)) (ons[s] = ons[s] || []).push(`L${Math.floor(h / H)}H${h % H}`);
+    for (const [s, who] of Object.entries(ons)) el("div", {class: "tick onset", title: `step ${s}: induction onset of ${who.join(", ")}`, style: `left:${at(+s)}`}, marks);
+    if (D.lm.loss_drop_step !== undefined) el("div", {class: "tick drop", title: `step ${D.lm.loss_drop_step}: the probe loss drops`, style: `left:${at(D.lm.loss_drop_step)}`}, marks);
+    legend.innerHTML += ' <i style="background:#7570b3"></i>induction onset <i style="background:#000"></i>probe-loss drop';
+  }
 
-  el("h2", {text: "Every head's mean attention map (rows: queries, columns: keys; probe mean)"}, app);
-  const grid = el("div", {id: "grid"}, app), cells = [];
+  el("h2", {text: maps ? "Every head's mean attention map (rows: queries, columns: keys; probe mean)" : "Heads (no attention maps stored; click one for its trajectories)"}, app);
+  const grid = el("div", {id: "grid", class: maps ? "" : "nomaps"}, app), cells = [];
   for (let l = 0; l < L; l++) {
     const row = el("div", {class: "layer-row"}, grid);
     el("div", {class: "layer-label", text: `L${l}`}, row);
@@ -118,6 +126,7 @@ function runPage() {
       cells.push({cell, title, canvas});
     }
   }
+  const lmBox = D.lm ? el("section", {id: "lm"}, app) : null;
   const panels = el("div", {class: "panels"}, app);
   const detail = el("section", {id: "detail"}, panels);
   const tokens = el("section", {id: "tokens"}, app);
@@ -128,8 +137,8 @@ function runPage() {
     label.textContent = `step ${step} (${t + 1} of ${steps.length})`;
     const mi = maps ? nearest(D.maps.steps, step) : null;
     cells.forEach((c, i) => {
-      const role = D.roles ? D.roles[t][i] : null;
-      c.title.textContent = `L${Math.floor(i / H)}H${i % H} ${role || ""}`;
+      const role = D.roles ? D.roles[t][i] : null, last = !D.roles && D.lm && D.lm.final_roles ? D.lm.final_roles[i] : null;
+      c.title.textContent = `L${Math.floor(i / H)}H${i % H} ${role || (last ? last + " (final)" : "")}`;
       c.title.style.color = ROLE_COLORS[role] || "#222";
       c.cell.dataset.role = role || "";
       c.cell.classList.toggle("selected", i === S.head);
@@ -141,6 +150,57 @@ function runPage() {
     });
     drawDetail();
     drawTokens();
+    if (lmBox) drawLM();
+  }
+
+  // Language-model scores: per score, the layer x head map at this step and every head over all steps,
+  // both on one fixed 0-1 scale (the scores are shares of attention); the rLLC curves when headlab-llc ran.
+  function drawLM() {
+    lmBox.innerHTML = "";
+    el("h2", {text: `Language-model scores at step ${steps[S.t]}: layer x head (colour: fixed 0-1 scale), and each head over training`}, lmBox);
+    const bar = el("div", {class: "scale"}, lmBox);
+    el("span", {text: "0"}, bar);
+    for (let k = 0; k <= 10; k++) { const [r, g, b] = color(k / 10); el("i", {style: `background:rgb(${r},${g},${b})`}, bar); }
+    el("span", {text: "1"}, bar);
+    const row = el("div", {class: "lm-maps"}, lmBox);
+    for (const name of D.lm.scores) {
+      const vals = D.metrics[name], box = el("div", {class: "lm-score", "data-metric": name}, row);
+      el("div", {class: "name", text: name}, box);
+      const table = el("table", {class: "heat"}, box);
+      const head = el("tr", {}, table);
+      el("th", {}, head);
+      for (let h = 0; h < H; h++) el("th", {text: `H${h}`}, head);
+      for (let l = 0; l < L; l++) {
+        const tr = el("tr", {}, table);
+        el("th", {text: `L${l}`}, tr);
+        for (let h = 0; h < H; h++) {
+          const i = l * H + h, v = vals[S.t][i], [r, g, b] = color(v === null ? 0 : v);
+          const td = el("td", {"data-head": i, "data-value": v === null ? "" : v, text: v === null ? "-" : v.toFixed(2),
+            title: `L${l}H${h} ${name} at step ${steps[S.t]}: ${fmt(v)}`}, tr);
+          td.style.background = v === null ? "#eee" : `rgb(${r},${g},${b})`;
+          td.style.color = v !== null && v > 0.55 ? "#000" : "#fff";
+          if (i === S.head) td.classList.add("selected");
+          td.addEventListener("click", () => { S.head = i; update(); });
+        }
+      }
+      const over = el("canvas", {class: "over-steps", title: `${name}: rows = heads L0H0.. L${L - 1}H${H - 1}, columns = measurements`}, box);
+      over.width = steps.length; over.height = L * H;
+      const ctx = over.getContext("2d"), img = ctx.createImageData(steps.length, L * H);
+      for (let i = 0; i < L * H; i++) for (let t = 0; t < steps.length; t++) {
+        const v = vals[t][i], [r, g, b] = color(v === null ? 0 : v);
+        img.data.set(v === null ? [238, 238, 238, 255] : [r, g, b, 255], 4 * (i * steps.length + t));
+      }
+      ctx.putImageData(img, 0, 0);
+      over._values = vals;
+      const now = el("div", {class: "over-now", style: `left:${(S.t + 0.5) / steps.length * 100}%`}, el("div", {class: "over-box"}, box));
+      now.parentNode.prepend(over);
+    }
+    if (D.metrics.rllc) {
+      el("h3", {text: "refined LLC per head (headlab-llc; measured only at the sampled checkpoints)"}, lmBox);
+      const series = [];
+      for (let i = 0; i < L * H; i++) series.push({values: D.metrics.rllc.map(r => r[i]), color: `hsl(${(i % H) * 360 / H},60%,${30 + 25 * Math.floor(i / H) / Math.max(1, L - 1)}%)`, label: `L${Math.floor(i / H)}H${i % H}`});
+      lineChart(el("div", {id: "rllc"}, lmBox), "rLLC, all heads (hover a point: head, step, value)", steps, series, S.t);
+    }
   }
 
   function drawDetail() {

@@ -1,0 +1,68 @@
+"""A language-model run's page: its scores as layer x head maps on a fixed 0-1 scale and over all steps,
+onset / loss-drop ticks from summary.json, the rLLC curves of headlab-llc, and a run-level row (layer -1)
+kept out of the heads. (slow) The page as headless Chromium renders it, from its dumped DOM."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+
+from headlab.view.run_data import run_page_data
+
+STEPS = (0, 100, 200)
+LM = {"induction_onset_steps": {"L0H0": None, "L0H1": None, "L1H0": 100, "L1H1": None},
+      "loss_drop_step": 150, "icl_jump_step": 200, "final_roles": [["previous", "other"], ["induction", "other"]]}
+
+
+def lm_table() -> pd.DataFrame:
+    """2 layers x 2 heads; L1H0's induction score rises 0.02 -> 0.9, L0H0's previous-token score is 0.6."""
+    rows = []
+    for t, step in enumerate(STEPS):
+        for layer in (0, 1):
+            for head in (0, 1):
+                rows.append((step, layer, head, "induction_score", [0.02, 0.4, 0.9][t] if (layer, head) == (1, 0) else 0.03))
+                rows.append((step, layer, head, "prev_token_score", 0.6 if (layer, head) == (0, 0) else 0.05))
+                if step != 100:
+                    rows.append((step, layer, head, "rllc", 0.1 * (1 + t) * (1 + layer)))
+    rows.append((200, -1, -1, "llc", 17.5))  # a whole-model row: no head's
+    return pd.DataFrame(rows, columns=["step", "layer", "head", "metric", "value"]).assign(run_id="r", epoch=0)
+
+
+def test_lm_panel_data_scores_onsets_and_roles():
+    data = run_page_data(lm_table(), lm=LM)
+    assert (data["n_layers"], data["n_heads"]) == (2, 2) and "llc" not in data["metrics"]
+    assert data["lm"] == {"scores": ["prev_token_score", "induction_score"], "onsets": {"2": 100}, "loss_drop_step": 150,
+                          "icl_jump_step": 200, "final_roles": ["previous", "other", "induction", "other"]}
+    assert [row[2] for row in data["metrics"]["induction_score"]] == [0.02, 0.4, 0.9]  # L1H0 is head index 2
+    assert data["metrics"]["rllc"][1] == [None] * 4 and data["metrics"]["rllc"][2] == [0.3, 0.3, 0.6, 0.6]
+
+
+def test_a_run_without_lm_scores_has_no_lm_panel():
+    table = lm_table()
+    data = run_page_data(table[~table["metric"].isin(["induction_score", "prev_token_score"])], lm=LM)
+    assert data["lm"] is None
+
+
+@pytest.mark.slow  # a headless Chromium start, ~3 s
+def test_the_lm_panel_in_chromium(tmp_path):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium on PATH: apt-get install chromium (make browser-deps)")
+    from headlab.view.page import render_page
+
+    page = tmp_path / "view.html"
+    page.write_text(render_page(run_page_data(lm_table(), lm=LM, title="lm")), encoding="utf-8")
+    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    dom = done.stdout
+    assert 'data-metric="induction_score"' in dom and 'data-metric="prev_token_score"' in dom, dom[-2000:]
+    # the map at the last step (the slider starts there): L1H0's 0.9 drawn on the fixed scale, named on hover
+    assert 'title="L1H0 induction_score at step 200: 0.900"' in dom
+    assert 'title="step 100: induction onset of L1H0"' in dom and 'title="step 150: the probe loss drops"' in dom
+    assert "L1H0 induction (final)" in dom and 'id="rllc"' in dom
+    assert "L1H1, step 200: 0.600" in dom  # an rLLC point names its head
+    json.loads(dom[dom.index('type="application/json">') + len('type="application/json">'):dom.index("</script>")])

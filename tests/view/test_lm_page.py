@@ -41,6 +41,14 @@ def test_lm_panel_data_scores_onsets_and_roles():
     assert data["metrics"]["rllc"][1] == [None] * 4 and data["metrics"]["rllc"][2] == [0.3, 0.3, 0.6, 0.6]
 
 
+def test_rllc_at_a_step_no_measurement_fell_on_is_left_out_and_said():
+    table = lm_table()
+    extra = table[(table["metric"] == "rllc") & (table["step"] == 200)].assign(step=250)
+    data = run_page_data(pd.concat([table, extra]), lm=LM)
+    assert data["steps"] == list(STEPS)
+    assert data["notes"] == ["rLLC at steps 250 not shown: no measurement at those steps"]
+
+
 def test_a_run_without_lm_scores_has_no_lm_panel():
     table = lm_table()
     data = run_page_data(table[~table["metric"].isin(["induction_score", "prev_token_score"])], lm=LM)

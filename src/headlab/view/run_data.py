@@ -30,6 +30,7 @@ ROLE = "role"
 # A language model's per-head scores (shares of attention, so always in [0, 1]): the layer x head maps of
 # the LM panel, drawn on one fixed 0-1 scale so a 0.03 head never looks like a 0.6 one.
 LM_SCORES = ("prev_token_score", "induction_score", "rep_induction_score", "duplicate_score")
+SAMPLED_LATER = ("rllc", "rllc_std")  # headlab-llc's rows, at the saved checkpoints it sampled
 
 
 def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = None,
@@ -49,7 +50,13 @@ def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = 
     if head_metrics is None or head_metrics.empty:
         raise DataError(HEAD_METRICS, "has no rows: the run measured nothing to show")
     head_metrics = head_metrics[head_metrics["layer"] >= 0]  # a run-level row (layer -1) is no head's
-    steps = sorted(int(s) for s in head_metrics["step"].unique())
+    measured = head_metrics[~head_metrics["metric"].isin(SAMPLED_LATER)]
+    # the slider's steps are the training's measurements; headlab-llc's rows at a checkpoint no
+    # measurement fell on would be steps where every other metric is missing
+    steps = sorted(int(s) for s in (measured if not measured.empty else head_metrics)["step"].unique())
+    off_grid = sorted(set(int(s) for s in head_metrics["step"].unique()) - set(steps))
+    if off_grid:
+        notes = [*notes, f"rLLC at steps {', '.join(map(str, off_grid))} not shown: no measurement at those steps"]
     n_layers = int(head_metrics["layer"].max()) + 1
     n_heads = int(head_metrics["head"].max()) + 1
     cube = _cube(head_metrics, steps, n_layers, n_heads)  # metric -> [step, layer * head]

@@ -73,4 +73,26 @@ def test_the_lm_panel_in_chromium(tmp_path):
     assert 'title="step 100: induction onset of L1H0"' in dom and 'title="step 150: the probe loss drops"' in dom
     assert "L1H0 induction (final)" in dom and 'id="rllc"' in dom
     assert "L1H1, step 200: 0.600" in dom  # an rLLC point names its head
+    # the selected head's charts: a share of attention on 0-1, rLLC on the range of every head (0.1 .. 0.6),
+    # not this head's own (L0H0: 0.1 .. 0.3); step labels under the x axis
+    assert 'data-metric="induction_score" data-lo="0" data-hi="1"' in dom
+    assert 'data-metric="rllc" data-lo="0.1" data-hi="0.6"' in dom
+    assert '>step 0</text>' in dom and '>200</text>' in dom
     json.loads(dom[dom.index('type="application/json">') + len('type="application/json">'):dom.index("</script>")])
+
+
+@pytest.mark.slow  # a headless Chromium start, ~3 s
+def test_a_sweeps_divergence_charts_share_one_y_range(tmp_path):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium on PATH: apt-get install chromium (make browser-deps)")
+    from headlab.view.page import render_page
+
+    configs = [{"label": "a", "n_seeds": 2, "steps": [0, 10], "mean": [0.1, 0.2], "lo": [0.05, 0.15], "hi": [0.15, 0.25], "grid": None},
+               {"label": "b", "n_seeds": 2, "steps": [0, 10], "mean": [0.5, 0.6], "lo": [0.4, 0.55], "hi": [0.6, 0.7], "grid": None}]
+    page = tmp_path / "view.html"
+    page.write_text(render_page({"kind": "sweep", "title": "s", "notes": [], "configs": configs}), encoding="utf-8")
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert 'data-metric="a (2 seeds)" data-lo="0.05" data-hi="0.7"' in dom
+    assert 'data-metric="b (2 seeds)" data-lo="0.05" data-hi="0.7"' in dom

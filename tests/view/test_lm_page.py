@@ -1,6 +1,7 @@
 """A language-model run's page: its scores as layer x head maps on a fixed 0-1 scale and over all steps,
 onset / loss-drop ticks from summary.json, the rLLC curves of headlab-llc, and a run-level row (layer -1)
-kept out of the heads. (slow) The page as headless Chromium renders it, from its dumped DOM."""
+kept out of the heads; (slow) maps and token view taken from the run's checkpoints, and the page as
+headless Chromium renders it, from its dumped DOM."""
 
 from __future__ import annotations
 
@@ -96,3 +97,41 @@ def test_a_sweeps_divergence_charts_share_one_y_range(tmp_path):
                          capture_output=True, text=True, timeout=120).stdout
     assert 'data-metric="a (2 seeds)" data-lo="0.05" data-hi="0.7"' in dom
     assert 'data-metric="b (2 seeds)" data-lo="0.05" data-hi="0.7"' in dom
+
+
+@pytest.mark.slow  # trains a 4-step LM: ~7 s on 2 shared cores
+def test_an_lm_runs_maps_and_token_view_come_from_its_checkpoints(tmp_path, one_thread):
+    """The LM measurement stores no patterns: the page takes them from each saved checkpoint on the standard
+    repeated-tokens probe. Sentence s of head (l, h) at a step is that checkpoint's own attention on probe
+    row s (the permutation [batch, layer, head] -> [layer, head, sentence] is where this could go wrong)."""
+    import numpy as np
+    import torch
+
+    from headlab.reload import build_datamodule, load_network, run_config
+    from headlab.store import RunDir
+    from headlab.view.load import checkpoint_patterns, read_run
+    from tests._runs import compose_train_config, train_keeping_threads
+
+    run = tmp_path / "run"
+    train_keeping_threads(compose_train_config(run, [
+        "experiment=induction", "model.n_heads=2", "trainer.max_steps=4", "data.n_train=128", "data.n_eval=32",
+        "data.probe_size=8", "callbacks.lm_metrics.every_n_steps=2", "callbacks.lm_metrics.figures=false",
+        "callbacks.lm_metrics.standard_probe_size=8", "trainer.enable_model_summary=false",
+        "+callbacks.checkpoint.keep_every_n_train_steps=2", "threads=1"]))
+    parts = checkpoint_patterns(RunDir(run), sentences=3, mean_over=5)
+    assert [int(p["step"]) for p in parts] == [2, 4]
+    probe = build_datamodule(run_config(RunDir(run))).repeated_probe(5)
+    net = load_network(run / "checkpoints" / "step000002.ckpt")
+    with torch.no_grad():
+        own = net(probe, return_patterns=True).patterns  # [layer] of [batch, head, q, k]
+    first = parts[0]
+    assert first["patterns"].shape == (2, 2, 3, probe.size(1), probe.size(1))
+    for layer in (0, 1):
+        for head in (0, 1):
+            for s in range(3):
+                np.testing.assert_allclose(first["patterns"][layer, head, s], own[layer][s, head].numpy(), atol=1e-3)
+            np.testing.assert_allclose(first["mean_pattern"][layer, head], own[layer][:, head].mean(0).numpy(), atol=1e-6)
+    assert first["tokens"][1].tolist() == [str(int(t)) for t in probe[1]]
+    data = read_run(RunDir(run))
+    assert data["maps"]["steps"] == [2, 4] and data["tokens"]["steps"] == [2, 4]
+    assert any(n.startswith("attention maps and token view computed by headlab-view from the run's 2 saved") for n in data["notes"])

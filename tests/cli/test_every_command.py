@@ -33,6 +33,7 @@ EXPECTED = {
     "headlab-reproduce": ("scale", "lanse=2", "lanes"),
     "headlab-view": ("path", "pth=runs/a", "did you mean path"),
     "headlab-report": ("path", "pth=runs/a", "did you mean path"),
+    "headlab-llc": ("llc", "llc.drawz=3", "key of llc (did you mean draws?)"),
 }
 
 

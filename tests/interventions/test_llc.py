@@ -198,11 +198,11 @@ def test_rows_are_one_per_estimate_with_the_whole_model_at_minus_one(trained):
     assert tuple(rows.columns) == ROW_COLUMNS
     assert rows[["layer", "head", "metric"]].values.tolist() == [[-1, -1, "llc"], [0, 0, "rllc"], [0, 1, "rllc"]]
     assert (rows["step"] == 700).all() and rows["value"].tolist() == [e.value for e in estimates]
-    table = head_metric_frame("run", 700, 3, estimates)
+    table = head_metric_frame("run", 700, 3, estimates)  # heads only: the whole model is no head
     assert tuple(table.columns) == HEAD_METRIC_COLUMNS
-    assert table["metric"].tolist() == ["llc", "llc_std", "rllc", "rllc_std", "rllc", "rllc_std"]
-    np.testing.assert_array_equal(table["value"], [v for e in estimates for v in (e.value, e.std)])  # std: NaN for 1 chain
-    assert table["layer"].tolist() == [-1, -1, 0, 0, 0, 0] and table["head"].tolist() == [-1, -1, 0, 0, 1, 1]
+    assert table["metric"].tolist() == ["rllc", "rllc_std", "rllc", "rllc_std"]
+    np.testing.assert_array_equal(table["value"], [v for e in estimates[1:] for v in (e.value, e.std)])  # std: NaN for 1 chain
+    assert table["layer"].tolist() == [0, 0, 0, 0] and table["head"].tolist() == [0, 0, 1, 1]
 
 
 @pytest.mark.slow
@@ -232,3 +232,56 @@ def test_induction_heads_rllc_rises_when_they_form():
     early = {h: estimate_llc(net, tokens, settings, layer=1, head=h).value for h in formed}
     for h in formed:
         assert after[h] > 0.5 and after[h] > 5 * early[h], (h, early[h], after[h])
+
+
+def _classifier(dropout: float = 0.0):
+    from headlab.model import HeadlabClassifier, ModelConfig
+
+    torch.manual_seed(0)
+    return HeadlabClassifier(ModelConfig(vocab_size=VOCAB, n_classes=2, max_len=SEQ, d_model=D_MODEL, n_heads=2,
+                                         n_layers=1, dropout=dropout)).eval()
+
+
+def _examples(n: int = 48) -> list[tuple[list[int], int]]:
+    """Variable-length sequences; the label: whether token 3 occurs (some head must find it)."""
+    generator = torch.Generator().manual_seed(2)
+    out = []
+    for _ in range(n):
+        length = int(torch.randint(3, SEQ + 1, (1,), generator=generator))
+        ids = torch.randint(4, VOCAB, (length,), generator=generator).tolist()
+        label = int(torch.rand(1, generator=generator) < 0.5)
+        if label:
+            ids[int(torch.randint(1, length, (1,), generator=generator))] = 3
+        out.append(([1, *ids[1:]], label))
+    return out
+
+
+def test_a_packed_classifier_row_has_the_examples_own_loss():
+    """`classification_loss` on packed rows = the classifier's cross-entropy on each example alone
+    (no padding at all), repeated over the row: devinterp's mean over positions is the example's loss."""
+    from headlab.interventions.llc import classification_loss, classifier_rows
+
+    net, examples = _classifier(), _examples(6)
+    rows = classifier_rows(examples)
+    assert rows.shape == (6, 2 + max(len(ids) for ids, _ in examples))
+    with torch.no_grad():
+        packed = classification_loss(net, rows)
+        alone = torch.stack([torch.nn.functional.cross_entropy(
+            net(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.bool)).logits, torch.tensor([label]))
+            for ids, label in examples])
+    assert packed.shape == (6, rows.size(1) - 1)
+    torch.testing.assert_close(packed.mean(dim=1), alone, rtol=1e-5, atol=1e-6)
+
+
+def test_a_classifiers_dropout_does_not_enter_the_sampled_loss():
+    """devinterp samples in train mode: the classifier's dropout (0.3 here) must not add its own noise.
+    The same weights with dropout 0.3 and 0 give the same estimate and loss trace, to the bit."""
+    from headlab.interventions.llc import classifier_rows
+
+    rows = classifier_rows(_examples(48))
+    noisy, clean = _classifier(dropout=0.3), _classifier(dropout=0.0)
+    clean.load_state_dict(noisy.state_dict())
+    settings = SGLDSettings(chains=1, draws=8, burnin=0, batch_size=16, seed=4)
+    a, b = (estimate_llc(net, rows, settings, layer=0, head=1) for net in (noisy, clean))
+    assert np.array_equal(a.loss_trace, b.loss_trace) and a.value == b.value
+    assert noisy.blocks[0].drop.p == 0.3  # the caller's network is left as it was

@@ -8,15 +8,18 @@ network frozen, so it describes how much structure that head's weights carry: a 
 circuit (an induction head) shows its rLLC change when it forms, a zeroed head's is ~0.
 
 The sampling is devinterp's (`devinterp.slt.sampling.sample`, an optional dependency: `pip install
-headlab[llc]`); this module builds the head masks for headlab's `HeadlabLM`, reads the samples and
+headlab[llc]`); this module builds the head masks for headlab's `HeadlabLM` and `HeadlabClassifier`
+(devinterp reads token rows only, so a classifier's examples travel packed as `[label, length, ids...]`
+rows, `classifier_rows`, and `classification_loss` unpacks them), reads the samples and
 takes the estimate over the draws after burn-in, paired with the trained weights' loss on the same
 batches (see `LLCEstimate`), with a flatness diagnostic of each chain (a chain whose loss still
 climbs at the end has not settled: too few burn-in steps for its step size and localization).
-`headlab-llc` (a later entry point) calls `estimate_head_llcs` per checkpoint and appends `llc_rows`.
+`headlab-llc` (headlab.tasks.llc) calls `estimate_head_llcs` per checkpoint and writes `head_metric_frame`.
 """
 
 from __future__ import annotations
 
+import copy
 import gc
 import math
 import tempfile
@@ -34,7 +37,7 @@ from torch.utils.data import Dataset
 
 from headlab.store.tables import HEAD_METRIC_COLUMNS
 
-METRICS = ("llc", "rllc")  # head_metrics.parquet's names, with `<metric>_std` beside each
+METRICS = ("llc", "rllc")  # whole model (llc.parquet only), head (also head_metrics.parquet, with `rllc_std`)
 WHOLE_MODEL = -1  # the layer and head of the whole-model `llc` rows
 ROW_COLUMNS = ("step", "layer", "head", "metric", "value", "std", "n_chains", "devinterp_value", "max_abs_drift", "flat")
 
@@ -163,6 +166,51 @@ def next_token_loss(net: nn.Module, input_ids: Tensor) -> Tensor:
     return torch.nn.functional.cross_entropy(logits.transpose(1, 2), input_ids[:, 1:], reduction="none")
 
 
+CLASSIFIER_HEADER = 2  # a packed classifier row: [label, length, ids padded to the longest]
+
+
+def classifier_rows(examples: Sequence[tuple[Sequence[int], int]], pad_id: int = 0) -> Tensor:
+    """`[n, 2 + L]` int64 rows `[label, length, ids..., pad...]` from (token ids, label) examples: devinterp
+    samples token rows only, so a classifier's example travels as one row and `classification_loss` unpacks it."""
+    if not examples:
+        raise ValueError("no examples to pack")
+    width = max(len(ids) for ids, *_ in examples)
+    rows = torch.full((len(examples), CLASSIFIER_HEADER + width), pad_id, dtype=torch.long)
+    for i, (ids, label, *_) in enumerate(examples):
+        rows[i, 0], rows[i, 1] = int(label), len(ids)
+        rows[i, CLASSIFIER_HEADER:CLASSIFIER_HEADER + len(ids)] = torch.as_tensor(list(ids), dtype=torch.long)
+    return rows
+
+
+def classification_loss(net: nn.Module, rows: Tensor) -> Tensor:
+    """Each packed example's cross-entropy, repeated over its row `[batch, width - 1]` (devinterp's
+    per-token contract): the mean over positions, what devinterp records, is the example's loss."""
+    ids = rows[:, CLASSIFIER_HEADER:]
+    mask = torch.arange(ids.size(1), device=rows.device)[None, :] < rows[:, 1:2]
+    loss = torch.nn.functional.cross_entropy(net(ids, mask).logits, rows[:, 0], reduction="none")
+    return loss[:, None].expand(-1, rows.size(1) - 1)
+
+
+def loss_for(net: nn.Module):
+    """The loss devinterp samples with: a classifier's (its config has `n_classes`) or next-token."""
+    return classification_loss if hasattr(getattr(net, "config", None), "n_classes") else next_token_loss
+
+
+def without_dropout(net: nn.Module) -> nn.Module:
+    """A copy of `net` with every dropout rate 0: devinterp samples in train mode, and the LLC is a
+    property of the deterministic loss (the classifier's default dropout 0.1 would add its own noise)."""
+    if not any(isinstance(m, nn.Dropout) and m.p > 0 for m in net.modules()) and \
+            not any(getattr(m, "attn_dropout", 0) for m in net.modules()):
+        return net
+    net = copy.deepcopy(net)
+    for module in net.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        if getattr(module, "attn_dropout", 0):
+            module.attn_dropout = 0.0
+    return net
+
+
 class _TokenRows(Dataset):
     """`[n, seq]` token ids as devinterp's `{"input_ids": [seq]}` rows."""
 
@@ -200,8 +248,8 @@ def stack_tokens(batches: Tensor | Iterable, max_sequences: int | None = None) -
 def estimate_llc(net: nn.Module, batches: Tensor | Iterable, settings: SGLDSettings | None = None, *,
                  layer: int = WHOLE_MODEL, head: int = WHOLE_MODEL) -> LLCEstimate:
     """The whole model's LLC (layer = head = -1), or head (layer, head)'s refined LLC, on `batches`
-    (token ids `[n, seq]` or a loader of next-token batches). `net` is not changed (devinterp samples
-    a copy); sampling runs on the network's device."""
+    (an LM's token ids `[n, seq]` or a loader of next-token batches; a classifier's `classifier_rows`).
+    `net` is not changed (devinterp samples a copy, without dropout); sampling runs on the network's device."""
     try:
         from devinterp.slt.sampling import sample
     except ImportError as error:
@@ -213,6 +261,7 @@ def estimate_llc(net: nn.Module, batches: Tensor | Iterable, settings: SGLDSetti
         raise ValueError(f"llc.batch_size={settings.batch_size} is more than the {tokens.size(0)} sequences given")
     whole = (layer, head) == (WHOLE_MODEL, WHOLE_MODEL)
     masks = None if whole else head_param_masks(net, layer, head)
+    loss_fn, net = loss_for(net), without_dropout(net)
     device = str(next(net.parameters()).device)
     start = time.perf_counter()
     gc.freeze()  # devinterp runs gc.collect() around every chain: ~1 s each over a big heap, ~0.01 s frozen
@@ -222,20 +271,20 @@ def estimate_llc(net: nn.Module, batches: Tensor | Iterable, settings: SGLDSetti
                              num_chains=settings.chains, num_draws=settings.draws, num_burnin_steps=settings.burnin,
                              batch_size=settings.batch_size, num_init_loss_batches=max(1, tokens.size(0) // settings.batch_size),
                              init_seed=settings.seed, localization=settings.localization, device=device,
-                             output_path=Path(tmp) / "samples.zarr", loss_fn=next_token_loss)
+                             output_path=Path(tmp) / "samples.zarr", loss_fn=loss_fn)
             data = samples.dataset
             trace = data.sampling_loss_micro.mean(dim=["batch_sampling", "token_pos"]).values.astype(np.float64)
             init_loss = float(data.init_loss.values.mean())
             step_ids = torch.from_numpy(data.sampling_input_ids_micro.isel(chain=0).values)  # [step, batch, seq]
     finally:
         gc.unfreeze()
-    reference = _reference_trace(net, step_ids)
+    reference = _reference_trace(net, step_ids, loss_fn)
     return _summarise("llc" if whole else "rllc", layer, head, trace, reference, init_loss, settings,
                       time.perf_counter() - start)
 
 
 @torch.no_grad()
-def _reference_trace(net: nn.Module, step_ids: Tensor, chunk: int = 1024) -> np.ndarray:
+def _reference_trace(net: nn.Module, step_ids: Tensor, loss_fn=next_token_loss, chunk: int = 1024) -> np.ndarray:
     """`[step]` loss at the trained weights on each SGLD step's batch (every chain sees the same
     batches: devinterp's `match_sampling_input_ids_across_chains`), in the sampler's train mode."""
     was_training = net.training
@@ -243,7 +292,7 @@ def _reference_trace(net: nn.Module, step_ids: Tensor, chunk: int = 1024) -> np.
     try:
         device = next(net.parameters()).device
         flat = step_ids.reshape(-1, step_ids.size(-1))
-        losses = torch.cat([next_token_loss(net, part.to(device)).mean(dim=1).cpu() for part in flat.split(chunk)])
+        losses = torch.cat([loss_fn(net, part.to(device)).mean(dim=1).cpu() for part in flat.split(chunk)])
     finally:
         net.train(was_training)
     return losses.view(step_ids.size(0), step_ids.size(1)).mean(dim=1).double().numpy()
@@ -299,9 +348,10 @@ def llc_rows(step: int, estimates: Sequence[LLCEstimate]) -> pd.DataFrame:
 
 
 def head_metric_frame(run_id: str, step: int, epoch: int, estimates: Sequence[LLCEstimate]) -> pd.DataFrame:
-    """The estimates as head_metrics.parquet rows (`HEAD_METRIC_COLUMNS`): `llc` / `rllc` (the value)
-    and `llc_std` / `rllc_std` (over chains) per estimate; the whole model's at layer = head = -1."""
+    """The heads' estimates as head_metrics.parquet rows (`HEAD_METRIC_COLUMNS`): `rllc` (the value) and
+    `rllc_std` (over chains) per head. The whole model's `llc` is left out: it is no head's, and the tools
+    that read that table take every (layer, head) in it for a head (`llc_rows` keeps it, at -1, -1)."""
     records = [(str(run_id), int(step), int(epoch), e.layer, e.head, name, value)
-               for e in estimates for name, value in ((e.metric, e.value), (f"{e.metric}_std", e.std))]
+               for e in estimates if e.metric == "rllc" for name, value in ((e.metric, e.value), (f"{e.metric}_std", e.std))]
     frame = pd.DataFrame(records, columns=list(HEAD_METRIC_COLUMNS))
     return frame.astype({"step": "int64", "epoch": "int64", "layer": "int64", "head": "int64", "value": "float64"})

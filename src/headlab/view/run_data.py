@@ -27,11 +27,16 @@ TRAJECTORY_METRICS = ("entropy", "entropy_norm", "mean_distance", "prev_score", 
 # Head-by-head tables of head_pairs.parquet the similarity panel draws (weight space first).
 PAIR_METRICS = ("q_cosine", "qk_cosine", "q_subspace", "js", "corr")
 ROLE = "role"
+# A language model's per-head scores (shares of attention, so always in [0, 1]): the layer x head maps of
+# the LM panel, drawn on one fixed 0-1 scale so a 0.03 head never looks like a 0.6 one.
+LM_SCORES = ("prev_token_score", "induction_score", "rep_induction_score", "duplicate_score")
+SAMPLED_LATER = ("rllc", "rllc_std")  # headlab-llc's rows, at the saved checkpoints it sampled
 
 
 def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = None,
                   maps: Mapping[int, np.ndarray] | None = None, patterns: Sequence[Mapping[str, Any]] = (),
-                  importance: pd.DataFrame | None = None, title: str = "run", notes: Sequence[str] = ()) -> dict[str, Any]:
+                  importance: pd.DataFrame | None = None, title: str = "run", notes: Sequence[str] = (),
+                  lm: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The page data of one run.
 
     Args:
@@ -40,10 +45,18 @@ def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = 
         maps: step -> mean attention maps `[layer, head, P, P]` (any subset of the steps).
         patterns: `headlab.store.probe_patterns.read_pattern_parts` (per step: patterns, lengths, tokens).
         importance: `head_importance.parquet` (its metrics join the trajectories at their steps), or None.
+        lm: summary.json's `lm` block of a language-model run (onsets, loss drop), or None.
     """
     if head_metrics is None or head_metrics.empty:
         raise DataError(HEAD_METRICS, "has no rows: the run measured nothing to show")
-    steps = sorted(int(s) for s in head_metrics["step"].unique())
+    head_metrics = head_metrics[head_metrics["layer"] >= 0]  # a run-level row (layer -1) is no head's
+    measured = head_metrics[~head_metrics["metric"].isin(SAMPLED_LATER)]
+    # the slider's steps are the training's measurements; headlab-llc's rows at a checkpoint no
+    # measurement fell on would be steps where every other metric is missing
+    steps = sorted(int(s) for s in (measured if not measured.empty else head_metrics)["step"].unique())
+    off_grid = sorted(set(int(s) for s in head_metrics["step"].unique()) - set(steps))
+    if off_grid:
+        notes = [*notes, f"rLLC at steps {', '.join(map(str, off_grid))} not shown: no measurement at those steps"]
     n_layers = int(head_metrics["layer"].max()) + 1
     n_heads = int(head_metrics["head"].max()) + 1
     cube = _cube(head_metrics, steps, n_layers, n_heads)  # metric -> [step, layer * head]
@@ -62,7 +75,27 @@ def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = 
     data["pairs"] = _pairs(head_pairs, steps, n_layers, n_heads) if head_pairs is not None else {}
     data["maps"] = _maps(maps or {}, steps)
     data["tokens"] = _tokens(patterns, steps, n_layers, n_heads)
+    data["lm"] = _lm(cube, lm, n_heads)
     return data
+
+
+def _lm(cube: Mapping[str, np.ndarray], lm: Mapping[str, Any] | None, n_heads: int) -> dict[str, Any] | None:
+    """The LM panel: which scores the run measured, each head's induction onset (`L1H2` -> step, as
+    head index -> step) and the probe-loss drop / ICL jump steps; None for a run with no LM score."""
+    scores = [m for m in LM_SCORES if m in cube]
+    if not scores:
+        return None
+    lm = lm or {}
+    onsets = {}
+    for name, step in (lm.get("induction_onset_steps") or {}).items():
+        layer, _, head = str(name).removeprefix("L").partition("H")
+        if step is not None and layer.isdigit() and head.isdigit():
+            onsets[str(int(layer) * n_heads + int(head))] = int(step)
+    events = {key: lm.get(key) for key in ("loss_drop_step", "icl_jump_step")}
+    roles = lm.get("final_roles")  # [layer][head] at the last measurement (the LM rule: previous, induction, ...)
+    final = [str(r) for layer in roles for r in layer] if isinstance(roles, list) and all(isinstance(x, list) for x in roles) else None
+    return {"scores": scores, "onsets": onsets, "final_roles": final,
+            **{k: int(v) for k, v in events.items() if isinstance(v, (int, float))}}
 
 
 def _cube(df: pd.DataFrame, steps: list[int], n_layers: int, n_heads: int) -> dict[str, np.ndarray]:

@@ -1,0 +1,41 @@
+"""`headlab-llc RUN_DIR [llc.KEY=VALUE ...]`: the local learning coefficient, whole model and per head.
+
+At up to `llc.checkpoints` of the run's saved checkpoints (log-spaced in step; `llc.steps` names them),
+devinterp's SGLD estimates the whole model's LLC and each head's refined LLC (only that head's
+W_Q/W_K/W_V/W_O sampled), for an LM run (experiment=induction) or a classifier run; written into RUN_DIR
+(`headlab.tasks.llc`): head_metrics.parquet rows `rllc`, llc.parquet, llc.json, figures/llc.png.
+Settings and their calibration: `headlab.config.llc` (`--cfg job` prints them). Exit 2: not a run dir, a
+run without checkpoints, a bad setting: one line, nothing written.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from headlab.config.app import positional_arg, run_app
+
+PROG = "headlab-llc"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = positional_arg(sys.argv[1:] if argv is None else argv, "run_dir")
+    return run_app(PROG, "llc", llc, args)
+
+
+def llc(cmd) -> int:
+    from headlab.store import RunDir
+    from headlab.tasks.llc import compute, plan, write_outputs
+    from headlab.tasks.lock import RunLock
+
+    run = RunDir(cmd.run_dir)
+    chosen = plan(run, cmd.llc)
+    print(f"{PROG}: {chosen.note}", flush=True)
+    with RunLock(run, key="run_dir"):  # no training or other tool writes the run dir meanwhile
+        outcome = compute(chosen, cmd.llc, progress=lambda line: print(f"{PROG}: {line}", flush=True))
+        for path in write_outputs(run, outcome):
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,6 +7,7 @@ setting. Each problem is one `HeadlabError` line (exit 2 in the command lines).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -103,9 +104,17 @@ def refuse_language_model(run: RunDir, cfg: DictConfig, command: str, reason: st
 
 
 def build_datamodule(cfg: DictConfig) -> Any:
-    """The run's datamodule, set up: same source, split, vocabulary and probe as in training."""
-    data = instantiate(cfg.data)
-    data.setup("fit")
+    """The run's datamodule, set up: same source, split, vocabulary and probe as in training. Its warnings
+    about the data (a probe shrunk to the val split) were the training's to give: a tool that rebuilds the
+    data of every job of a sweep would repeat them once per job."""
+    logger = logging.getLogger("headlab.data")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        data = instantiate(cfg.data)
+        data.setup("fit")
+    finally:
+        logger.setLevel(level)
     return data
 
 

@@ -72,10 +72,12 @@ def test_the_run_records_its_data_absolute_with_digest_and_label_names(trained):
     assert summary["start_dir"] == str(data_file.parent)
 
 
-def test_importance_prune_doctor_work_after_the_move_from_another_directory(trained, elsewhere, tmp_path, capsys):
+def test_importance_prune_doctor_view_report_work_after_the_move_from_another_directory(trained, elsewhere, tmp_path, capsys):
     from headlab.cli.doctor import main as doctor
     from headlab.cli.importance import main as importance
     from headlab.cli.prune import main as prune
+    from headlab.cli.report import main as report
+    from headlab.cli.view import main as view
 
     run = Path(shutil.copytree(trained, tmp_path / "copy"))
     assert importance([str(run), "importance.figures=false", "importance.curves=false"]) == 0
@@ -84,7 +86,10 @@ def test_importance_prune_doctor_work_after_the_move_from_another_directory(trai
     assert (run / "prune_curve.parquet").is_file()
     assert doctor([str(run)]) in (0, 1)  # 1 = a check failed; 2 would be an unusable run
     assert (run / "doctor.json").is_file()
-    assert "not found" not in capsys.readouterr().err
+    assert view([str(run)]) == 0 and (run / "view.html").is_file()
+    assert report([str(run)]) == 0
+    out, err = capsys.readouterr()
+    assert "not found" not in err and "L0H1:" in out
 
 
 def test_an_old_run_with_a_relative_path_resolves_against_where_it_started(trained, elsewhere, tmp_path):

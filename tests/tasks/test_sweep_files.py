@@ -53,3 +53,24 @@ def test_a_sweep_on_a_csv_runs_and_prints_its_folder_last(tmp_path):
     assert sweep.parent == tmp_path / "logs" / "sweeps" / "heads-files"
     assert {str(sweep / "0"), str(sweep / "1")} <= set(lines[:-1])
     assert (sweep / "multirun.yaml").is_file() and (sweep / "1" / "summary.json").is_file()
+
+
+@pytest.mark.slow
+def test_the_docs_command_for_sweeps_on_your_data_runs_as_written(tmp_path):
+    """docs/sweeps.md "Sweeps on your data": its bash block, run as it is written (the venv's bin/ for
+    `.venv/bin/`), from an empty folder: 6 completed jobs, and the sweep's folder printed last."""
+    import json
+    import re
+    import sys
+
+    text = (Path(__file__).parents[2] / "docs" / "sweeps.md").read_text()
+    section = text.split("## Sweeps on your data", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    script = block.replace(".venv/bin/", str(Path(sys.executable).parent) + "/")
+    result = subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True, env=cli_env(tmp_path),
+                            cwd=tmp_path, timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sweep = Path(result.stdout.strip().splitlines()[-1])
+    jobs = sorted(p for p in sweep.iterdir() if p.name.isdigit())
+    assert len(jobs) == 6 and sweep.parent.name == "heads-files"
+    assert all(json.loads((job / "summary.json").read_text())["status"] == "completed" for job in jobs)

@@ -155,3 +155,17 @@ def test_the_segment_and_hydra_copy_of_the_config_get_the_absolute_paths(tmp_pat
         saved = OmegaConf.load(path)
         assert saved.data.files.train == "/data/my.csv" and saved.data.files.val is None
         assert OmegaConf.to_container(saved.model) == {"max_len": "${data.max_len}"}  # interpolations kept
+
+
+def test_resuming_a_run_recorded_with_a_relative_path_from_where_it_started_is_not_a_change(tmp_path, monkeypatch):
+    from headlab.store import atomic_write_json
+    from headlab.tasks.resume import _changed_settings
+
+    monkeypatch.chdir(tmp_path)
+    run = RunDir(tmp_path / "run")
+    (run.path / "segments" / "0").mkdir(parents=True)
+    atomic_write_json(run.path / "segments" / "0" / "resolved.json", {"data.files.train": "my.csv", "seed": 1})
+    same = OmegaConf.create({"data": {"files": {"train": str(tmp_path / "my.csv")}}, "seed": 1})
+    assert _changed_settings(same, run, extendable=True) == {}
+    other = OmegaConf.create({"data": {"files": {"train": "/elsewhere/my.csv"}}, "seed": 1})
+    assert _changed_settings(other, run, extendable=True) == {"data.files.train": ("my.csv", "/elsewhere/my.csv")}

@@ -21,8 +21,8 @@ def test_a_lightning_record_reaches_the_console_once_under_a_root_handler():
     root = logging.StreamHandler(stream)  # what Hydra's job_logging installs
     logging.getLogger().addHandler(root)
     lightning_console = io.StringIO()
-    for handler in logging.getLogger("lightning").handlers:
-        handler.setStream(lightning_console)
+    logging.getLogger("lightning").addHandler(logging.StreamHandler(lightning_console))  # as `import lightning` does
+    logging.getLogger("lightning").propagate = True
     try:
         logging.getLogger("lightning.pytorch.utilities.rank_zero").info("before")
         assert "before" in lightning_console.getvalue() and "before" in stream.getvalue()  # twice: the bug

@@ -194,6 +194,8 @@ def shipped_options() -> list[list[str]]:
     for group in ("optim", "callbacks", "logger", "experiment", "debug"):
         for option in sorted(p.name[:-5] for p in (root / group).iterdir() if p.name.endswith(".yaml")):
             out.append(["data=synthetic", f"{group}={option}"] if group != "experiment" else [f"experiment={option}"])
+            if option == "sweep_files":  # a base for the user's own file: its one mandatory key
+                out[-1].append("data.files.train=/data/my.csv")
     return out
 
 

@@ -96,6 +96,9 @@ ADDED_KEYS = (
     ("callbacks", "head_metrics", "probe_pattern_len"),
     ("callbacks", "head_metrics", "view"),
     ("overwrite",),  # a fresh start over an existing run only when asked (issue 24): a switch, not a setting
+    ("data", "tokenizer"),  # data=files: char (as before) or word (issue 35)
+    ("data", "files", "text_column"),  # data=files, files_lm: the column names, "text" and "label" as before (issue 35)
+    ("data", "files", "label_column"),
 )
 
 
@@ -188,7 +191,8 @@ def test_the_added_keys_are_the_signature_s_other_parameters():
     from headlab.config.train_schema import ADDED_KEYS
 
     options = {schema.__name__: [f.name for f in dataclasses.fields(extra)] for schema, extra in ADDED_KEYS}
-    assert options["ZhReviewsDataSchema"] == ["eval_batch_size", "shuffle_seed", "train_fraction", "train_labels", "train_unlabelled"]
+    assert options["ZhReviewsDataSchema"] == ["eval_batch_size", "shuffle_seed", "train_fraction", "train_labels", "train_unlabelled",
+                                             "tokenizer"]  # +data.tokenizer=word on any classifier source
     assert options["SyntheticDataSchema_synthetic"] == ["min_len", "max_len", "marker", "n_markers", "letters", "end_letters"]
     assert options["HeadMetricsSchema"] == ["min_gap_steps", "importance"]  # run_id: the run passes it
     assert options["RunCheckpointSchema"] == ["keep_every_n_train_steps"]

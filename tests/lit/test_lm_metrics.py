@@ -26,6 +26,18 @@ def test_onset_loss_drop_and_icl_jump_are_the_planted_steps():
     assert facts["max_induction_score_overall"] == 0.9
 
 
+def test_no_icl_jump_without_a_formed_head_or_with_a_score_that_stays_positive():
+    """Issue 35: an 'icl_jump_step' was reported on a run whose ICL score stayed positive and where no
+    induction head formed; both cases now leave the ICL fields empty (the loss drop stays: ordinary learning)."""
+    unformed = _planted(onset=10_000, loss_drop=550).phase_change()
+    assert unformed["icl_jump_step"] is None and unformed["icl_jump_midpoint_step"] is None
+    assert unformed["loss_drop_step"] == 550 and unformed["onsets_coincide_with_loss_drop"] is None
+    positive = _planted(onset=500, loss_drop=550)
+    for entry in positive.history:
+        entry["icl_score"] += 5.0  # falls from 5 to 2 nats: never below 0
+    assert positive.phase_change()["icl_jump_step"] is None
+
+
 def test_far_apart_onset_does_not_coincide():
     assert _planted(onset=200, loss_drop=800).phase_change()["onsets_coincide_with_loss_drop"] is False
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import hydra
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from headlab.config.app import run_hydra
@@ -28,6 +29,17 @@ log = logging.getLogger("headlab.train")
 EXIT_CONFIG, EXIT_DIVERGED = 2, 3
 # The name in its messages: headlab-distill runs this command under its own.
 PROG = {"name": "headlab-train"}
+# The folder of this process's -m sweep, set by SweepFolder when the sweep starts: printed last.
+SWEEP_DIR: dict[str, str] = {}
+
+
+class SweepFolder(Callback):
+    """Hydra's callback (conf/hydra/default.yaml) that notes the sweep's folder as the sweep starts, in the
+    process that launches the jobs: `main` prints it last, after every job's run folder, failed jobs or not.
+    Reading `hydra.sweep.dir` here fixes its `${now:}` for the sweeper too (Hydra caches the resolver per config)."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
+        SWEEP_DIR["path"] = str(Path(str(config.hydra.sweep.dir)).absolute())
 
 
 @hydra.main(version_base="1.3", config_path="pkg://headlab.conf", config_name="train")
@@ -90,6 +102,10 @@ def main(prog: str = "headlab-train") -> None:
         signals = SweepSignals(PROG["name"])  # SIGTERM / SIGINT reach every job, none is left orphaned
     with signals:
         code = run_hydra(prog, "train", _hydra_main, sys.argv[1:])
+    from headlab.cli.train import SWEEP_DIR as noted  # Hydra's SweepFolder is this module's, also under `python -m`
+
+    if noted.get("path") and Path(noted["path"]).is_dir():  # the sweep's folder, last: aggregate it
+        print(noted["path"])
     if code:
         sys.exit(code)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,14 +26,14 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from headlab.data.collate import collate_batch
-from headlab.data.files import load_file_splits
+from headlab.data.files import file_sha256, load_file_splits
 from headlab.data.labeled import LabeledTexts
 from headlab.data.multidomain import generate_multidomain
 from headlab.data.probe import ProbeSet, select_probe
 from headlab.data.sampler import BucketBatchSampler
 from headlab.data.split import check_fractions, stratified_split, stratified_subset
 from headlab.data.synthetic import generate_synthetic
-from headlab.data.tokenizer import CharTokenizer
+from headlab.data.tokenizer import TOKENIZERS, CharTokenizer, make_tokenizer
 from headlab.data.zh_reviews import load_zh_reviews
 from headlab.config.values import check_int
 from headlab.errors import ConfigError, DataError
@@ -41,7 +42,7 @@ SOURCES = ("zh_reviews", "synthetic", "files", "multidomain")
 SPLITS = ("train", "val", "test")
 DEFAULT_PROBE_SIZE = 256  # shrinks to the val split when that is smaller; an explicit larger value is refused
 _SYNTHETIC_KEYS = tuple(p for p in inspect.signature(generate_synthetic).parameters if p != "seed")
-_FILES_KEYS = SPLITS
+_FILES_KEYS = (*SPLITS, "text_column", "label_column")  # load_file_splits's parameters
 _MULTIDOMAIN_KEYS = tuple(p for p in inspect.signature(generate_multidomain).parameters if p != "seed")
 UNKNOWN_DOMAIN = -1  # a val/test domain tag absent from the train split
 UNLABELLED = -1  # the label of a train row outside data.train_labels, kept by data.train_unlabelled
@@ -65,6 +66,7 @@ class _Prepared:
     source_stats: dict[str, int]
     probe: ProbeSet
     domain_names: list[str] | None = None
+    file_digests: dict[str, str] | None = None  # data=files: sha256 of each file read, as loaded
 
 
 class _EncodedDataset(Dataset):
@@ -109,6 +111,7 @@ class TextDataModule(L.LightningDataModule):
         multidomain: Mapping[str, Any] | None = None,
         train_labels: int | None = None,
         train_unlabelled: bool = False,
+        tokenizer: str = "char",
     ) -> None:
         super().__init__()
         if source not in SOURCES:
@@ -122,6 +125,9 @@ class TextDataModule(L.LightningDataModule):
         check_int("data.probe_size", probe_size, 1)
         check_int("data.num_workers", num_workers, 0)
         check_int("data.min_freq", min_freq, 1)
+        if tokenizer not in TOKENIZERS:
+            raise ConfigError("data.tokenizer", tokenizer, f"one of {list(TOKENIZERS)} (one token per character or per word)")
+        self.tokenizer_kind = tokenizer
         if shuffle_seed is not None:
             check_int("data.shuffle_seed", shuffle_seed, None)
         self.source, self.max_len, self.seed, self.probe_size = source, max_len, seed, probe_size
@@ -156,7 +162,7 @@ class TextDataModule(L.LightningDataModule):
         if self._prepared is not None:
             return
         parts, source_stats = self._load_parts()
-        tokenizer = CharTokenizer.fit(parts["train"].texts, min_freq=self.min_freq)
+        tokenizer = make_tokenizer(self.tokenizer_kind, parts["train"].texts, min_freq=self.min_freq)
         chosen = None  # after the fit: a teacher trained on all of train shares this vocabulary
         if self.train_labels is not None:
             chosen = stratified_subset(parts["train"].labels, self.train_labels, self.seed)
@@ -181,7 +187,8 @@ class TextDataModule(L.LightningDataModule):
                 "data.probe_size=%d is more than the %d val sequences: the probe is all %d of them", size, len(val.labels), len(val.labels))
             size = len(val.labels)
         probe = select_probe(val.input_ids, val.labels, size, self.seed, tokenizer.punctuation_ids)
-        self._prepared = _Prepared(tokenizer, splits, parts["train"].label_names, source_stats, probe, domain_names)
+        digests = {k: file_sha256(v) for k, v in self.files.items() if k in SPLITS and v} if self.source == "files" else None
+        self._prepared = _Prepared(tokenizer, splits, parts["train"].label_names, source_stats, probe, domain_names, digests)
 
     def train_dataloader(self) -> DataLoader:
         """Batches in an order that is a pure function of (shuffle seed, epoch), from a loader
@@ -274,7 +281,11 @@ class TextDataModule(L.LightningDataModule):
         if self.train_unlabelled:
             out["n_train_labelled"] = sum(label != UNLABELLED for label in data.splits["train"].labels)
         out.update({f"truncated_{name}": split.n_truncated for name, split in data.splits.items()})
-        out.update({"vocab_size": data.tokenizer.vocab_size, "n_classes": len(data.label_names)})
+        out.update({"vocab_size": data.tokenizer.vocab_size, "tokenizer": self.tokenizer_kind,
+                    "n_classes": len(data.label_names), "label_names": list(data.label_names)})
+        if self.source == "files":  # absolute, so the record names the files wherever it is read from
+            out["files"] = {k: os.path.abspath(v) if k in SPLITS else v for k, v in self.files.items() if v is not None}
+            out["files_sha256"] = dict(data.file_digests)
         out.update({"probe_size": len(data.probe), "probe_digest": data.probe.digest()})
         out["source_stats"] = dict(data.source_stats)
         if data.domain_names is not None:
@@ -303,7 +314,7 @@ class TextDataModule(L.LightningDataModule):
         elif self.source == "multidomain":
             given = {"train": generate_multidomain(seed=self.seed, **self.multidomain_kwargs)}
         else:
-            given = load_file_splits(self.files["train"], self.files.get("val"), self.files.get("test"))
+            given = load_file_splits(**self.files)
         pool = given["train"]
         val_fraction = 0.0 if "val" in given else self.val_fraction
         test_fraction = 0.0 if "test" in given else self.test_fraction
@@ -319,7 +330,7 @@ class TextDataModule(L.LightningDataModule):
 
     def _encode(self, tokenizer: CharTokenizer, part: LabeledTexts, domain_names: list[str] | None) -> EncodedSplit:
         ids = [tokenizer.encode(text, self.max_len) for text in part.texts]
-        n_truncated = sum(len(text) + 1 > self.max_len for text in part.texts)
+        n_truncated = sum(len(tokenizer.split(text)) + 1 > self.max_len for text in part.texts)
         domain_ids = None
         if domain_names is not None:
             index = {name: i for i, name in enumerate(domain_names)}

@@ -1,4 +1,5 @@
-"""The user's own labelled texts: CSV or JSON lines with columns `text`, `label`, optional `domain`.
+"""The user's own labelled texts: CSV or JSON lines with columns `text`, `label`, optional `domain`
+(the text and label columns may have other names: `data.files.text_column`, `data.files.label_column`).
 
 Every problem a file can have is reported as a `DataError` naming the file and what to change,
 because this is where user data first meets headlab. Labels may be strings or integers; the
@@ -13,14 +14,16 @@ are kept and counted in `unknown_domain` (summary.json: `val_unknown_domain`, `t
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from headlab.data.labeled import LabeledTexts
-from headlab.errors import DataError
+from headlab.errors import ConfigError, DataError
 
 SUFFIXES = (".csv", ".jsonl", ".json")
 TEXT, LABEL, DOMAIN = "text", "label", "domain"
@@ -37,27 +40,40 @@ class _Rows:
     blank: int
 
 
-def load_files(path: str | os.PathLike) -> LabeledTexts:
+def load_files(path: str | os.PathLike, text_column: str = TEXT, label_column: str = LABEL) -> LabeledTexts:
     """One file, its labels mapped to 0..C-1 in sorted order; needs at least two classes."""
-    return _labeled(_read_rows(Path(path)), path, train_names=None)
+    return _labeled(_read_rows(Path(path), text_column, label_column), path, train_names=None, label_column=label_column)
 
 
 def load_file_splits(
-    train: str | os.PathLike, val: str | os.PathLike | None = None, test: str | os.PathLike | None = None
+    train: str | os.PathLike, val: str | os.PathLike | None = None, test: str | os.PathLike | None = None,
+    text_column: str = TEXT, label_column: str = LABEL,
 ) -> dict[str, LabeledTexts]:
-    """Train file plus optional val/test files, all mapped with the TRAIN file's classes."""
-    out = {"train": load_files(train)}
+    """Train file plus optional val/test files, all mapped with the TRAIN file's classes. The text and
+    label are read from the columns (CSV header names, JSON keys) `text_column` and `label_column`."""
+    _check_column_names(text_column, label_column)
+    out = {"train": load_files(train, text_column, label_column)}
     train_domains = set(out["train"].domains or [])
     for split, path in (("val", val), ("test", test)):
         if path is not None:
-            out[split] = _labeled(_read_rows(Path(path)), path, train_names=out["train"].label_names, train_path=train)
+            out[split] = _labeled(_read_rows(Path(path), text_column, label_column), path,
+                                  train_names=out["train"].label_names, train_path=train, label_column=label_column)
             if out[split].domains is not None:
                 out[split].stats["unknown_domain"] = sum(d not in train_domains for d in out[split].domains)
     return out
 
 
+def _check_column_names(*names: object) -> None:
+    for key, name in zip(("data.files.text_column", "data.files.label_column"), names):
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(key, name, "a column name of the file (a CSV header, a JSON key)")
+    if names[0] == names[1]:
+        raise ConfigError("data.files.label_column", names[1], "a column other than data.files.text_column")
+
+
 def _labeled(
-    rows: _Rows, path: str | os.PathLike, train_names: list[str] | None, train_path: str | os.PathLike | None = None
+    rows: _Rows, path: str | os.PathLike, train_names: list[str] | None, train_path: str | os.PathLike | None = None,
+    label_column: str = LABEL,
 ) -> LabeledTexts:
     """Map labels to ints: by this file's own sorted values, or by the train file's classes."""
     numeric = None if train_names is None else all(isinstance(_label_key(n), int) for n in train_names)
@@ -65,7 +81,7 @@ def _labeled(
     if train_names is None:
         names = sorted(set(keys))
         if len(names) < 2:
-            raise DataError(path, f"only one class ({names[0]!r}) in column {LABEL!r}: a classifier needs at least 2")
+            raise DataError(path, f"only one class ({names[0]!r}) in column {label_column!r}: a classifier needs at least 2")
     else:
         names = [_label_key(n) if numeric else n for n in train_names]
         unknown = sorted({str(k) for k in keys} - {str(n) for n in names})
@@ -78,22 +94,22 @@ def _labeled(
     return LabeledTexts(rows.texts, [index[k] for k in keys], [str(n) for n in names], rows.domains, stats)
 
 
-def load_texts(path: str | os.PathLike) -> list[str]:
-    """The non-blank `text` values of one CSV / JSON lines file, stripped, in file order: what a
+def load_texts(path: str | os.PathLike, text_column: str = TEXT) -> list[str]:
+    """The non-blank `text` (`text_column`) values of one CSV / JSON lines file, stripped, in file order: what a
     character LM (`data=files_lm`) trains on. Other columns (`label`, `domain`) are ignored; a file
     without a `text` column, or whose texts are all blank or not strings, is a DataError."""
     path = Path(path)
-    records = _read_records(path, required=(TEXT,))
+    records = _read_records(path, required=(text_column,))
     texts, not_text = [], 0
     for _, row in records:
-        text = row.get(TEXT)
+        text = row.get(text_column)
         if isinstance(text, str) and text.strip():
             texts.append(text.strip())
         elif text is not None and not isinstance(text, str):
             not_text += 1
     if not texts:
         detail = f" ({not_text} are not strings)" if not_text else ""
-        raise DataError(path, f"no usable text: all {len(records)} rows have a blank {TEXT!r}{detail}; a language model needs text")
+        raise DataError(path, f"no usable text: all {len(records)} rows have a blank {text_column!r}{detail}; a language model needs text")
     return texts
 
 
@@ -112,8 +128,8 @@ def _read_records(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict
     return records
 
 
-def _read_rows(path: Path) -> _Rows:
-    return _collect(_read_records(path, required=(TEXT, LABEL)), path)
+def _read_rows(path: Path, text_column: str = TEXT, label_column: str = LABEL) -> _Rows:
+    return _collect(_read_records(path, required=(text_column, label_column)), path, text_column, label_column)
 
 
 def _decode_utf8(path: Path) -> str:
@@ -183,36 +199,38 @@ def _json_records(content: str, path: Path, required: tuple[str, ...] = (TEXT, L
 def _check_columns(found: list[str], path: Path, required: tuple[str, ...] = (TEXT, LABEL)) -> None:
     for column in required:
         if column not in found:
-            raise DataError(path, f"missing column {column!r} (columns found: {found})")
+            hint = "" if column == DOMAIN else (f"; name yours with data.files.{'text' if column in required[:1] else 'label'}"
+                                                f"_column=NAME")
+            raise DataError(path, f"missing column {column!r} (columns found: {found}){hint}")
 
 
-def _collect(records: list[tuple[int, dict]], path: Path) -> _Rows:
+def _collect(records: list[tuple[int, dict]], path: Path, text_column: str = TEXT, label_column: str = LABEL) -> _Rows:
     has_domain = any(DOMAIN in row for _, row in records)
     rows = _Rows([], [], [] if has_domain else None, n_rows=len(records), blank=0)
     for line, row in records:
-        text = row.get(TEXT)
+        text = row.get(text_column)
         if text is None or (isinstance(text, str) and not text.strip()):
             rows.blank += 1
             continue
         if not isinstance(text, str):
-            raise DataError(path, f"line {line}: {TEXT!r} must be a string, got {type(text).__name__}")
+            raise DataError(path, f"line {line}: {text_column!r} must be a string, got {type(text).__name__}")
         rows.texts.append(text.strip())
-        rows.labels.append(_label_value(row.get(LABEL), line, path))
+        rows.labels.append(_label_value(row.get(label_column), line, path, label_column))
         if rows.domains is not None:
             domain = row.get(DOMAIN)
             rows.domains.append("" if domain is None else str(domain).strip())
     if not rows.texts:
-        raise DataError(path, f"all {rows.n_rows} rows have a blank {TEXT!r}")
+        raise DataError(path, f"all {rows.n_rows} rows have a blank {text_column!r}")
     return rows
 
 
-def _label_value(value: object, line: int, path: Path) -> str | int:
+def _label_value(value: object, line: int, path: Path, label_column: str = LABEL) -> str | int:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataError(path, f"line {line}: {LABEL!r} must be a string or an integer, got {value!r}")
+        raise DataError(path, f"line {line}: {label_column!r} must be a string or an integer, got {value!r}")
     if isinstance(value, str):
         value = value.strip()
         if not value:
-            raise DataError(path, f"line {line}: empty {LABEL!r}")
+            raise DataError(path, f"line {line}: empty {label_column!r}")
     return value
 
 
@@ -232,3 +250,29 @@ def _label_keys(labels: list[str | int], numeric: bool | None) -> tuple[list[str
     if numeric is None:
         numeric = all(isinstance(k, int) for k in ints)
     return (ints if numeric else [str(v) for v in labels]), numeric
+
+
+FILE_KEYS = ("train", "val", "test")  # the keys of `data.files` that name files
+
+
+def absolute_file_paths(files: Any, base: str | os.PathLike) -> dict[str, str]:
+    """The `data.files` paths that are relative, as absolute paths against `base` (the directory the run
+    started in): `{key: absolute}` for each one that changes. Symbolic links are kept as written."""
+    out = {}
+    for key in FILE_KEYS:
+        value = files.get(key) if files is not None else None
+        if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
+            out[key] = os.path.normpath(os.path.join(os.fspath(base), value))
+        elif isinstance(value, str) and value.startswith("~"):
+            out[key] = os.path.expanduser(value)
+    return out
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The hex sha256 of a file's bytes: what a run records of each data file (summary.json
+    `data.files_sha256`), so a tool that rebuilds its splits can tell the file changed."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

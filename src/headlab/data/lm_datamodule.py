@@ -224,7 +224,7 @@ class ReviewsLMDataModule(TextLMDataModule):
 
 
 class FilesLMDataModule(TextLMDataModule):
-    """A character LM on the user's own texts: the `text` column of a CSV / JSON lines file
+    """A character LM on the user's own texts: the `text` column (`files.text_column`) of a CSV / JSON lines file
     (`headlab.data.files.load_texts`; a `label` column is not needed and is ignored). Without val /
     test files the train file is split by val_fraction / test_fraction with the data seed."""
 
@@ -232,9 +232,9 @@ class FilesLMDataModule(TextLMDataModule):
 
     def __init__(self, files: dict | None = None, **kwargs: object) -> None:
         files = dict(files or {})
-        unknown = sorted(set(files) - {"train", "val", "test"})
+        unknown = sorted(set(files) - {"train", "val", "test", "text_column"})
         if unknown:
-            raise ConfigError(f"data.files.{unknown[0]}", files[unknown[0]], "one of the keys train, val, test")
+            raise ConfigError(f"data.files.{unknown[0]}", files[unknown[0]], "one of the keys train, val, test, text_column")
         if not files.get("train"):
             raise ConfigError("data.files.train", files.get("train"), "the path of a CSV or JSONL file with a 'text' column")
         self.files = files
@@ -243,8 +243,9 @@ class FilesLMDataModule(TextLMDataModule):
     def _load_texts(self) -> dict[str, list[str]]:
         from headlab.data.files import load_texts
 
-        train = load_texts(self.files["train"])
-        given = {split: load_texts(self.files[split]) for split in ("val", "test") if self.files.get(split)}
+        column = self.files.get("text_column") or "text"
+        train = load_texts(self.files["train"], column)
+        given = {split: load_texts(self.files[split], column) for split in ("val", "test") if self.files.get(split)}
         if len(given) == 2:
             return {"train": train, **given}
         parts = self._split(train)

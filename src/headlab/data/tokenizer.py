@@ -1,15 +1,21 @@
-"""Character tokenizer: one token per Unicode code point, plus [PAD], [CLS] and [UNK].
+"""Tokenizers: one token per Unicode code point (`CharTokenizer`, the default) or per word
+(`WordTokenizer`, `data.tokenizer=word`), plus [PAD], [CLS] and [UNK] in both.
 
-Characters, not words, because the questions headlab asks are about where heads look, and a
+Characters by default, because the questions headlab asks are about where heads look, and a
 character-level sequence keeps positions meaningful for Chinese text (no segmenter whose errors
 would move the boundaries) and for the synthetic task (one letter = one position).
-The vocabulary is a plain list saved as JSON, so loading it never executes code.
+A word tokenizer is there for text in a language with spaces, where a question is about words
+(the label is the last word, a keyword anywhere): words are runs of letters, digits and `_`
+(`\\w+`), and every other non-space character is a token of its own, so punctuation keeps its
+position. The vocabulary is a plain list saved as JSON (`vocab.json` of a run, with its kind), so
+loading it never executes code; `load_tokenizer` reads either kind.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import unicodedata
 from collections import Counter
 from typing import Iterable, Sequence
@@ -21,7 +27,10 @@ PAD, CLS, UNK = "[PAD]", "[CLS]", "[UNK]"
 SPECIAL_TOKENS: tuple[str, ...] = (PAD, CLS, UNK)
 PAD_ID, CLS_ID, UNK_ID = 0, 1, 2
 _FORMAT = "headlab.char_tokenizer"
+_WORD_FORMAT = "headlab.word_tokenizer"
 _VERSION = 1
+TOKENIZERS = ("char", "word")  # data.tokenizer
+_WORD = re.compile(r"\w+|[^\w\s]")
 
 
 def is_punctuation(char: str) -> bool:
@@ -32,9 +41,11 @@ def is_punctuation(char: str) -> bool:
 class CharTokenizer:
     """Maps characters to ids; ids 0, 1, 2 are [PAD], [CLS], [UNK] in every vocabulary."""
 
+    _format = _FORMAT
+
     def __init__(self, tokens: Sequence[str]) -> None:
         tokens = tuple(tokens)
-        _check_tokens(tokens, source="CharTokenizer(tokens)")
+        _check_tokens(tokens, source=f"{type(self).__name__}(tokens)", words=self._format == _WORD_FORMAT)
         self._tokens = tokens
         self._index = {tok: i for i, tok in enumerate(tokens)}
         n_special = len(SPECIAL_TOKENS)
@@ -76,6 +87,10 @@ class CharTokenizer:
     def token_to_id(self, token: str) -> int:
         return self._index.get(token, UNK_ID)
 
+    def split(self, text: str) -> list[str]:
+        """The tokens of `text` before lookup: its characters."""
+        return list(text)
+
     def encode(self, text: str, max_len: int) -> list[int]:
         """[CLS] followed by one id per character, truncated to `max_len` ids in total."""
         if not isinstance(max_len, int) or max_len < 1:
@@ -89,7 +104,7 @@ class CharTokenizer:
         return "".join(self._tokens[i] for i in (int(j) for j in ids) if i >= n_special)
 
     def save(self, path: str | os.PathLike) -> None:
-        atomic_write_json(path, {"format": _FORMAT, "version": _VERSION, "tokens": list(self._tokens)})
+        atomic_write_json(path, {"format": self._format, "version": _VERSION, "tokens": list(self._tokens)})
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "CharTokenizer":
@@ -101,16 +116,16 @@ class CharTokenizer:
             raise DataError(path, "tokenizer file not found") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise DataError(path, f"not a JSON tokenizer file ({err})") from None
-        if not isinstance(obj, dict) or obj.get("format") != _FORMAT or obj.get("version") != _VERSION:
-            raise DataError(path, f"not a headlab tokenizer (expected format={_FORMAT!r}, version={_VERSION})")
+        if not isinstance(obj, dict) or obj.get("format") != cls._format or obj.get("version") != _VERSION:
+            raise DataError(path, f"not a headlab tokenizer (expected format={cls._format!r}, version={_VERSION})")
         tokens = obj.get("tokens")
         if not isinstance(tokens, list):
             raise DataError(path, "'tokens' must be a list of strings")
-        _check_tokens(tuple(tokens), source=path)
+        _check_tokens(tuple(tokens), source=path, words=cls._format == _WORD_FORMAT)
         return cls(tokens)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, CharTokenizer) and self._tokens == other._tokens
+        return type(other) is type(self) and self._tokens == other._tokens
 
     def __hash__(self) -> int:
         return hash(self._tokens)
@@ -119,12 +134,74 @@ class CharTokenizer:
         return f"CharTokenizer(vocab_size={self.vocab_size})"
 
 
-def _check_tokens(tokens: tuple, source: object) -> None:
+class WordTokenizer(CharTokenizer):
+    """Maps words (`\\w+`) and single punctuation marks to ids; ids 0, 1, 2 are [PAD], [CLS], [UNK].
+    Case is kept ("Red" and "red" are two tokens): lower-case the texts first if case carries nothing."""
+
+    _format = _WORD_FORMAT
+
+    @classmethod
+    def fit(cls, texts: Iterable[str], min_freq: int = 1, max_vocab: int | None = None) -> "WordTokenizer":
+        """Vocabulary of the words seen at least `min_freq` times, frequency descending, then text order."""
+        if not isinstance(min_freq, int) or min_freq < 1:
+            raise ConfigError("data.min_freq", min_freq, "an integer >= 1")
+        if max_vocab is not None and (not isinstance(max_vocab, int) or max_vocab <= len(SPECIAL_TOKENS)):
+            raise ConfigError("max_vocab", max_vocab, f"None or an integer > {len(SPECIAL_TOKENS)} (the size includes the special tokens)")
+        counts: Counter[str] = Counter()
+        for text in texts:
+            counts.update(_WORD.findall(text))
+        words = sorted((w for w, n in counts.items() if n >= min_freq and w not in SPECIAL_TOKENS), key=lambda w: (-counts[w], w))
+        if max_vocab is not None:
+            words = words[: max_vocab - len(SPECIAL_TOKENS)]
+        return cls(SPECIAL_TOKENS + tuple(words))
+
+    def split(self, text: str) -> list[str]:
+        """The words and punctuation marks of `text`, in order (spaces dropped)."""
+        return _WORD.findall(text)
+
+    def encode(self, text: str, max_len: int) -> list[int]:
+        """[CLS] followed by one id per word or mark, truncated to `max_len` ids in total."""
+        if not isinstance(max_len, int) or max_len < 1:
+            raise ConfigError("max_len", max_len, "an integer >= 1")
+        get = self._index.get
+        return [CLS_ID] + [get(w, UNK_ID) for w in self.split(text)[: max_len - 1]]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The words of `ids` joined by spaces; special ids (including [UNK]) are skipped."""
+        n_special = len(SPECIAL_TOKENS)
+        return " ".join(self._tokens[i] for i in (int(j) for j in ids) if i >= n_special)
+
+    def __repr__(self) -> str:
+        return f"WordTokenizer(vocab_size={self.vocab_size})"
+
+
+def make_tokenizer(kind: str, texts: Iterable[str], min_freq: int = 1) -> CharTokenizer:
+    """`data.tokenizer`'s choice fit on `texts`: char (one token per character) or word."""
+    if kind not in TOKENIZERS:
+        raise ConfigError("data.tokenizer", kind, f"one of {list(TOKENIZERS)}")
+    return (WordTokenizer if kind == "word" else CharTokenizer).fit(texts, min_freq=min_freq)
+
+
+def load_tokenizer(path: str | os.PathLike) -> CharTokenizer:
+    """A run's `vocab.json`, character or word vocabulary (its `format` says which); JSON only."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            obj = json.load(fh)
+    except FileNotFoundError:
+        raise DataError(path, "tokenizer file not found") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(path, f"not a JSON tokenizer file ({err})") from None
+    kind = obj.get("format") if isinstance(obj, dict) else None
+    return (WordTokenizer if kind == _WORD_FORMAT else CharTokenizer).load(path)
+
+
+def _check_tokens(tokens: tuple, source: object, words: bool = False) -> None:
     if tokens[: len(SPECIAL_TOKENS)] != SPECIAL_TOKENS:
         raise DataError(source, f"the first tokens must be {list(SPECIAL_TOKENS)}, got {list(tokens[:3])}")
     rest = tokens[len(SPECIAL_TOKENS) :]
-    bad = [t for t in rest if not isinstance(t, str) or len(t) != 1]
+    bad = [t for t in rest if not isinstance(t, str) or (len(t) != 1 if not words else not t or t != t.strip())]
     if bad:
-        raise DataError(source, f"every non-special token must be one character, got {bad[:5]!r}")
+        what = "a word without spaces" if words else "one character"
+        raise DataError(source, f"every non-special token must be {what}, got {bad[:5]!r}")
     if len(set(rest)) != len(rest):
         raise DataError(source, "duplicate tokens in the vocabulary")

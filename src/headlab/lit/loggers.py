@@ -38,7 +38,14 @@ def build_loggers(cfg: DictConfig, run_id: str) -> list[Any]:
             kwargs = {"name": name, "group": group, "job_type": node.get("job_type") or wandb_job_type()}
             if node.get("offline", True):
                 os.environ.setdefault("WANDB_MODE", "offline")
-        loggers.append(instantiate(node, **kwargs))
+        logger = instantiate(node, **kwargs)
+        if node._target_.endswith("WandbLogger"):
+            # Lightning always hands wandb.init `anonymous=None`, which wandb >= 0.19 answers with "The anonymous
+            # setting has no effect and will be removed" on every run; left out, wandb uses its default.
+            init = getattr(logger, "_wandb_init", None)
+            if isinstance(init, dict) and init.get("anonymous") is None:
+                init.pop("anonymous", None)
+        loggers.append(logger)
     return loggers
 
 

@@ -7,6 +7,8 @@ setting. Each problem is one `HeadlabError` line (exit 2 in the command lines).
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from headlab.store.checkpoint_file import CheckpointError, load_checkpoint, save
 
 
 REQUIRED_GROUPS = ("data", "model")
+DATA_DIR_ENV = "HEADLAB_DATA_DIR"  # a folder holding a run's data files when they are no longer where it trained
 
 
 def run_config(run: RunDir) -> DictConfig:
@@ -37,7 +40,56 @@ def run_config(run: RunDir) -> DictConfig:
         refuse_foreign_targets(cfg.data, source, "data.")
     except OmegaConfBaseException as err:
         raise DataError(source, f"its data group cannot be resolved ({' '.join(str(err).split())[:200]})") from None
+    locate_data_files(run, cfg)
     return cfg
+
+
+def locate_data_files(run: RunDir, cfg: DictConfig) -> None:
+    """`cfg.data.files`' paths as files that exist now, whatever the current directory: a relative path
+    (a run from before paths were recorded absolute) against the directory the run started in; a file no
+    longer there by its name in $HEADLAB_DATA_DIR. Where the run recorded a file's sha256 (summary.json
+    `data.files_sha256`), the file found must have it: the val split and probe would silently differ."""
+    files = OmegaConf.select(cfg, "data.files", default=None, throw_on_resolution_failure=False)
+    if files is None:
+        return
+    from headlab.data.files import FILE_KEYS, absolute_file_paths
+
+    summary = run.summary
+    digests = (summary.get("data") or {}).get("files_sha256") or {}
+    base = summary.get("start_dir") or _hydra_start_dir(run) or os.getcwd()
+    for key, path in {**{k: files.get(k) for k in FILE_KEYS}, **absolute_file_paths(files, base)}.items():
+        if not isinstance(path, str) or not path:
+            continue
+        found = _find_data_file(Path(path), digests.get(key), key, run)
+        if str(found) != files.get(key):
+            files[key] = str(found)
+
+
+def _find_data_file(path: Path, digest: str | None, key: str, run: RunDir) -> Path:
+    from headlab.data.files import file_sha256
+
+    moved = os.environ.get(DATA_DIR_ENV)
+    candidates = [path] + ([Path(moved) / path.name] if moved else [])
+    for candidate in candidates:
+        if candidate.is_file():
+            if digest is not None and file_sha256(candidate) != digest:
+                if candidate == candidates[-1]:
+                    raise DataError(candidate, f"differs from the data.files.{key} run {run.path} trained on "
+                                               f"(sha256 {digest[:12]}...): its splits and probe would not be the run's")
+                continue
+            return candidate
+    where = f" nor in {DATA_DIR_ENV}={moved}" if moved else ""
+    raise DataError(path, f"data.files.{key} of run {run.path} is not there{where}: put the file back, or name the "
+                          f"folder that holds it now: {DATA_DIR_ENV}=/that/folder headlab-...")
+
+
+def _hydra_start_dir(run: RunDir) -> str | None:
+    """`hydra.runtime.cwd` of the run's `.hydra/hydra.yaml`: where a run from before `start_dir` was recorded started."""
+    path = run.hydra_dir / "hydra.yaml"  # Hydra writes it before train() starts
+    try:
+        return str(OmegaConf.select(OmegaConf.load(path), "hydra.runtime.cwd", default=None) or "") or None
+    except Exception:  # noqa: BLE001 - an unreadable or foreign file: no start dir known
+        return None
 
 
 def is_language_model(cfg: DictConfig) -> bool:
@@ -52,9 +104,17 @@ def refuse_language_model(run: RunDir, cfg: DictConfig, command: str, reason: st
 
 
 def build_datamodule(cfg: DictConfig) -> Any:
-    """The run's datamodule, set up: same source, split, vocabulary and probe as in training."""
-    data = instantiate(cfg.data)
-    data.setup("fit")
+    """The run's datamodule, set up: same source, split, vocabulary and probe as in training. Its warnings
+    about the data (a probe shrunk to the val split) were the training's to give: a tool that rebuilds the
+    data of every job of a sweep would repeat them once per job."""
+    logger = logging.getLogger("headlab.data")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        data = instantiate(cfg.data)
+        data.setup("fit")
+    finally:
+        logger.setLevel(level)
     return data
 
 

@@ -67,7 +67,7 @@ def config_importance(runs: Sequence[Run], seed: int = 0) -> tuple[pd.DataFrame,
             a, b = importance[job_a].xs(layer).to_numpy(), importance[job_b].xs(layer).to_numpy()[perm]
             shuffled = [_tau(a, importance[job_b].xs(layer).to_numpy()[rng.permutation(len(a))]) for _ in range(N_SHUFFLES)]
             taus.append({"layer": int(layer), "job_a": job_a, "job_b": job_b, "n_heads": len(a), "kendall_tau": _tau(a, b),
-                         "tau_shuffled_mean": float(np.nanmean(shuffled)), "tau_shuffled_std": float(np.nanstd(shuffled))})
+                         **_shuffled_stats(shuffled)})
         for job in importance:
             if job != reference and (reference, job) in perms:
                 mapped[job] = importance[job].xs(layer).to_numpy()[perms[(reference, job)]]
@@ -117,3 +117,13 @@ def write_sweep_importance(out_dir: Path, groups: dict[str, list[Run]]) -> list[
     averaged, taus = sweep_importance(groups)
     return [atomic_write_csv(Path(out_dir) / name, frame)
             for name, frame in (("sweep_importance.csv", averaged), ("sweep_importance_tau.csv", taus)) if not frame.empty]
+
+
+def _shuffled_stats(taus: list[float]) -> dict[str, float]:
+    """Mean and std of the shuffled taus that are defined; NaN both when none is (a one-head layer has no
+    tau): numpy would warn "Mean of empty slice" on the console of every such pair."""
+    finite = np.asarray(taus, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0:
+        return {"tau_shuffled_mean": float("nan"), "tau_shuffled_std": float("nan")}
+    return {"tau_shuffled_mean": float(finite.mean()), "tau_shuffled_std": float(finite.std())}

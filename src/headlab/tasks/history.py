@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from headlab.data.files import FILE_KEYS
 from headlab.store import RunDir, atomic_write_json, atomic_write_with
 from headlab.store.run_dir import CONFIG_FILE, HYDRA_FILES, SEGMENT_INFO
 from headlab.store.run_dir import SEGMENT_SETTINGS as RESOLVED
@@ -51,12 +52,31 @@ def record_segment(run: RunDir, cfg: DictConfig, start_step: int, overrides: lis
         for name in HYDRA_FILES:
             if (hydra_dir / name).is_file():
                 shutil.copy2(hydra_dir / name, segment / name)
+        _same_data_paths(segment / CONFIG_FILE, cfg)
     else:  # train(cfg) called outside a Hydra run
         atomic_write_with(segment / CONFIG_FILE, lambda tmp: Path(tmp).write_text(OmegaConf.to_yaml(cfg), encoding="utf-8"))
     atomic_write_json(segment / RESOLVED, experiment_settings(cfg))
     atomic_write_json(segment / SEGMENT_INFO, {"segment": int(segment.name), "start_step": start_step, "overrides": overrides})
     restore_first_hydra(run)
     return segment
+
+
+def _same_data_paths(path: Path, cfg: DictConfig) -> None:
+    """Hydra's copy of the config holds `data.files` as typed (relative to where the run started): write
+    the run's absolute paths (`headlab.tasks.record.absolute_data_paths`) into it, so importance, prune,
+    predict, ... find the data from any directory and after the run folder moved."""
+    files = OmegaConf.select(cfg, "data.files", default=None)
+    if files is None or not path.is_file():
+        return
+    saved = OmegaConf.load(path)
+    changed = False
+    for key in FILE_KEYS:
+        value, before = files.get(key), OmegaConf.select(saved, f"data.files.{key}", default=None, throw_on_resolution_failure=False)
+        if isinstance(value, str) and before is not None and before != value:
+            OmegaConf.update(saved, f"data.files.{key}", value, force_add=True)
+            changed = True
+    if changed:
+        atomic_write_with(path, lambda tmp: Path(tmp).write_text(OmegaConf.to_yaml(saved), encoding="utf-8"))
 
 
 def restore_first_hydra(run: RunDir) -> None:

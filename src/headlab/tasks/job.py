@@ -17,10 +17,50 @@ from headlab.tasks.threads import set_torch_threads
 
 
 def setup_job(cfg: DictConfig) -> int:
-    """Check the run mode against `sweep=`, set torch's threads from `cfg.threads`; returns the count."""
+    """Check the run mode against `sweep=`, one console line per log record, set torch's threads from
+    `cfg.threads`; returns the count."""
+    one_line_per_record()
+    quiet_known_warnings()
     _check_sweep_mode()
     _check_ddp_in_multirun(cfg)
     return set_torch_threads(cfg.get("threads"), _launcher_config())
+
+
+LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
+
+
+def one_line_per_record() -> None:
+    """Lightning gives its loggers console handlers of their own when imported ("INFO: Seed set to 42"),
+    and its records also reach the root logger, which Hydra's job_logging gives a console handler
+    ("[time][lightning...][INFO] - Seed set to 42"): every line printed twice. Where the root logger has
+    handlers (a Hydra job), Lightning's own go and its records take the root's format (console and
+    train.log); a plain Python session keeps Lightning's."""
+    import logging
+
+    import lightning  # noqa: F401 - its import adds the handlers removed here
+
+    if not logging.getLogger().handlers:
+        return
+    for name in LIGHTNING_LOGGERS:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            if type(handler) is logging.StreamHandler:  # Lightning's console handlers (not a test's or a user's file)
+                logger.removeHandler(handler)
+        logger.propagate = True
+
+
+# Warnings a user can do nothing about, printed on every run: Lightning calling a torch API torch has
+# deprecated, and the CSV logger seeing the run dir Hydra already wrote .hydra/ and train.log into (its
+# rows across a resume are kept by headlab.tasks.csv_metrics).
+KNOWN_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                  r"Experiment logs directory .* exists and is not empty")
+
+
+def quiet_known_warnings() -> None:
+    import warnings
+
+    for message in KNOWN_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
 
 
 def _launcher_config() -> Mapping[str, Any] | None:

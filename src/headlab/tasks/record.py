@@ -10,6 +10,7 @@ or in a sweep folder.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 from types import TracebackType
@@ -17,6 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from headlab.data.files import absolute_file_paths
 from headlab.errors import HeadlabError
 from headlab.lit.signals import RunInterrupted
 from headlab.tasks.history import record_segment
@@ -31,6 +33,29 @@ log = logging.getLogger("headlab.train")
 
 # What Hydra writes into a run dir before train() starts, and train()'s lock.
 _HYDRA_STARTUP = {HYDRA_DIR, TRAIN_LOG, LOCK_FILE}
+
+
+def start_dir() -> str:
+    """The directory the command was started in (Hydra's runtime.cwd; Hydra never changes it here)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return str(HydraConfig.get().runtime.cwd)
+    return os.getcwd()
+
+
+def absolute_data_paths(cfg: DictConfig) -> dict[str, str]:
+    """Rewrite `cfg.data.files`' relative paths as absolute ones (against `start_dir()`), so the run's
+    config and summary name its data wherever the run folder is read from, or moved to, later. Returns
+    `{key: absolute path}` for each path rewritten (`headlab.tasks.history` writes them into the saved config)."""
+    data = cfg.get("data")
+    files = data.get("files") if data is not None else None
+    if files is None:
+        return {}
+    changed = absolute_file_paths(files, start_dir())
+    for key, value in changed.items():
+        files[key] = value
+    return changed
 
 
 class RunRecord:
@@ -55,6 +80,7 @@ class RunRecord:
             self._clean_interrupted_writes()
             record_segment(self.run, self.cfg, resume.step if resume else 0, job_override_list())
         self.summary = {"status": "running", "run_id": self.run_id, "run_dir": str(self.run.path.resolve()),
+                        "start_dir": start_dir(),
                         "config_digest": config_digest(self.cfg), "overrides": job_overrides(),
                         "swept": swept_values(self.cfg), "config_history": self.run.segment_infos(),
                         "git_commit": code_commit()}

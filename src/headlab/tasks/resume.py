@@ -12,6 +12,8 @@ lack that this command does not set (one a newer headlab added, at its default) 
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +117,8 @@ def _changed_settings(cfg: DictConfig, run: RunDir, extendable: bool) -> dict[st
         old, new = before.get(key, "<unset>"), now.get(key, "<unset>")
         if old == new or key in follows or _matches(key, allowed) or (extendable and key in EXTENDABLE and _extends(old, new)):
             continue
+        if key.startswith("data.files.") and isinstance(old, str) and isinstance(new, str) and os.path.abspath(old) == new:
+            continue  # a run from before data paths were recorded absolute, resumed from where it started
         if key not in before and key not in given:  # added to headlab since, at its default
             continue
         changed[key] = (old, new)

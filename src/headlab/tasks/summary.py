@@ -14,7 +14,10 @@ Keys (`headlab.tasks.record.RunRecord` writes the file; sweeps aggregate the top
   `last_checkpoint`, `global_step`, `epochs` = the LAST state's; `redundant_heads` and
   `redundant_clusters` (near-duplicate heads per layer at the last measurement, docs/importance.md#redundancy).
 - `wall_s`, `measure_s` and the callback's other timings, `n_params`, `head_dim`, `data`, `probe_digest`,
-  `swept` (the values sweeps vary), `config_digest`, `overrides`, `resumed_from`, `config_history`.
+  `swept` (the values sweeps vary), `config_digest`, `overrides`, `resumed_from`, `config_history`,
+  `start_dir` (where the run started). `data` (the datamodule's `stats`) holds `label_names` and, for
+  `data=files`, the files absolute (`files`) with their sha256 (`files_sha256`): what a moved run folder
+  needs to find its data again (`headlab.reload.locate_data_files`).
 """
 
 from __future__ import annotations

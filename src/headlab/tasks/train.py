@@ -19,7 +19,7 @@ from headlab.tasks.job import setup_job
 from headlab.tasks.rank import is_rank_zero
 from headlab.tasks.history import restore_first_hydra
 from headlab.tasks.lock import RunLock
-from headlab.tasks.record import RunRecord, last_checkpoint_text
+from headlab.tasks.record import RunRecord, absolute_data_paths, last_checkpoint_text
 from headlab.config import instantiate
 from headlab.tasks.build import build_callbacks, build_module
 from headlab.tasks.csv_metrics import keep_csv_rows
@@ -46,6 +46,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 def _train(cfg: DictConfig, run: RunDir) -> dict[str, Any]:
     configure_cache_dirs(Path(cfg.paths.log_dir))
+    absolute_data_paths(cfg)  # the run records where its data is, not where it was typed from
     done = finished_run(cfg, run)
     if done is not None:  # resume=auto or true on a run completed with these settings: nothing to do
         restore_first_hydra(run)  # Hydra rewrote .hydra/ for this launch

@@ -160,14 +160,17 @@ class LMHeadMetricsCallback(L.Callback):
         icl = [e["icl_score"] for e in self.history]
         loss_drop = rise_start(steps, repeat_loss, self.min_drop, direction="down")
         formed = [step for step in onsets.values() if step is not None]
+        learned_in_context = bool(formed) and min(icl) < 0
         coincide = None if loss_drop is None or not formed \
             else all(abs(s - loss_drop) <= self.coincide_steps for s in formed)
         facts = {"induction_onset_steps": onsets, "induction_midpoint_steps": midpoints,
                  "max_induction_score": max_scores, "max_induction_score_overall": max(max_scores.values()),
                  "loss_drop_step": loss_drop,
                  "loss_drop_midpoint_step": onset_step(steps, repeat_loss, self.min_drop, direction="down"),
-                 "icl_jump_step": rise_start(steps, icl, self.min_drop, direction="down"),
-                 "icl_jump_midpoint_step": onset_step(steps, icl, self.min_drop, direction="down"),
+                 # an ICL jump only where in-context learning happened: a head formed and the score went
+                 # below 0 (late tokens better predicted than early ones); else a fall of a positive score is noise
+                 "icl_jump_step": rise_start(steps, icl, self.min_drop, direction="down") if learned_in_context else None,
+                 "icl_jump_midpoint_step": onset_step(steps, icl, self.min_drop, direction="down") if learned_in_context else None,
                  "onsets_coincide_with_loss_drop": coincide}
         candidates = steps[RISE_MIN_BASELINE:len(steps) - RISE_CONFIRM]
         if loss_drop is not None and formed and candidates:

@@ -36,9 +36,11 @@ import yaml
 from headlab.errors import ConfigError
 from headlab.store import RunDir, SweepDir, atomic_write_text
 
-HUB_FILES = ["config.json", "*.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-             "pytorch_model.bin.index.json", "pytorch_model-*.bin", "tokenizer.json", "tokenizer_config.json",
-             "special_tokens_map.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model"]
+TOKENIZER_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+                   "vocab.json", "merges.txt", "tokenizer.model"]
+SAFE_FILES = ["*.safetensors", "model.safetensors.index.json"]
+PICKLE_FILES = ["pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin"]
+HUB_FILES = TOKENIZER_FILES + SAFE_FILES + PICKLE_FILES
 SUITE_MARKER = "headlab.hf.suite"  # multirun.yaml's sweeper target: not Hydra's, so no job list is re-expanded
 
 
@@ -151,7 +153,12 @@ def cached_folder(c: Checkpoint, cache_dir: str | None, download: bool) -> Path 
         if not download:
             return None
     try:
-        return Path(snapshot_download(c.hub, revision=c.revision, allow_patterns=HUB_FILES, cache_dir=cache_dir))
+        from huggingface_hub import list_repo_files
+
+        files = list_repo_files(c.hub, revision=c.revision)  # safetensors when the revision has them, else the .bin
+        weights = SAFE_FILES if any(f.endswith(".safetensors") for f in files) else PICKLE_FILES
+        return Path(snapshot_download(c.hub, revision=c.revision, allow_patterns=TOKENIZER_FILES + weights,
+                                      cache_dir=cache_dir))
     except Exception as exc:  # noqa: BLE001 - network, auth, missing revision: one line naming the checkpoint
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ConfigError("suite", c.label, f"a hub checkpoint that downloads ({type(exc).__name__}: {first[:200]})") from None

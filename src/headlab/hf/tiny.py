@@ -82,7 +82,9 @@ def tiny_config(family: str, vocab_size: int, n_layers: int = 2, n_heads: int = 
 def build_tiny(family: str, tokenizer: Any, seed: int = 0, **sizes: Any) -> Any:
     """A randomly initialised model of `family` (encoders: the base model; decoders: the causal LM)."""
     import transformers as tf
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # save_pretrained's per-shard bar on stderr
     decoder = family in ("gpt2", "gpt_neox", "llama")
     config = tiny_config(family, len(tokenizer), pad_id=tokenizer.pad_token_id,
                          bos_id=tokenizer.bos_token_id if decoder else None, **sizes)
@@ -106,3 +108,60 @@ def save_tiny(family: str, folder: str | Path, seed: int = 0, texts: list[str] |
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def log_spaced_steps(n_steps: int) -> list[int]:
+    """0, 1, 2, 4, ... (powers of two below `n_steps`), then `n_steps`: Pythia's early spacing at toy scale."""
+    steps, k = [0], 1
+    while k < n_steps:
+        steps.append(k)
+        k *= 2
+    return steps + [n_steps]
+
+
+def build_tiny_suite(out: str | Path, seeds: tuple[int, ...] = (0, 1), n_steps: int = 300, family: str = "gpt_neox",
+                     seq_len: int = 64, batch_size: int = 16, lr: float = 3e-3, vocab_size: int = 512,
+                     log: Any = print) -> Path:
+    """A local checkpoint suite in the hubs' layout: `family` (a decoder) trained `n_steps` next-token
+    steps on the shipped English text (`en_news`) per seed, `save_pretrained` at `log_spaced_steps`
+    into `out/seed{s}/step{k}/`, and `out/suite.yaml` naming every (seed, step, path). The seed sets
+    the initialisation and the batch order; the tokenizer is shared, as in a real suite."""
+    import time
+
+    from headlab.hf.texts import load_texts
+
+    if family not in ("gpt2", "gpt_neox", "llama"):
+        raise ConfigError("family", family, "a decoder family (gpt2, gpt_neox, llama): the suite trains next-token prediction")
+    out = Path(out)
+    texts = load_texts("en_news")
+    tokenizer = train_tokenizer(texts, decoder=True, vocab_size=vocab_size)
+    stream = torch.tensor([i for t in texts for i in tokenizer(t)["input_ids"] + [tokenizer.eos_token_id]])
+    save_at = set(log_spaced_steps(n_steps))
+    entries = []
+    for seed in seeds:
+        t0 = time.perf_counter()
+        model = build_tiny(family, tokenizer, seed=seed, n_layers=2, n_heads=4, d_model=64, max_len=seq_len + 1)
+        model.train()
+        optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+        generator = torch.Generator().manual_seed(seed)
+        for step in range(n_steps + 1):
+            if step in save_at:
+                folder = out / f"seed{seed}" / f"step{step}"
+                model.save_pretrained(folder)
+                tokenizer.save_pretrained(folder)
+                entries.append({"seed": seed, "step": step, "path": f"seed{seed}/step{step}"})
+            if step == n_steps:
+                break
+            starts = torch.randint(0, len(stream) - seq_len - 1, (batch_size,), generator=generator)
+            batch = torch.stack([stream[s:s + seq_len + 1] for s in starts.tolist()])
+            loss = model(input_ids=batch, labels=batch).loss
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            optimiser.step()
+        log(f"seed {seed}: {n_steps} steps, final loss {loss.item():.3f}, {len(save_at)} checkpoints, "
+            f"{time.perf_counter() - t0:.1f} s")
+    import yaml
+
+    (out / "suite.yaml").write_text(yaml.safe_dump({"name": out.name, "checkpoints": entries}, sort_keys=False),
+                                    encoding="utf-8")
+    return out

@@ -80,6 +80,7 @@ class AnalyzeHFConfig:
     suite: Optional[str] = None
     download: bool = False  # fetch hub checkpoints not yet in the HF cache (a machine with network)
     cache_dir: Optional[str] = None  # the HF cache to read / fill (null: huggingface_hub's default, HF_HOME)
+    figures: bool = True  # a suite's per-job figures (seconds each; the tables are the measurement)
     # importance=true: a linear head on the frozen mean-pooled encoder, fitted on a stratified train part,
     # then every head scored on the held-out part (ablation, gradient importance): a labelled source only
     importance: bool = False

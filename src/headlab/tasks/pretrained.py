@@ -166,10 +166,11 @@ def analyze_suite(cfg: Any) -> dict[str, Any]:
         return checkpoint_row(net, model, family, cm, layer_means, role_counts)
 
     result = measure_suite(suite, out, measure, facts, OmegaConf.to_yaml(cfg, resolve=True), cfg.cache_dir, cfg.download)
-    from headlab.plots.run_figures import write_run_figures  # matplotlib once the tables exist
+    if cfg.figures:
+        from headlab.plots.run_figures import write_run_figures  # matplotlib once the tables exist
 
-    for job in SweepDir(out).job_paths():
-        write_run_figures(job)
+        for job in SweepDir(out).job_paths():
+            write_run_figures(job)
     return {**result, "suite": suite.name, "family": family.name}
 
 

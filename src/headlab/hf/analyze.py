@@ -123,8 +123,35 @@ def measure_checkpoint(net: HFModel, tokenizer: Any, settings: AnalyzeSettings, 
         from headlab.measure.lm_probe import measure_lm_probe
 
         rep = repeated_tokens(tokenizer, settings.lm_probe_size, settings.lm_half_len, settings.lm_seed)
-        lm = measure_lm_probe(net, rep, settings.lm_half_len, settings.chunk_size, repeated=rep)
+        lm = measure_lm_probe(net, rep, settings.lm_half_len, settings.chunk_size)
+        add_repeated_induction(net, lm, rep, settings.lm_half_len, settings.chunk_size)
     return CheckpointMeasurement(m, lm, probe, n_texts)
+
+
+@torch.no_grad()
+def add_repeated_induction(net: HFModel, lm: Any, rep: torch.Tensor, half_len: int, chunk_size: int) -> None:
+    """`rep_induction_score` per head and the standard test's ICL score, without a second full forward.
+
+    `measure_lm_probe(..., repeated=rep)` would run the whole model (and its vocabulary-wide logits,
+    most of a decoder's cost) a second time on the same tokens; the stripe needs only the patterns,
+    which `capture_patterns` gets without the last layer's tail, and on the standard probe the ICL
+    score at `icl_positions` is the one already computed."""
+    from headlab.analysis.lm_heads import repeated_stripe_score_sums
+    from headlab.measure import capture_patterns
+    from headlab.measure.lm_probe import REPEATED_INDUCTION
+
+    was_training = net.training
+    net.eval()
+    try:
+        sums: list[Any] = [0.0] * len(net.blocks)
+        for chunk in rep.split(chunk_size):
+            patterns = capture_patterns(net, chunk, torch.ones_like(chunk, dtype=torch.bool))
+            sums = [total + repeated_stripe_score_sums(p, half_len).cpu() for total, p in zip(sums, patterns)]
+    finally:
+        net.train(was_training)
+    for layer, total in enumerate(sums):
+        lm.per_layer[layer][REPEATED_INDUCTION] = total / rep.size(0)
+    lm.rep_icl, lm.rep_icl_se = lm.icl, lm.icl_se
 
 
 def write_checkpoint(run_dir: Path, step: int, cm: CheckpointMeasurement) -> None:

@@ -53,6 +53,7 @@ def resolve_model_path(name: str | None, path: str | os.PathLike | None) -> Path
 
 def check_model_folder(folder: Path, key: str, shown: str | None = None) -> Family:
     """The folder's family, after checking it holds config.json, weights and asks for no code of its own."""
+    folder = Path(folder)
     shown = str(folder) if shown is None else shown
     config_path = folder / "config.json"
     if not config_path.is_file():
@@ -95,6 +96,7 @@ def load_model(folder: Path, key: str = "model.path", shown: str | None = None) 
     """`(model, tokenizer, family)` from a local folder: eager attention, eval mode, float32, offline.
 
     Encoders load as `AutoModel` (the last hidden state), decoders as `AutoModelForCausalLM` (logits)."""
+    folder = Path(folder)
     shown = str(folder) if shown is None else shown
     family = check_model_folder(folder, key, shown)
     os.environ["HF_HUB_OFFLINE"] = "1"

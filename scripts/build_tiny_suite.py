@@ -4,7 +4,8 @@
     .venv/bin/headlab-analyze-hf suite=logs/tiny-suite data=en_news threads=1
 
 A tiny GPT-NeoX (2 layers x 4 heads, d_model 64) trained on the shipped English text, saved with
-`save_pretrained` at steps 0, 1, 2, 4, ..., 256, 300 for each seed (`headlab.hf.tiny.build_tiny_suite`).
+`save_pretrained` at steps 0, 1, 2, 4, ..., 256, 300 for each seed (`headlab.hf.tiny.build_tiny_suite`);
+`--family bert` (or roberta, distilbert, electra) trains an encoder with BERT's masked-token objective.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", help="the suite folder to write (suite.yaml, seed{s}/step{k}/)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--family", default="gpt_neox", choices=["gpt2", "gpt_neox", "llama"])
+    parser.add_argument("--family", default="gpt_neox",
+                        choices=["gpt2", "gpt_neox", "llama", "bert", "roberta", "distilbert", "electra"])
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     import torch

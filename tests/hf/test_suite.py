@@ -168,3 +168,19 @@ def test_the_documented_tiny_suite_builds_measures_aggregates_and_views(tmp_path
 
     assert view([str(out)]) == 0 and (out / "view.html").is_file()
     assert os.path.getsize(out / "view.html") > 1000
+
+
+def test_a_tiny_bert_suite_trains_with_masked_tokens_and_is_measured(tmp_path, capsys):
+    """The encoder side of the local suite: MLM training, saved with its head as MultiBERTs are, read as BertModel."""
+    from headlab.hf import load_model
+    from headlab.hf.tiny import build_tiny_suite
+
+    root = build_tiny_suite(tmp_path / "bert-suite", seeds=(0,), n_steps=2, family="bert", log=lambda line: None)
+    first, last = load_model(root / "seed0" / "step0")[0], load_model(root / "seed0" / "step2")[0]
+    assert type(first).__name__ == "BertModel"
+    moved = first.encoder.layer[0].attention.self.query.weight - last.encoder.layer[0].attention.self.query.weight
+    assert moved.abs().max() > 0  # 2 optimiser steps changed the encoder's weights
+    out = tmp_path / "out"
+    assert main([f"suite={root}", f"run_dir={out}", "figures=false"] + SMALL) == 0
+    assert sorted(set(read_table(out / "0" / "head_metrics.parquet").step)) == [0, 1, 2]
+    assert "rep_induction_score" not in set(read_table(out / "0" / "head_metrics.parquet").metric)

@@ -122,25 +122,33 @@ def log_spaced_steps(n_steps: int) -> list[int]:
 def build_tiny_suite(out: str | Path, seeds: tuple[int, ...] = (0, 1), n_steps: int = 300, family: str = "gpt_neox",
                      seq_len: int = 64, batch_size: int = 16, lr: float = 3e-3, vocab_size: int = 512,
                      log: Any = print) -> Path:
-    """A local checkpoint suite in the hubs' layout: `family` (a decoder) trained `n_steps` next-token
-    steps on the shipped English text (`en_news`) per seed, `save_pretrained` at `log_spaced_steps`
-    into `out/seed{s}/step{k}/`, and `out/suite.yaml` naming every (seed, step, path). The seed sets
-    the initialisation and the batch order; the tokenizer is shared, as in a real suite."""
+    """A local checkpoint suite in the hubs' layout: `family` trained `n_steps` steps on the shipped
+    English text (`en_news`) per seed, next-token prediction for a decoder, masked-token prediction
+    (15 % of tokens, BERT's objective) for an encoder, `save_pretrained` at `log_spaced_steps` into
+    `out/seed{s}/step{k}/`, and `out/suite.yaml` naming every (seed, step, path). The seed sets the
+    initialisation and the batch order; the tokenizer is shared, as in a real suite."""
     import time
 
     from headlab.hf.texts import load_texts
 
-    if family not in ("gpt2", "gpt_neox", "llama"):
-        raise ConfigError("family", family, "a decoder family (gpt2, gpt_neox, llama): the suite trains next-token prediction")
+    if family not in TINY_FAMILIES:
+        raise ConfigError("family", family, f"one of {list(TINY_FAMILIES)}")
+    decoder = family in ("gpt2", "gpt_neox", "llama")
     out = Path(out)
     texts = load_texts("en_news")
-    tokenizer = train_tokenizer(texts, decoder=True, vocab_size=vocab_size)
-    stream = torch.tensor([i for t in texts for i in tokenizer(t)["input_ids"] + [tokenizer.eos_token_id]])
+    tokenizer = train_tokenizer(texts, decoder=decoder, vocab_size=vocab_size)
+    end = tokenizer.eos_token_id if decoder else tokenizer.sep_token_id
+    stream = torch.tensor([i for t in texts for i in tokenizer(t, add_special_tokens=False)["input_ids"] + [end]])
     save_at = set(log_spaced_steps(n_steps))
     entries = []
     for seed in seeds:
         t0 = time.perf_counter()
         model = build_tiny(family, tokenizer, seed=seed, n_layers=2, n_heads=4, d_model=64, max_len=seq_len + 1)
+        if not decoder:  # the encoder under a masked-LM head; save_pretrained keeps the hub's layout (prefix + head)
+            import transformers as tf
+
+            torch.manual_seed(seed)
+            model = tf.AutoModelForMaskedLM.from_config(model.config, attn_implementation="eager")
         model.train()
         optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
         generator = torch.Generator().manual_seed(seed)
@@ -154,7 +162,13 @@ def build_tiny_suite(out: str | Path, seeds: tuple[int, ...] = (0, 1), n_steps: 
                 break
             starts = torch.randint(0, len(stream) - seq_len - 1, (batch_size,), generator=generator)
             batch = torch.stack([stream[s:s + seq_len + 1] for s in starts.tolist()])
-            loss = model(input_ids=batch, labels=batch).loss
+            if decoder:
+                loss = model(input_ids=batch, labels=batch).loss
+            else:
+                masked = torch.rand(batch.shape, generator=generator) < 0.15
+                labels = torch.where(masked, batch, torch.full_like(batch, -100))
+                inputs = torch.where(masked, torch.full_like(batch, tokenizer.mask_token_id), batch)
+                loss = model(input_ids=inputs, labels=labels).loss
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             optimiser.step()

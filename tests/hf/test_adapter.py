@@ -120,5 +120,5 @@ def test_a_model_without_attention_layers_is_a_config_error():
     from transformers import FNetConfig, FNetModel  # Fourier mixing: no attention at all
 
     tiny = FNetModel(FNetConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, intermediate_size=32))
-    with pytest.raises(ConfigError, match="attention outputs.*FNetModel"):
+    with pytest.raises(ConfigError, match="family headlab reads.*model_type=.fnet."):
         HFEncoder(tiny, "tiny-fnet")

@@ -30,8 +30,9 @@ def test_writes_the_run_contract_with_the_seams_numbers(tmp_path, minilm, capsys
     metrics, pairs = read_table(run_dir / "head_metrics.parquet"), read_table(run_dir / "head_pairs.parquet")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["data"]["unk_rate"] == 0.0
-    assert summary["model"] | {"path": None} == {"name": "minilm", "path": None, "n_layers": 6, "n_heads": 12,
-                                                  "d_head": 32, "architecture": "BertModel"}
+    assert {k: summary["model"][k] for k in ("name", "n_layers", "n_heads", "d_head", "architecture", "family",
+                                             "decoder")} == {"name": "minilm", "n_layers": 6, "n_heads": 12, "d_head": 32,
+                                                             "architecture": "BertModel", "family": "bert", "decoder": False}
     assert {"attention_grid.png", "head_similarity.png"} <= {p.name for p in (run_dir / "figures").iterdir()}
     assert (run_dir / ".hydra" / "config.yaml").is_file()
     # the same numbers as the seam on the same probe, recomputed independently of the files
@@ -91,7 +92,7 @@ def test_a_folder_without_weights_and_a_model_without_attention_exit_2_with_one_
     minilm[1].save_pretrained(fnet)
     assert main([f"model.path={fnet}", "data=en_polarity", f"run_dir={tmp_path / 'run'}"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and "attention outputs" in lines[0] and "FNetModel" in lines[0]
+    assert len(lines) == 1 and "family headlab reads" in lines[0] and "'fnet'" in lines[0]
     assert not (tmp_path / "logs").exists() and not (tmp_path / "run").exists()
 
 

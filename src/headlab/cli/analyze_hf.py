@@ -1,8 +1,9 @@
-"""`headlab-analyze-hf [model=minilm] [data=en_polarity|en_news|zh_reviews|synthetic|files] [importance=true] [key=value ...]`.
+"""`headlab-analyze-hf [model=minilm|model.path=DIR] [suite=NAME|DIR] [data=...] [importance=true] [key=value ...]`.
 
-Measures a local pretrained encoder's heads on a probe set into a run directory, with the same
-tables and figures as a training run (`headlab.tasks.pretrained`); `importance=true` also scores every
-head on a labelled source. The groups are `conf/hf/model/` and `conf/hf/data/`, the keys
+Measures a local pretrained encoder's or decoder's heads on a probe set into a run directory, with the
+same tables and figures as a training run (`headlab.tasks.pretrained`); `importance=true` also scores
+every head of an encoder on a labelled source; `suite=` measures every checkpoint of a suite into a
+sweep-shaped folder (one job per seed) that a rerun resumes. The groups are `conf/hf/model/` and `conf/hf/data/`, the keys
 `headlab.config.analyze_hf` (`--cfg job` prints them). Nothing downloads (HF_HUB_OFFLINE=1).
 Prints the run directory; exit 2: a bad key, value, model folder or data set, one line, nothing written.
 """
@@ -29,6 +30,11 @@ def analyze(cfg) -> int:
 
     t0 = time.perf_counter()
     summary = analyze_pretrained(OmegaConf.structured(cfg))
+    if "suite" in summary:
+        print(summary["out"])
+        print(f"{PROG}: suite {summary['suite']}: {summary['measured']} checkpoints measured, {summary['skipped']} "
+              f"already there, {summary['n_seeds']} seeds, in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        return 0
     print(summary["run_dir"])
     print(f"{PROG}: {summary['model']['n_layers']} layers x {summary['model']['n_heads']} heads on "
           f"{summary['data']['probe_size']} {summary['data']['source']} texts ([UNK] {summary['data']['unk_rate']:.1%}) "

@@ -1,4 +1,4 @@
-"""`headlab-analyze-hf`'s schema: which pretrained encoder, measured on which texts, and how.
+"""`headlab-analyze-hf`'s schema: which pretrained model (or checkpoint suite), measured on which texts, and how.
 
 `conf/hf/analyze.yaml` selects a file of `conf/hf/model/` and `conf/hf/data/` over this schema; the
 defaults are written here once.
@@ -15,7 +15,10 @@ CONFIG_MODULE = "headlab.conf.hf"  # its own config folder: `model=` and `data=`
 @dataclass
 class ModelSection:
     name: Optional[str] = "minilm"
-    path: Optional[str] = None
+    path: Optional[str] = None  # a local folder (config.json + weights + tokenizer): any family of headlab.hf.families
+    hub: Optional[str] = None  # or a hub id (with download=true, or already in the HF cache)
+    revision: Optional[str] = None  # the hub revision (a branch, tag or commit; Pythia: step1000)
+    trust_remote_code: bool = False  # refused when true: headlab never runs a model's own code
 
 
 @dataclass
@@ -45,6 +48,15 @@ class MeasureSection:
 
 
 @dataclass
+class LMSection:
+    """The standard induction test a decoder is also measured on: BOS, L random tokens, the same L."""
+
+    probe_size: int = 64  # sequences
+    half_len: int = 32  # L
+    seed: int = 0
+
+
+@dataclass
 class ClassifierSection:
     """The linear head `importance=true` fits (headlab.hf.importance.ImportanceFit)."""
 
@@ -62,12 +74,20 @@ class AnalyzeHFConfig:
     model: ModelSection = field(default_factory=ModelSection)
     data: DataSection = field(default_factory=DataSection)
     measure: MeasureSection = field(default_factory=MeasureSection)
+    lm: LMSection = field(default_factory=LMSection)
+    # a checkpoint suite instead of one model: a conf/suite/ name (pythia-70m, polypythia-70m, multiberts),
+    # a suite YAML or a folder holding suite.yaml; writes a sweep-shaped folder, one job per seed (headlab.hf.suite)
+    suite: Optional[str] = None
+    download: bool = False  # fetch hub checkpoints not yet in the HF cache (a machine with network)
+    cache_dir: Optional[str] = None  # the HF cache to read / fill (null: huggingface_hub's default, HF_HOME)
+    figures: bool = True  # a suite's per-job figures (seconds each; the tables are the measurement)
     # importance=true: a linear head on the frozen mean-pooled encoder, fitted on a stratified train part,
     # then every head scored on the held-out part (ablation, gradient importance): a labelled source only
     importance: bool = False
     classifier: ClassifierSection = field(default_factory=ClassifierSection)
     threads: Optional[int] = None  # torch intra-op threads (null: torch's default)
-    run_dir: Optional[str] = None  # null: ${HEADLAB_LOG_DIR:-logs}/runs/analyze_hf/<date_time_microseconds>
+    # null: ${HEADLAB_LOG_DIR:-logs}/runs/analyze_hf/<date_time_microseconds>; a suite: .../suites/<name> (a rerun resumes)
+    run_dir: Optional[str] = None
 
 
 SCHEMA = AnalyzeHFConfig  # stored as analyze_hf_schema (headlab.config.schemas)

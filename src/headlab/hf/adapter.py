@@ -1,21 +1,25 @@
-"""A Hugging Face BERT-style encoder behind headlab's named points, so `measure_probe` measures it.
+"""Any Hugging Face encoder or decoder behind headlab's named points, so `measure_probe` measures it.
 
 The measurement seam (`headlab.measure`) needs `net.blocks[i].attn.hook_pattern` and
-`net(input_ids, attention_mask, return_patterns=True)`. `HFEncoder` provides them without
-touching transformers' code: a forward hook on each layer's self-attention module (eager
-attention returns `(context [batch, seq, head * d_head], pattern [batch, head, q, k])`) passes
-the pattern through `hook_pattern` and each head's context through its gate and `hook_z`, before
-the output projection (`attention.output.dense`). transformers 5 removed `head_mask`; the gate is
-what head ablation and gradient importance use instead: 0 removes exactly that head's
-contribution, and the gate stays differentiable.
+`net(input_ids, attention_mask, return_patterns=True)`. `HFModel` provides them without touching
+transformers' code, the same way for every family of `headlab.hf.families`: a forward hook on each
+layer's attention module (eager attention returns `(output, pattern [batch, head, q, k])`) passes
+the pattern through `hook_pattern`, and a forward pre-hook on the output projection passes each
+head's context through its gate and `hook_z`. transformers 5 removed `head_mask`; the gate is what
+head ablation and gradient importance use instead: 0 removes exactly that head's contribution, and
+the gate stays differentiable. Per-family adapters (not TransformerLens' `HookedTransformer`) keep
+the numbers those of the HF model itself: docs/pretrained.md says why.
 
-Named points of `HFEncoder.blocks[i].attn`, with TransformerLens' names and layouts as on headlab's
-own model (`headlab.model.hooks`; `HFEncoder.run_with_hooks` takes the same hooks). Read them;
+Named points of `HFModel.blocks[i].attn`, with TransformerLens' names and layouts as on headlab's
+own model (`headlab.model.hooks`; `HFModel.run_with_hooks` takes the same hooks). Read them;
 replacing `hook_pattern`'s output does not change the forward, the context was already computed
 from the pattern:
 
     hook_pattern  [batch, head_index, query_pos, key_pos]  softmax attention, as `output_attentions` returns it
     hook_z        [batch, pos, head_index, d_head]         each head's context after its gate (replaceable)
+
+A decoder (`family.decoder`, loaded as a causal LM) also gives `logits` and `W_E` / `W_U`, the
+contract of `headlab.measure.lm_probe.measure_lm_probe`.
 """
 
 from __future__ import annotations
@@ -27,89 +31,85 @@ import torch
 from torch import Tensor, nn
 
 from headlab.errors import ConfigError
+from headlab.hf.families import Family, LayerParts, family_of
 from headlab.model.attention import HeadWeights
 from headlab.model.hooks import HookedModule, HookPoint, name_hook_points
 
 
 @dataclass
 class EncoderOutput:
-    hidden: Tensor  # [batch, seq, d_model] last hidden state
+    hidden: Tensor | None  # [batch, seq, d_model] last hidden state (encoders)
     patterns: list[Tensor] | None  # one [batch, head, q, k] per layer when return_patterns
+    logits: Tensor | None = None  # [batch, seq, vocab] next-token logits (decoders)
 
 
 class HFHeadAttention(nn.Module):
-    """Named points, per-head weight views and a gate for one HF self-attention layer."""
+    """Named points, per-head weight views and a gate for one HF attention layer."""
 
-    def __init__(self, self_attn: nn.Module, out_dense: nn.Linear, layer: int, encoder: HFEncoder) -> None:
+    def __init__(self, parts: LayerParts, layer: int, owner: HFModel) -> None:
         super().__init__()
-        self.n_heads = int(self_attn.num_attention_heads)
-        self.d_head = int(self_attn.attention_head_size)
-        self.layer = layer
+        self.n_heads, self.d_head, self.layer = parts.n_heads, parts.d_head, layer
         self.hook_pattern = HookPoint()  # [batch, head_index, query_pos, key_pos]
         self.hook_z = HookPoint()  # [batch, pos, head_index, d_head]
         # plain attributes, not submodules: the HF model owns these parameters
-        object.__setattr__(self, "_self_attn", self_attn)
-        object.__setattr__(self, "_out_dense", out_dense)
-        object.__setattr__(self, "_encoder", encoder)
-        self._handle = self_attn.register_forward_hook(self._on_attention)
+        object.__setattr__(self, "_parts", parts)
+        object.__setattr__(self, "_owner", owner)
+        self._handles = [parts.attention.register_forward_hook(self._on_attention),
+                         parts.out_proj.register_forward_pre_hook(self._on_context)]
 
-    def _on_attention(self, module: nn.Module, args: Any, output: tuple[Tensor, Tensor | None]) -> tuple[Tensor, Tensor]:
-        context, pattern = output[0], output[1]
+    def _on_attention(self, module: nn.Module, args: Any, output: tuple[Tensor, ...]) -> None:
+        pattern = output[1] if isinstance(output, tuple) and len(output) > 1 else None
         if pattern is None:
             raise RuntimeError(f"layer {self.layer} returned no attention weights: load the model with "
                                "attn_implementation='eager'")
-        pattern = self.hook_pattern(pattern)
-        batch, seq, _ = context.shape
-        z = context.view(batch, seq, self.n_heads, self.d_head)  # [batch, pos, head_index, d_head]
-        gate = self._encoder.active_gates[self.layer]
+        self.hook_pattern(pattern)
+
+    def _on_context(self, module: nn.Module, args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        context = args[0]  # [batch, seq, head * d_head], head-major in every family
+        lead = context.shape[:-1]
+        z = context.reshape(*lead, self.n_heads, self.d_head)
+        gate = self._owner.active_gates[self.layer, : self.n_heads]
         z = self.hook_z(z * gate.to(z.dtype)[:, None])
-        return z.reshape(batch, seq, self.n_heads * self.d_head), pattern
+        return (z.reshape(*lead, self.n_heads * self.d_head), *args[1:])
 
     def head_weights(self) -> HeadWeights:
-        """Per-head views in headlab's layout: W_Q/K/V `[head, d_model, d_head]`, W_O `[head, d_head, d_model]`."""
-        a, o = self._self_attn, self._out_dense
-        h, dh = self.n_heads, self.d_head
-        return HeadWeights(
-            W_Q=self._per_head_in(a.query.weight), W_K=self._per_head_in(a.key.weight),
-            W_V=self._per_head_in(a.value.weight), W_O=o.weight.view(-1, h, dh).permute(1, 2, 0),
-            b_Q=a.query.bias.view(h, dh), b_K=a.key.bias.view(h, dh), b_V=a.value.bias.view(h, dh), b_O=o.bias,
-        )
+        """Per-head weights in headlab's layout: W_Q/K/V `[head, d_model, d_head]`, W_O `[head, d_head, d_model]`."""
+        weights = self._parts.split(lambda p: None if p is None else p.detach())
+        assert weights is not None
+        return weights
 
     def head_weight_grads(self) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
-        """Gradients of W_Q, W_K, W_V, W_O in `head_weights()` layout (None: no gradient)."""
-        a, o = self._self_attn, self._out_dense
-        grads = [None if w.grad is None else self._per_head_in(w.grad.detach()) for w in (a.query.weight, a.key.weight,
-                                                                                         a.value.weight)]
-        g_o = o.weight.grad
-        return (*grads, None if g_o is None else g_o.detach().view(-1, self.n_heads, self.d_head).permute(1, 2, 0))
-
-    def _per_head_in(self, w: Tensor) -> Tensor:
-        """[head * d_head, d_model] -> [head, d_model, d_head] (a view)."""
-        return w.view(self.n_heads, self.d_head, -1).transpose(1, 2)
+        """Gradients of W_Q, W_K, W_V, W_O in `head_weights()` layout (None: no gradient yet)."""
+        grads = self._parts.split(lambda p: None if p is None or p.grad is None else p.grad.detach())
+        return (None, None, None, None) if grads is None else (grads.W_Q, grads.W_K, grads.W_V, grads.W_O)
 
 
-class HFEncoder(HookedModule):
-    """A BERT-style HF encoder (`encoder.layer[i].attention.self` / `.output.dense`) with named points.
+class HFModel(HookedModule):
+    """An HF encoder (AutoModel) or causal LM (AutoModelForCausalLM) of a known family, with named points.
 
     `head_gates` `[layer, head]` (a buffer, ones) scales each head's context before the output
     projection; `forward(..., head_gates=g)` uses `g` for one call (e.g. a tensor that requires
     grad, for gradient importance).
     """
 
-    def __init__(self, model: nn.Module, source: str = "model") -> None:
+    def __init__(self, model: nn.Module, source: str = "model", family: Family | None = None) -> None:
         super().__init__()
-        layers = _bert_layers(model, source)
         if getattr(model.config, "_attn_implementation", "eager") != "eager":
             raise ConfigError("model", source, "a model loaded with attn_implementation='eager' "
                               f"(got {model.config._attn_implementation!r}, which returns no attention weights)")
+        self.family = family or family_of(getattr(model.config, "model_type", None), source, "model")
+        try:
+            parts = self.family.layers(model)
+        except AttributeError as exc:
+            raise ConfigError("model", source, f"a {self.family.name} model laid out as transformers 5 lays it out "
+                              f"({type(model).__name__}: {exc})") from None
+        if not parts:
+            raise ConfigError("model", source, f"a model with attention layers ({type(model).__name__} has none)")
         self.model = model
-        self.blocks = nn.ModuleList(
-            nn.Module() for _ in layers
-        )
-        for i, layer in enumerate(layers):
-            self.blocks[i].attn = HFHeadAttention(layer.attention.self, layer.attention.output.dense, i, self)
-        n_heads = max(block.attn.n_heads for block in self.blocks)
-        self.register_buffer("head_gates", torch.ones(len(layers), n_heads))
+        self.blocks = nn.ModuleList(nn.Module() for _ in parts)
+        for i, layer in enumerate(parts):
+            self.blocks[i].attn = HFHeadAttention(layer, i, self)
+        self.register_buffer("head_gates", torch.ones(len(parts), max(p.n_heads for p in parts)))
         self.active_gates: Tensor = self.head_gates
         name_hook_points(self)  # blocks.{i}.attn.hook_z, as on headlab's own model
         self.train(model.training)  # a fresh nn.Module says training; the wrapped model decides
@@ -117,6 +117,20 @@ class HFEncoder(HookedModule):
     @property
     def n_heads(self) -> int:
         return int(self.head_gates.shape[1])
+
+    @property
+    def is_decoder(self) -> bool:
+        return self.family.decoder
+
+    @property
+    def W_E(self) -> Tensor:
+        """Token embedding `[vocab, d_model]`."""
+        return self.model.get_input_embeddings().weight
+
+    @property
+    def W_U(self) -> Tensor:
+        """Unembedding `[d_model, vocab]` (a decoder's LM head)."""
+        return self.model.get_output_embeddings().weight.T
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, return_patterns: bool = False,
                 head_gates: Tensor | None = None) -> EncoderOutput:
@@ -133,7 +147,8 @@ class HFEncoder(HookedModule):
             self.active_gates = self.head_gates
             for handle in handles:
                 handle.remove()
-        return EncoderOutput(out.last_hidden_state, patterns if return_patterns else None)
+        hidden = getattr(out, "last_hidden_state", None)
+        return EncoderOutput(hidden, patterns if return_patterns else None, getattr(out, "logits", None))
 
     def set_head_gate(self, layer: int, head: int, value: float) -> None:
         self.head_gates[layer, head] = value
@@ -142,16 +157,4 @@ class HFEncoder(HookedModule):
         self.head_gates.fill_(1.0)
 
 
-def _bert_layers(model: nn.Module, source: str) -> list[nn.Module]:
-    """`model.encoder.layer`, checked to have BERT's self-attention layout."""
-    layers = getattr(getattr(model, "encoder", None), "layer", None)
-    expected = "a BERT-style encoder with attention outputs (encoder.layer[i].attention.self and .output.dense)"
-    if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
-        raise ConfigError("model", source, f"{expected}; {type(model).__name__} has none")
-    for layer in layers:
-        attn = getattr(layer, "attention", None)
-        self_attn, output = getattr(attn, "self", None), getattr(attn, "output", None)
-        if not all(hasattr(self_attn, k) for k in ("query", "key", "value", "num_attention_heads", "attention_head_size")) \
-                or not isinstance(getattr(output, "dense", None), nn.Linear):
-            raise ConfigError("model", source, f"{expected}; {type(model).__name__} differs")
-    return list(layers)
+HFEncoder = HFModel  # the name of the BERT-only adapter it replaced; importance and the classifier use it

@@ -56,8 +56,14 @@ def punctuation_ids(tokenizer: Any) -> frozenset[int]:
                      if tok not in special and tok and all(is_punctuation(c) for c in tok))
 
 
-def encode_probe(tokenizer: Any, texts: list[str], size: int, max_len: int, seed: int = 0) -> HFProbe:
-    """A seeded sample of `size` texts (all when fewer), tokenised with truncation to `max_len`."""
+def encode_probe(tokenizer: Any, texts: list[str], size: int, max_len: int, seed: int = 0,
+                 decoder: bool = False) -> HFProbe:
+    """A seeded sample of `size` texts (all when fewer), tokenised with truncation to `max_len`.
+
+    A decoder's sequences are BOS + text (as TransformerLens prepends BOS; GPT-2 and Pythia tokenizers
+    add none themselves): `cls_mask` then marks the BOS, the position decoders use as attention sink."""
+    if decoder:
+        return _encode_decoder_probe(tokenizer, texts, size, max_len, seed)
     if not isinstance(size, int) or size < 1:
         raise ConfigError("data.probe_size", size, "an integer >= 1")
     if not isinstance(max_len, int) or max_len < 3:
@@ -75,3 +81,32 @@ def encode_probe(tokenizer: Any, texts: list[str], size: int, max_len: int, seed
     return HFProbe(input_ids=[list(s) for s in encoded], cls_id=tokenizer.cls_token_id, pad_id=tokenizer.pad_token_id,
                    punctuation_ids=punctuation_ids(tokenizer), unk_rate=n_unk / max(len(content), 1),
                    n_tokens=len(content), n_truncated=sum(len(f) > max_len for f in full))
+
+
+def _sample(texts: list[str], size: int, seed: int) -> list[str]:
+    texts = [t for t in texts if t and t.strip()]
+    if not texts:
+        raise DataError("data", "no non-blank text to measure")
+    picked = sorted(random.Random(seed).sample(range(len(texts)), min(size, len(texts))))
+    return [texts[i] for i in picked]
+
+
+def _encode_decoder_probe(tokenizer: Any, texts: list[str], size: int, max_len: int, seed: int) -> HFProbe:
+    """BOS + the text's tokens, truncated to `max_len` in all; [UNK] counted only where the vocabulary has
+    one of its own (byte-level BPE has none: its `unk_token` is often the BOS/EOS token itself)."""
+    if not isinstance(size, int) or size < 1:
+        raise ConfigError("data.probe_size", size, "an integer >= 1")
+    if not isinstance(max_len, int) or max_len < 3:
+        raise ConfigError("data.max_len", max_len, "an integer >= 3 (BOS and two tokens)")
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    if bos is None:
+        raise DataError("tokenizer", "a decoder tokenizer with a BOS or EOS token (the probe starts with it)")
+    full = tokenizer(_sample(texts, size, seed), add_special_tokens=False)["input_ids"]
+    encoded = [[bos] + list(seq[: max_len - 1]) for seq in full]
+    unk = tokenizer.unk_token_id if tokenizer.unk_token_id not in (bos, tokenizer.eos_token_id) else None
+    content = [i for seq in encoded for i in seq[1:]]
+    n_unk = sum(i == unk for i in content) if unk is not None else 0
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else bos
+    return HFProbe(input_ids=encoded, cls_id=bos, pad_id=pad, punctuation_ids=punctuation_ids(tokenizer),
+                   unk_rate=n_unk / max(len(content), 1), n_tokens=len(content),
+                   n_truncated=sum(len(f) > max_len - 1 for f in full))

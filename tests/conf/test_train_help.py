@@ -1,5 +1,5 @@
 """`headlab-train --help` lists the config groups a user picks from, each with every option conf/ ships,
-and none of the groups other commands and the schemas use (schema, hf, reproduce, optim/scheduler)."""
+and none of the groups other commands and the schemas use (schema, hf, reproduce, suite, optim/scheduler)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-HIDDEN = ("schema", "hf", "reproduce", "optim/scheduler", "hydra")
+HIDDEN = ("schema", "hf", "reproduce", "suite", "optim/scheduler", "hydra")  # suite: headlab-analyze-hf's
 
 
 def test_help_lists_every_user_group_with_its_options_and_no_internal_group():

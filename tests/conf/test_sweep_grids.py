@@ -24,6 +24,7 @@ GRIDS = {
     "heads_fixed_dhead": ({"model.n_heads": HEADS, "seed": SEEDS}, 15),
     "init_scale": ({"model.init_scale": [0.25, 0.5, 1.0, 1.5, 2.0], "optim.warmup_ratio": [0.0, 0.1], "seed": SEEDS}, 30),
     "lr": ({"optim": ["adamw_constant", "adamw"], "optim.lr": [2e-3, 6e-3], "seed": SEEDS}, 12),
+    "lm_roles": ({"optim": ["adamw_constant", "adamw"], "optim.lr": [1e-3, 3e-3], "seed": [0, 1]}, 8),
     "posenc": ({"model.pos_encoding": ["none", "sinusoidal", "learned", "rope", "alibi"], "seed": SEEDS}, 15),
     "data_size": ({"data.train_fraction": [0.05, 0.2, 1.0], "seed": SEEDS}, 9),
     "smoke": ({"model.n_heads": [2, 4], "model.init_scale": [0.5, 1.0], "seed": [0, 1]}, 8),
@@ -92,7 +93,7 @@ def test_seeds_on_the_command_line_replace_the_sweeps_default_three():
 
 
 # The classifier sweeps: sweep=induction and induction_scaling train a causal LM on repeat_tokens (their grids are checked above).
-CLASSIFIER_SWEEPS = sorted(set(GRIDS) - {"induction", "induction_scaling"})
+CLASSIFIER_SWEEPS = sorted(set(GRIDS) - {"induction", "induction_scaling", "lm_roles"})  # those three train the causal LM
 
 
 def test_every_induction_scaling_job_fits_its_probe_and_segments():

@@ -109,13 +109,7 @@ class CharTokenizer:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "CharTokenizer":
         """Read a vocabulary written by `save`; any other content raises DataError."""
-        try:
-            with open(path, encoding="utf-8") as fh:
-                obj = json.load(fh)
-        except FileNotFoundError:
-            raise DataError(path, "tokenizer file not found") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise DataError(path, f"not a JSON tokenizer file ({err})") from None
+        obj = _read_json(path)
         if not isinstance(obj, dict) or obj.get("format") != cls._format or obj.get("version") != _VERSION:
             raise DataError(path, f"not a headlab tokenizer (expected format={cls._format!r}, version={_VERSION})")
         tokens = obj.get("tokens")
@@ -184,13 +178,7 @@ def make_tokenizer(kind: str, texts: Iterable[str], min_freq: int = 1) -> CharTo
 
 def load_tokenizer(path: str | os.PathLike) -> CharTokenizer:
     """A run's `vocab.json`, character or word vocabulary (its `format` says which); JSON only."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            obj = json.load(fh)
-    except FileNotFoundError:
-        raise DataError(path, "tokenizer file not found") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DataError(path, f"not a JSON tokenizer file ({err})") from None
+    obj = _read_json(path)
     kind = obj.get("format") if isinstance(obj, dict) else None
     return (WordTokenizer if kind == _WORD_FORMAT else CharTokenizer).load(path)
 
@@ -205,3 +193,14 @@ def _check_tokens(tokens: tuple, source: object, words: bool = False) -> None:
         raise DataError(source, f"every non-special token must be {what}, got {bad[:5]!r}")
     if len(set(rest)) != len(rest):
         raise DataError(source, "duplicate tokens in the vocabulary")
+
+
+def _read_json(path: str | os.PathLike) -> object:
+    """A tokenizer file's JSON (plain data: nothing in it runs), or a DataError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise DataError(path, "tokenizer file not found") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(path, f"not a JSON tokenizer file ({err})") from None

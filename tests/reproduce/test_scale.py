@@ -63,6 +63,17 @@ def test_a_pretrained_runs_size_comes_from_its_summary(tmp_path):
     assert scale_text([job_settings(run.path)]) == "pretrained minilm, 6 layers x 384, 12 heads, no training, en_news (max_len 128)"
 
 
+
+def test_an_lm_jobs_data_is_named_by_its_group_choice(tmp_path):
+    run = RunDir(tmp_path / "0")  # a causal LM's data node has no `source` (RepeatTokensDataModule's keys)
+    run.hydra_config_path.parent.mkdir(parents=True)
+    run.hydra_config_path.write_text("model: {n_layers: 2, d_model: 64, n_heads: 4}\ndata: {max_len: 33}\n"
+                                     "trainer: {max_steps: 3000}\nseed: 300\n", encoding="utf-8")
+    run.hydra_file_path.write_text("hydra:\n  runtime:\n    choices: {data: repeat_tokens, model: lm}\n", encoding="utf-8")
+    run.summary_path.write_text(json.dumps({"global_step": 3000}))
+    assert scale_text([job_settings(run.path)]) == "2 layers x 64, 4 heads, 3,000 steps, repeat_tokens (max_len 33), 1 seed"
+
+
 @pytest.fixture
 def recorded_c8(tmp_path):
     """C8's confirmatory grid recorded as headlab-train saves it (4/8/16 heads x seeds 10-17), every

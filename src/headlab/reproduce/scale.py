@@ -148,6 +148,9 @@ def job_settings(job_dir: Path) -> dict[str, Any]:
     cfg = OmegaConf.load(run.hydra_config_path)
     values = {key: _plain(OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False))
               for key in SCALE_KEYS}
+    if values["data.source"] is None and run.hydra_file_path.is_file():  # an LM's data has no `source`: its group's choice
+        choices = OmegaConf.select(OmegaConf.load(run.hydra_file_path), "hydra.runtime.choices", default=None)
+        values["data.source"] = _plain(choices.get("data")) if choices is not None else None
     summary = run.summary
     values[STEPS] = summary.get("global_step")
     model = summary.get("model")

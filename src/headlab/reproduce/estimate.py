@@ -35,7 +35,10 @@ MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles:
 CPU_SECONDS = {"heads-synthetic-cpu": 860, "templates-synthetic-cpu": 496,
                "posenc-synthetic-cpu-v5": 762, "domains-multidomain-cpu": 536, "heads-zh_reviews-cpu": 4200,
                "init_scale-synthetic-cpu": 480, "data_size-synthetic-cpu": 298, "distill-zh_reviews-cpu": 504,
-               "c17-minilm-en_news-cpu": 33, "templates-synthetic-rep": 982, "data_size-synthetic-rep": 1750}
+               "c17-minilm-en_news-cpu": 33, "templates-synthetic-rep": 982, "data_size-synthetic-rep": 1750,
+               # 2026-12-03 (docs/results/2026-12-03-lm-roles.md): 939 s and 354 s with two jobs side by side on
+               # the 2 cores; a lane runs one job at a time on one core, so twice that
+               "lm-roles-cpu": 1878, "lm-roles-rep": 708}
 CPU_MEASURED = "make reproduce-cpu, 2026-12-02, 2 cores"
 
 

@@ -33,6 +33,8 @@ def test_induction_experiment_trains_measures_and_summarises(tmp_path, one_threa
     curve = pd.read_csv(run / "metrics.csv")
     assert {"lm/icl_score_se", "lm/rep_icl_score", "lm/rep_icl_score_se"} <= set(curve.columns)
     assert {p.name for p in (run / "figures").iterdir()} == {"induction_phase.png", "induction_grid.png"}
+    # view.html is written after summary.json: its LM panel (scores, onset ticks) is there only when the page read the lm block
+    assert '"lm":{"scores":["prev_token_score"' in (run / "view.html").read_text(encoding="utf-8")
 
 
 def test_one_layer_control_composes_with_one_layer(tmp_path):

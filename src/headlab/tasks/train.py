@@ -12,8 +12,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from headlab.errors import HeadlabError
 from headlab.store.run_info import configure_cache_dirs
 from headlab.tasks.job import setup_job
 from headlab.tasks.rank import is_rank_zero
@@ -83,4 +84,21 @@ def _train(cfg: DictConfig, run: RunDir) -> dict[str, Any]:
                 raise RunInterrupted(signals.requested, int(trainer.global_step), last)
             record.summary["last"] = last_state(trainer, last)
             record.complete(evaluate_best(cfg, trainer, module, datamodule))
+    if is_rank_zero() and record.summary.get("status") == "completed":
+        write_lm_view(cfg, run)
     return record.summary
+
+
+def write_lm_view(cfg: DictConfig, run: RunDir) -> None:
+    """A causal LM run's view.html (callbacks.lm_metrics.view), written once summary.json holds the LM
+    facts its slider marks (a classifier's page is written by its callback at fit end). A page that
+    cannot be written is a warning: the run itself completed."""
+    node = OmegaConf.select(cfg, "callbacks.lm_metrics", default=None)
+    if node is None or not node.get("view", False):
+        return
+    from headlab.view import write_view  # the page's readers are imported only when a page is written
+
+    try:
+        log.info("wrote %s", write_view(run))
+    except HeadlabError as err:
+        log.warning("view.html not written: %s", err)

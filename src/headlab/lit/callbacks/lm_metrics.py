@@ -43,7 +43,8 @@ class LMHeadMetricsCallback(L.Callback):
     def __init__(self, output_dir: str | None = None, every_n_steps: int = 50, chunk_size: int = 64,
                  min_rise: float = 0.3, min_drop: float = 1.0, coincide_steps: int = 200,
                  log_to_loggers: bool = True, figures: bool = True, standard_probe_size: int = 256,
-                 dense_every_n_steps: int | None = None, dense_from: int = 0, dense_to: int = 0) -> None:
+                 dense_every_n_steps: int | None = None, dense_from: int = 0, dense_to: int = 0,
+                 view: bool = True) -> None:
         if not isinstance(every_n_steps, int) or every_n_steps < 1:
             raise ConfigError("callbacks.lm_metrics.every_n_steps", every_n_steps, "an integer >= 1")
         _check_dense(every_n_steps, dense_every_n_steps, dense_from, dense_to)
@@ -58,7 +59,12 @@ class LMHeadMetricsCallback(L.Callback):
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.every_n_steps, self.chunk_size = every_n_steps, chunk_size
         self.min_rise, self.min_drop, self.coincide_steps = float(min_rise), float(min_drop), int(coincide_steps)
+        if not isinstance(view, bool):
+            raise ConfigError("callbacks.lm_metrics.view", view, "true or false")
         self.log_to_loggers, self.figures = log_to_loggers, figures
+        # view.html is written by headlab.tasks.train after summary.json holds this run's LM facts (onsets,
+        # loss drop), which the page marks: at fit end they are not recorded yet
+        self.view = view
         self.standard_probe_size = standard_probe_size
         self._repeated: Any = None  # the standard probe, drawn once from the datamodule
         self.history: list[dict[str, Any]] = []  # one entry per measurement: step, per-head induction, loss, icl

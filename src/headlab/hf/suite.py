@@ -37,7 +37,7 @@ from headlab.errors import ConfigError
 from headlab.store import RunDir, SweepDir, atomic_write_text
 
 TOKENIZER_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-                   "vocab.json", "merges.txt", "tokenizer.model"]
+                   "vocab.json", "merges.txt", "tokenizer.model"]  # a hub folder's files, not the run contract's
 SAFE_FILES = ["*.safetensors", "model.safetensors.index.json"]
 PICKLE_FILES = ["pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin"]
 HUB_FILES = TOKENIZER_FILES + SAFE_FILES + PICKLE_FILES

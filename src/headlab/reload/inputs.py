@@ -85,7 +85,7 @@ def _find_data_file(path: Path, digest: str | None, key: str, run: RunDir) -> Pa
 
 def _hydra_start_dir(run: RunDir) -> str | None:
     """`hydra.runtime.cwd` of the run's `.hydra/hydra.yaml`: where a run from before `start_dir` was recorded started."""
-    path = run.hydra_dir / "hydra.yaml"  # Hydra writes it before train() starts
+    path = run.hydra_file_path  # Hydra writes it before train() starts
     try:
         return str(OmegaConf.select(OmegaConf.load(path), "hydra.runtime.cwd", default=None) or "") or None
     except Exception:  # noqa: BLE001 - an unreadable or foreign file: no start dir known

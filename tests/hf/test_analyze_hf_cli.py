@@ -60,7 +60,7 @@ def test_mostly_unk_data_is_refused_before_anything_is_written(tmp_path, capsys)
     (["data.probe_size=many"], "data.probe_size"),
     (["data.nope=1"], "data.nope"),
     (["data=klingon"], "data"),
-    (["data=files"], "data.path"),
+    (["data=files"], "data.files.train"),
     (["data.source=klingon"], "data.source"),
     (["nope.x=1"], "nope"),  # the unknown key is the first part: nope is not in the config
     (["threads=all"], "threads"),

@@ -28,11 +28,18 @@ class SyntheticSection:
 
 
 @dataclass
+class FilesSection:
+    """Your own file, under the key headlab-train reads it from (`data.files.train`)."""
+
+    train: Optional[str] = None
+
+
+@dataclass
 class DataSection:
     """One file of conf/hf/data/ names the source; the other keys are shared defaults."""
 
     source: str = "zh_reviews"
-    path: Optional[str] = None
+    files: FilesSection = field(default_factory=FilesSection)
     probe_size: int = 256
     max_len: int = 128
     seed: int = 0  # which texts the probe draws

@@ -38,7 +38,7 @@ def load_texts(source: str, path: str | None = None, synthetic_n: int = 2000, sy
         return [" ".join(text) for text in generate_synthetic(n=synthetic_n, seed=synthetic_seed).texts]
     if source == "files":
         if not path:
-            raise ConfigError("data.path", path, "a CSV or JSONL file with a text column (data=files data.path=...)")
+            raise ConfigError("data.files.train", path, "a CSV or JSONL file with a text column (data=files data.files.train=...)")
         from headlab.data.files import load_files
 
         return load_files(path).texts
@@ -66,7 +66,7 @@ def load_labeled(source: str, path: str | None = None, synthetic_n: int = 2000, 
                             label_names=data.label_names, stats=data.stats)
     if source == "files":
         if not path:
-            raise ConfigError("data.path", path, "a CSV or JSONL file with text and label columns (data=files data.path=...)")
+            raise ConfigError("data.files.train", path, "a CSV or JSONL file with text and label columns (data=files data.files.train=...)")
         from headlab.data.files import load_files
 
         return load_files(path)

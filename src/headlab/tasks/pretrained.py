@@ -47,7 +47,7 @@ def analyze_pretrained(cfg: Any) -> dict[str, Any]:
         from headlab.hf.importance import head_importance, importance_summary
         from headlab.hf.texts import load_labeled
 
-        data = load_labeled(cfg.data.source, cfg.data.path, cfg.data.synthetic.n, cfg.data.synthetic.seed)
+        data = load_labeled(cfg.data.source, cfg.data.files.train, cfg.data.synthetic.n, cfg.data.synthetic.seed)
         importance = head_importance(net, tokenizer, data, fit)
         importance_facts = importance_summary(importance, fit)
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir()
@@ -71,8 +71,8 @@ def check_common(cfg: Any) -> None:
                           "it reads load from transformers' classes; docs/pretrained.md)")
     if cfg.data.source not in SOURCES:  # before any loading: a typo answers at once
         raise ConfigError("data.source", cfg.data.source, f"one of {list(SOURCES)}")
-    if cfg.data.source == "files" and not cfg.data.get("path"):
-        raise ConfigError("data.path", None, "a CSV or JSONL file with a text column (data=files data.path=...)")
+    if cfg.data.source == "files" and not cfg.data.files.get("train"):
+        raise ConfigError("data.files.train", None, "a CSV or JSONL file with a text column (data=files data.files.train=...)")
 
 
 def model_folder(cfg: Any) -> tuple[Path, str, str]:
@@ -100,7 +100,7 @@ def model_folder(cfg: Any) -> tuple[Path, str, str]:
 def settings_of(cfg: Any, decoder: bool) -> Any:
     from headlab.hf import AnalyzeSettings
 
-    return AnalyzeSettings(source=cfg.data.source, path=cfg.data.path, probe_size=cfg.data.probe_size,
+    return AnalyzeSettings(source=cfg.data.source, path=cfg.data.files.train, probe_size=cfg.data.probe_size,
                            max_len=cfg.data.max_len, seed=cfg.data.seed, max_unk_rate=cfg.data.max_unk_rate,
                            synthetic_n=cfg.data.synthetic.n, synthetic_seed=cfg.data.synthetic.seed,
                            chunk_size=cfg.measure.chunk_size, map_len=cfg.measure.map_len,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from headlab.data.repeat_tokens import BOS_ID, induction_probe, repeat_token_batch
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, DataError
 
 
 def _segments(row: torch.Tensor, length: int) -> list[tuple[int, int]]:
@@ -87,3 +87,31 @@ def test_reviews_lm_windows_and_probe_use_the_reviews_characters():
     assert counts[chosen].min() >= counts[~chosen][len(SPECIAL_TOKENS):].max()  # none left out is more frequent
     assert set(data.probe[:, 1:].unique().tolist()) <= set(data.probe_ids.tolist())
     assert counts[data.probe[:, 1:]].min() > 500  # every probe character is common in train
+
+
+def test_text_probe_repeats_a_window_of_the_held_out_stream_by_hand():
+    from headlab.data.repeat_tokens import text_induction_probe
+
+    ids = torch.arange(10, 40)  # a stream whose every window is recognisable
+    probe = text_induction_probe(ids, 6, 4, torch.Generator().manual_seed(0), max_gap=3)
+    assert probe.shape == (6, 1 + 3 + 2 * 4) and (probe[:, 0] == BOS_ID).all()
+    for row in probe[:, 1:]:
+        block = row[-4:]
+        assert torch.equal(block, torch.arange(int(block[0]), int(block[0]) + 4))  # consecutive stream tokens
+        inside = [s for s in range(0, 4) if torch.equal(row[s:s + 4], block)]
+        filler = torch.cat([row[:inside[0]], row[inside[0] + 4:-4]])
+        assert torch.equal(filler, torch.arange(int(block[-1]) + 1, int(block[-1]) + 4))  # the text that follows it
+    with pytest.raises(DataError, match="more than probe_half_len"):
+        text_induction_probe(torch.arange(5), 2, 4, torch.Generator(), max_gap=1)
+
+
+def test_a_held_out_probe_is_made_of_the_val_texts_never_of_train():
+    from headlab.data.lm_datamodule import ReviewsLMDataModule
+
+    data = ReviewsLMDataModule(max_len=33, probe_half_len=8, probe_max_gap=16, probe_size=4, probe_source="held_out")
+    val = data.splits["val"].reshape(-1).tolist()
+    for row in data.probe:
+        block = row[-8:].tolist()
+        assert any(val[i:i + 8] == block for i in range(len(val) - 7))  # a window of the held-out text, repeated
+    with pytest.raises(ConfigError, match="data.probe_source"):
+        ReviewsLMDataModule(max_len=33, probe_half_len=8, probe_max_gap=16, probe_source="train")

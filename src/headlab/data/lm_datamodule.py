@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from headlab.config.values import check_int
-from headlab.data.repeat_tokens import BOS_ID, check_repeat_keys, induction_probe, repeat_token_batch
+from headlab.data.repeat_tokens import BOS_ID, check_repeat_keys, induction_probe, repeat_token_batch, text_induction_probe
 from headlab.errors import ConfigError, DataError
 from headlab.store import atomic_write_json
 
@@ -109,6 +109,11 @@ def _collate(rows: list[tuple[torch.Tensor]]) -> dict[str, torch.Tensor]:
     return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids, dtype=torch.bool)}
 
 
+# What a text LM's gapped induction probe is made of: random frequent characters, or the held-out
+# (val) texts themselves, so the probe reads like the user's own sentences.
+PROBE_SOURCES = ("random", "held_out")
+
+
 class TextLMDataModule(RepeatTokensDataModule):
     """A character LM on texts (`_load_texts` gives them per split): each split encoded by character
     ([CLS] before every text, so it marks a text's start) and cut into windows of `max_len`
@@ -123,8 +128,11 @@ class TextLMDataModule(RepeatTokensDataModule):
 
     def __init__(self, max_len: int = 65, batch_size: int = 32, min_freq: int = 2, val_fraction: float = 0.05,
                  test_fraction: float = 0.05, probe_size: int = 32, probe_half_len: int = 16, probe_max_gap: int = 32,
-                 probe_vocab: int | None = 256, seed: int = 0, num_workers: int = 0) -> None:
+                 probe_vocab: int | None = 256, seed: int = 0, num_workers: int = 0, probe_source: str = "random") -> None:
         L.LightningDataModule.__init__(self)
+        if probe_source not in PROBE_SOURCES:
+            raise ConfigError("data.probe_source", probe_source, f"one of {list(PROBE_SOURCES)}")
+        self.probe_source = probe_source
         for key, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
             if not isinstance(value, float) or not 0.0 < value < 0.5:
                 raise ConfigError(f"data.{key}", value, "a fraction in (0, 0.5)")
@@ -168,9 +176,13 @@ class TextLMDataModule(RepeatTokensDataModule):
             stream = torch.tensor([token for text in part for token in self.tokenizer.encode(text, longest)], dtype=torch.long)
             self.splits[split] = stream[: len(stream) // self.max_len * self.max_len].view(-1, self.max_len)
         self.probe_ids = frequent_ids(self.splits["train"], self.vocab_size, self.probe_vocab)
-        probe = induction_probe(self.probe_size, len(self.probe_ids) + 1, self.probe_half_len,
-                                torch.Generator().manual_seed(self.seed * 4 + 3), self.probe_max_gap)
-        probe = self.probe_ids[probe - 1]  # draws 1..k -> the k chosen character ids
+        generator = torch.Generator().manual_seed(self.seed * 4 + 3)
+        if self.probe_source == "held_out":  # the user's own val texts, each block repeated once
+            held_out = torch.tensor([t for text in texts["val"] for t in self.tokenizer.encode(text, longest)], dtype=torch.long)
+            probe = text_induction_probe(held_out, self.probe_size, self.probe_half_len, generator, self.probe_max_gap)
+        else:
+            probe = induction_probe(self.probe_size, len(self.probe_ids) + 1, self.probe_half_len, generator, self.probe_max_gap)
+            probe = self.probe_ids[probe - 1]  # draws 1..k -> the k chosen character ids
         probe[:, 0] = CLS_ID
         self.probe = probe
 

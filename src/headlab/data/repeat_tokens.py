@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from headlab.config.values import check_int
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, DataError
 
 BOS_ID = 0
 
@@ -73,4 +73,23 @@ def induction_probe(n: int, vocab_size: int, half_len: int, generator: torch.Gen
     filler = torch.randint(1, vocab_size, (n, max_gap), generator=generator)
     gaps = torch.randint(0, max_gap + 1, (n,), generator=generator).tolist()
     rows = [torch.cat([filler[r, :g], block[r], filler[r, g:], block[r]]) for r, g in enumerate(gaps)]
+    return torch.cat([torch.full((n, 1), BOS_ID), torch.stack(rows)], dim=1)
+
+
+def text_induction_probe(ids: Tensor, n: int, half_len: int, generator: torch.Generator, max_gap: int = 0) -> Tensor:
+    """`induction_probe`'s layout made of real text: each row's block is `half_len` consecutive tokens
+    of `ids` (the 1-D token stream of texts the model never trained on) and its filler the `max_gap`
+    tokens that follow them there, so the repeat is the only thing that is not ordinary text."""
+    if not isinstance(half_len, int) or half_len < 2:
+        raise ConfigError("data.probe_half_len", half_len, "an integer >= 2")
+    need = half_len + max_gap
+    if ids.dim() != 1 or ids.numel() <= need:
+        raise DataError("the held-out texts", f"{ids.numel()} tokens: the probe needs more than probe_half_len + "
+                                              f"probe_max_gap = {need} (more val text, or data.probe_source=random)")
+    starts = torch.randint(0, ids.numel() - need, (n,), generator=generator).tolist()
+    gaps = torch.randint(0, max_gap + 1, (n,), generator=generator).tolist()
+    rows = []
+    for s, g in zip(starts, gaps):
+        block, filler = ids[s:s + half_len], ids[s + half_len:s + need]
+        rows.append(torch.cat([filler[:g], block, filler[g:], block]))
     return torch.cat([torch.full((n, 1), BOS_ID), torch.stack(rows)], dim=1)

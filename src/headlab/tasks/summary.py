@@ -47,6 +47,22 @@ def last_state(trainer: Any, last_checkpoint: str | None) -> dict[str, Any]:
     return last
 
 
+def overfitting_line(summary: dict[str, Any]) -> str | None:
+    """A warning when validation loss rose after the best checkpoint, which came in the first half of
+    the run (the model learned the training text by heart afterwards); None otherwise. The best
+    checkpoint is what every later command reads, so the run is still usable: the line says so."""
+    best, last = summary.get("best") or {}, summary.get("last") or {}
+    best_step, steps = summary.get("best_step"), summary.get("global_step")
+    best_loss, last_loss = best.get("val_loss"), last.get("val_loss")
+    if not all(isinstance(v, (int, float)) for v in (best_step, steps, best_loss, last_loss)):
+        return None
+    if steps < 2 or best_step > steps / 2 or last_loss <= best_loss:
+        return None
+    return (f"overfitting: validation loss was lowest at step {best_step} of {steps} ({best_loss:.3g}) and ended at "
+            f"{last_loss:.3g}; later commands read the best checkpoint (step {best_step}); for more than that, give the "
+            "run more data, fewer steps or more dropout / weight decay")
+
+
 def evaluate_best(cfg: DictConfig, trainer: Any, module: Any, datamodule: Any) -> dict[str, Any]:
     """Validation (and test) metrics of the best checkpoint: the `best` block and its top-level copies."""
     ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or None

@@ -25,7 +25,7 @@ from headlab.config import instantiate
 from headlab.tasks.build import build_callbacks, build_module
 from headlab.tasks.csv_metrics import keep_csv_rows
 from headlab.tasks.resume import find_resume, finished_run, refuse_fresh_over_run
-from headlab.tasks.summary import evaluate_best, last_state
+from headlab.tasks.summary import evaluate_best, last_state, overfitting_line
 from headlab.store import RunDir
 
 log = logging.getLogger("headlab.train")
@@ -85,6 +85,8 @@ def _train(cfg: DictConfig, run: RunDir) -> dict[str, Any]:
             record.summary["last"] = last_state(trainer, last)
             record.complete(evaluate_best(cfg, trainer, module, datamodule))
     if is_rank_zero() and record.summary.get("status") == "completed":
+        if (line := overfitting_line(record.summary)) is not None:
+            log.warning("%s", line)
         write_lm_view(cfg, run)
     return record.summary
 

@@ -52,3 +52,13 @@ def test_the_temporary_files_of_killed_writes_are_found_and_removed_and_nothing_
         path.write_text("x")
     assert remove_interrupted_writes(tmp_path) == sorted(left)
     assert not any(p.exists() for p in left) and all(p.exists() for p in kept)
+
+
+def test_a_written_file_has_the_mode_a_plain_open_gives_not_mkstemps_private_one(tmp_path):
+    import stat
+
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    atomic_write_text(tmp_path / "view.html", "<html></html>")
+    mode = stat.S_IMODE((tmp_path / "view.html").stat().st_mode)
+    assert mode == stat.S_IMODE(plain.stat().st_mode)  # under umask 022: 0644, not 0600

@@ -17,6 +17,10 @@ from typing import Any, Callable, Iterator
 from headlab.store.faults import WRITE_CHECK, as_storage_error
 
 
+_UMASK = os.umask(0)  # read once (os.umask only reads by setting): the mode a plain open() would give
+os.umask(_UMASK)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success rename it onto `path`.
@@ -36,6 +40,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would make view.html, summary.json, ... private to the writer
         os.replace(tmp, target)
     except (OSError, RuntimeError) as err:
         refused = as_storage_error(err, target)

@@ -31,7 +31,7 @@ def test_vocab_file_is_read_back_as_its_own_kind(tmp_path):
     assert load_tokenizer(tmp_path / "c.json") == char and type(load_tokenizer(tmp_path / "c.json")) is CharTokenizer
     with pytest.raises(DataError, match="not a headlab tokenizer"):
         CharTokenizer.load(tmp_path / "w.json")
-    with pytest.raises(ConfigError, match=r"data.tokenizer='bpe': expected one of \['char', 'word'\]"):
+    with pytest.raises(ConfigError, match=r"data.tokenizer='bpe': expected one of \['char', 'word'\] or a Hugging Face"):
         make_tokenizer("bpe", ["x"])
 
 

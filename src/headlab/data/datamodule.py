@@ -33,7 +33,7 @@ from headlab.data.probe import ProbeSet, select_probe
 from headlab.data.sampler import BucketBatchSampler
 from headlab.data.split import check_fractions, stratified_split, stratified_subset
 from headlab.data.synthetic import generate_synthetic
-from headlab.data.tokenizer import TOKENIZERS, CharTokenizer, make_tokenizer
+from headlab.data.tokenizer import TOKENIZERS, CharTokenizer, is_hf_tokenizer_file, make_tokenizer
 from headlab.data.zh_reviews import load_zh_reviews
 from headlab.config.values import check_int
 from headlab.errors import ConfigError, DataError
@@ -125,8 +125,9 @@ class TextDataModule(L.LightningDataModule):
         check_int("data.probe_size", probe_size, 1)
         check_int("data.num_workers", num_workers, 0)
         check_int("data.min_freq", min_freq, 1)
-        if tokenizer not in TOKENIZERS:
-            raise ConfigError("data.tokenizer", tokenizer, f"one of {list(TOKENIZERS)} (one token per character or per word)")
+        if tokenizer not in TOKENIZERS and not is_hf_tokenizer_file(tokenizer):
+            raise ConfigError("data.tokenizer", tokenizer, f"one of {list(TOKENIZERS)} (one token per character or per word) "
+                                                           "or the path of a Hugging Face tokenizer.json")
         self.tokenizer_kind = tokenizer
         if shuffle_seed is not None:
             check_int("data.shuffle_seed", shuffle_seed, None)

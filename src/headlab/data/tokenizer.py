@@ -18,6 +18,7 @@ import os
 import re
 import unicodedata
 from collections import Counter
+from pathlib import Path
 from typing import Iterable, Sequence
 
 from headlab.errors import ConfigError, DataError
@@ -28,8 +29,9 @@ SPECIAL_TOKENS: tuple[str, ...] = (PAD, CLS, UNK)
 PAD_ID, CLS_ID, UNK_ID = 0, 1, 2
 _FORMAT = "headlab.char_tokenizer"
 _WORD_FORMAT = "headlab.word_tokenizer"
+_HF_FORMAT = "headlab.hf_tokenizer"
 _VERSION = 1
-TOKENIZERS = ("char", "word")  # data.tokenizer
+TOKENIZERS = ("char", "word")  # data.tokenizer (or the path of a Hugging Face tokenizer.json)
 _WORD = re.compile(r"\w+|[^\w\s]")
 
 
@@ -45,7 +47,7 @@ class CharTokenizer:
 
     def __init__(self, tokens: Sequence[str]) -> None:
         tokens = tuple(tokens)
-        _check_tokens(tokens, source=f"{type(self).__name__}(tokens)", words=self._format == _WORD_FORMAT)
+        _check_tokens(tokens, source=f"{type(self).__name__}(tokens)", words=self._format != _FORMAT)
         self._tokens = tokens
         self._index = {tok: i for i, tok in enumerate(tokens)}
         n_special = len(SPECIAL_TOKENS)
@@ -115,7 +117,7 @@ class CharTokenizer:
         tokens = obj.get("tokens")
         if not isinstance(tokens, list):
             raise DataError(path, "'tokens' must be a list of strings")
-        _check_tokens(tuple(tokens), source=path, words=cls._format == _WORD_FORMAT)
+        _check_tokens(tuple(tokens), source=path, words=cls._format != _FORMAT)
         return cls(tokens)
 
     def __eq__(self, other: object) -> bool:
@@ -169,10 +171,84 @@ class WordTokenizer(CharTokenizer):
         return f"WordTokenizer(vocab_size={self.vocab_size})"
 
 
+class HFTokenizer(WordTokenizer):
+    """A Hugging Face `tokenizer.json` (BPE, WordPiece, Unigram) as the splitter: the vocabulary is the
+    subword tokens it gives on the train texts (ids 0, 1, 2 stay [PAD], [CLS], [UNK]), so a model is
+    sized to the user's data, not to the tokenizer's whole vocabulary. The tokenizer is kept inside
+    vocab.json as JSON (the `tokenizers` library parses it; nothing in it runs)."""
+
+    _format = _HF_FORMAT
+
+    def __init__(self, tokens: Sequence[str], hf_json: str) -> None:
+        self._hf_json, self._hf = hf_json, _hf_tokenizer(hf_json, "the tokenizer")
+        super().__init__(tokens)
+
+    @classmethod
+    def fit(cls, texts: Iterable[str], min_freq: int = 1, max_vocab: int | None = None, hf_json: str = "") -> "HFTokenizer":
+        """Vocabulary of the subword tokens seen at least `min_freq` times, frequency descending, then text order."""
+        if not isinstance(min_freq, int) or min_freq < 1:
+            raise ConfigError("data.min_freq", min_freq, "an integer >= 1")
+        splitter = _hf_tokenizer(hf_json, "the tokenizer")
+        counts: Counter[str] = Counter()
+        for text in texts:
+            counts.update(splitter.encode(text, add_special_tokens=False).tokens)
+        kept = sorted((t for t, n in counts.items() if n >= min_freq and t not in SPECIAL_TOKENS), key=lambda t: (-counts[t], t))
+        return cls(SPECIAL_TOKENS + tuple(kept[: None if max_vocab is None else max_vocab - len(SPECIAL_TOKENS)]), hf_json)
+
+    def split(self, text: str) -> list[str]:
+        """The subword tokens the Hugging Face tokenizer gives, without its own special tokens."""
+        return self._hf.encode(text, add_special_tokens=False).tokens
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of `ids` as the Hugging Face tokenizer decodes its tokens; specials and [UNK] skipped."""
+        n_special = len(SPECIAL_TOKENS)
+        hf_ids = [self._hf.token_to_id(self._tokens[i]) for i in (int(j) for j in ids) if i >= n_special]
+        return self._hf.decode([i for i in hf_ids if i is not None])
+
+    def save(self, path: str | os.PathLike) -> None:
+        atomic_write_json(path, {"format": self._format, "version": _VERSION, "tokens": list(self._tokens),
+                                 "hf_tokenizer": json.loads(self._hf_json)})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "HFTokenizer":
+        obj = _read_json(path)
+        if not isinstance(obj, dict) or obj.get("format") != cls._format or not isinstance(obj.get("tokens"), list) \
+                or not isinstance(obj.get("hf_tokenizer"), dict):
+            raise DataError(path, f"not a headlab tokenizer (expected format={cls._format!r} with tokens and hf_tokenizer)")
+        return cls(obj["tokens"], json.dumps(obj["hf_tokenizer"]))
+
+    def __repr__(self) -> str:
+        return f"HFTokenizer(vocab_size={self.vocab_size})"
+
+
+def is_hf_tokenizer_file(kind: object) -> bool:
+    """`data.tokenizer` names a Hugging Face tokenizer file rather than `char` / `word`."""
+    return isinstance(kind, str) and kind.endswith(".json")
+
+
+def _hf_tokenizer(hf_json: str, source: object):
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise ConfigError("data.tokenizer", source, "char or word: a tokenizer.json needs the hf extra "
+                          "(pip install -e '.[hf]')") from None
+    try:
+        return Tokenizer.from_str(hf_json)
+    except Exception as err:  # noqa: BLE001 - whatever the library rejects: one line naming the file
+        raise DataError(source, f"not a Hugging Face tokenizer.json ({str(err).splitlines()[0][:160]})") from None
+
+
 def make_tokenizer(kind: str, texts: Iterable[str], min_freq: int = 1) -> CharTokenizer:
-    """`data.tokenizer`'s choice fit on `texts`: char (one token per character) or word."""
+    """`data.tokenizer`'s choice fit on `texts`: char (one token per character), word, or the path of a
+    Hugging Face tokenizer.json (its subwords)."""
+    if is_hf_tokenizer_file(kind):
+        try:
+            hf_json = Path(kind).expanduser().read_text(encoding="utf-8")
+        except OSError as err:
+            raise ConfigError("data.tokenizer", kind, f"a readable tokenizer.json ({err.strerror})") from None
+        return HFTokenizer.fit(texts, min_freq=min_freq, hf_json=hf_json)
     if kind not in TOKENIZERS:
-        raise ConfigError("data.tokenizer", kind, f"one of {list(TOKENIZERS)}")
+        raise ConfigError("data.tokenizer", kind, f"one of {list(TOKENIZERS)} or a Hugging Face tokenizer.json path")
     return (WordTokenizer if kind == "word" else CharTokenizer).fit(texts, min_freq=min_freq)
 
 
@@ -180,7 +256,7 @@ def load_tokenizer(path: str | os.PathLike) -> CharTokenizer:
     """A run's `vocab.json`, character or word vocabulary (its `format` says which); JSON only."""
     obj = _read_json(path)
     kind = obj.get("format") if isinstance(obj, dict) else None
-    return (WordTokenizer if kind == _WORD_FORMAT else CharTokenizer).load(path)
+    return {_WORD_FORMAT: WordTokenizer, _HF_FORMAT: HFTokenizer}.get(kind, CharTokenizer).load(path)
 
 
 def _check_tokens(tokens: tuple, source: object, words: bool = False) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from headlab.data.files import absolute_file_paths
+from headlab.data.tokenizer import is_hf_tokenizer_file
 from headlab.errors import HeadlabError
 from headlab.lit.signals import RunInterrupted
 from headlab.tasks.history import record_segment
@@ -49,6 +50,9 @@ def absolute_data_paths(cfg: DictConfig) -> dict[str, str]:
     config and summary name its data wherever the run folder is read from, or moved to, later. Returns
     `{key: absolute path}` for each path rewritten (`headlab.tasks.history` writes them into the saved config)."""
     data = cfg.get("data")
+    tokenizer = data.get("tokenizer") if data is not None else None
+    if is_hf_tokenizer_file(tokenizer) and not os.path.isabs(os.path.expanduser(tokenizer)):  # a tokenizer.json travels too
+        data.tokenizer = os.path.normpath(os.path.join(start_dir(), os.path.expanduser(tokenizer)))
     files = data.get("files") if data is not None else None
     if files is None:
         return {}

@@ -126,3 +126,19 @@ def test_a_head_that_stays_mixed_formed_no_role():
                       for step, (a, b) in ((0, ("mixed", "mixed")), (8, ("mixed", "content")), (16, ("mixed", "content")))])
     assert [line.split("; ")[-1] for line in report_lines(rows)] == ["no role formed (mixed since step 0)",
                                                                     "role settled at step 8"]
+
+
+def test_the_runs_page_carries_the_report_lines_most_important_first(tmp_path):
+    from headlab.view import write_view
+    from headlab.view.load import read_run
+
+    run = RunDir(tmp_path / "run")
+    for step, part in _head_metrics().groupby("step"):
+        append_part(run.head_metrics_path, int(step), part)
+    _ablation([0.21, 0.5, 0.01]).to_parquet(run.head_importance_path)
+    run.summary_path.write_text(json.dumps({"task_queries": "[CLS]"}))
+    data = read_run(run)
+    assert data["report"] == report_lines(_head_metrics(), _ablation([0.21, 0.5, 0.01]), {"task_queries": "[CLS]"})
+    assert data["report"][0].startswith("L0H1: from [CLS] picks tokens by content")
+    page = write_view(run).read_text(encoding="utf-8")
+    assert "L0H1: from [CLS] picks tokens by content" in page and "function report(lines)" in page

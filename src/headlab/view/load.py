@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from headlab.errors import DataError
+from headlab.errors import DataError, HeadlabError
+from headlab.report import report_lines
 from headlab.store import RunDir, read_table
 from headlab.store.probe_patterns import read_pattern_parts
 from headlab.view.run_data import run_page_data
@@ -45,7 +46,17 @@ def read_run(run: RunDir) -> dict[str, Any]:
                          "the nearest stored map at other steps")
     if not parts:
         notes.append(NO_TOKEN_VIEW_LM if lm is not None else NO_TOKEN_VIEW)
-    return run_page_data(metrics, pairs, maps, parts, importance, title=_title(run), notes=notes, lm=lm)
+    return run_page_data(metrics, pairs, maps, parts, importance, title=_title(run), notes=notes, lm=lm,
+                         report=_report(metrics, importance, run.summary) if lm is None else ())
+
+
+def _report(metrics: Any, importance: Any, summary: dict[str, Any]) -> list[str]:
+    """headlab-report's lines for the page (which head does what, in words); none when the run's
+    tables do not hold what they read (a page is still written, its charts say the rest)."""
+    try:
+        return report_lines(metrics, importance, summary)
+    except (HeadlabError, KeyError, ValueError):
+        return []
 
 
 def checkpoint_patterns(run: RunDir, sentences: int = PROBE_SENTENCES, mean_over: int = PROBE_MEAN_OVER,

@@ -36,7 +36,7 @@ SAMPLED_LATER = ("rllc", "rllc_std")  # headlab-llc's rows, at the saved checkpo
 def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = None,
                   maps: Mapping[int, np.ndarray] | None = None, patterns: Sequence[Mapping[str, Any]] = (),
                   importance: pd.DataFrame | None = None, title: str = "run", notes: Sequence[str] = (),
-                  lm: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                  lm: Mapping[str, Any] | None = None, report: Sequence[str] = ()) -> dict[str, Any]:
     """The page data of one run.
 
     Args:
@@ -46,6 +46,7 @@ def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = 
         patterns: `headlab.store.probe_patterns.read_pattern_parts` (per step: patterns, lengths, tokens).
         importance: `head_importance.parquet` (its metrics join the trajectories at their steps), or None.
         lm: summary.json's `lm` block of a language-model run (onsets, loss drop), or None.
+        report: `headlab.report.report_lines` (one line per head in words, most important first).
     """
     if head_metrics is None or head_metrics.empty:
         raise DataError(HEAD_METRICS, "has no rows: the run measured nothing to show")
@@ -67,7 +68,7 @@ def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = 
         m for m in cube if m not in TRAJECTORY_METRICS and m != ROLE and "@" not in m and not m.startswith("role"))
     roles = cube.get(ROLE)
     data: dict[str, Any] = {
-        "kind": "run", "title": title, "notes": list(notes), "steps": steps, "n_layers": n_layers, "n_heads": n_heads,
+        "kind": "run", "title": title, "notes": list(notes), "report": list(report), "steps": steps, "n_layers": n_layers, "n_heads": n_heads,
         "metrics": {m: _json(cube[m]) for m in names},
         "roles": _role_names(roles) if roles is not None else None,
     }

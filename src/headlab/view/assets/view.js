@@ -95,6 +95,14 @@ function notes(list) {
   const ul = document.getElementById("notes");
   for (const n of list || []) el("li", {text: n}, ul);
 }
+// headlab-report's lines: which head does what, in words, most important first
+function report(lines) {
+  if (!lines || !lines.length) return;
+  const box = el("details", {id: "report", open: ""}, document.querySelector("header"));
+  el("summary", {text: "which head does what (headlab-report)"}, box);
+  const ol = el("ol", {}, box);
+  for (const line of lines) el("li", {text: line}, ol);
+}
 
 // ------------------------------------------------------------------------------------------ run
 function runPage() {
@@ -332,4 +340,5 @@ function sweepPage() {
 }
 
 notes(D.notes);
+report(D.report);
 if (D.kind === "sweep") sweepPage(); else runPage();

@@ -22,14 +22,15 @@ def metrics_table() -> pd.DataFrame:
         for head in (0, 1):
             rows.append((step, 0, head, "entropy", 2.0 - t * 0.5 + head))
             rows.append((step, 0, head, "role", float(ROLES.index(roles[head][t]))))
-            rows.append((step, 0, head, "prev_score@y", 0.5))  # a conditional metric: not a trajectory
+            rows.append((step, 0, head, "prev_score@y", 0.5))  # a conditional metric: its own chart, after the others
     return pd.DataFrame(rows, columns=["step", "layer", "head", "metric", "value"]).assign(run_id="r", epoch=0)
 
 
 def test_trajectories_roles_changes_and_bifurcation_are_indexed_by_step_and_head():
     data = run_page_data(metrics_table())
     assert data["steps"] == list(STEPS) and (data["n_layers"], data["n_heads"]) == (1, 2)
-    assert data["metrics"] == {"entropy": [[2.0, 3.0], [1.5, 2.5], [1.0, 2.0]]}
+    assert data["metrics"] == {"entropy": [[2.0, 3.0], [1.5, 2.5], [1.0, 2.0]], "prev_score@y": [[0.5, 0.5]] * 3}
+    assert list(data["metrics"]) == ["entropy", "prev_score@y"]  # the all-query metrics first
     assert data["roles"] == [["broad", "mixed"], ["local", "mixed"], ["local", "mixed"]]
     assert data["role_changes"] == [{"step": 16, "head": 0, "from": "broad", "to": "local"}]
     assert data["bifurcation"] == [16, 0]  # head 1 holds its role from step 0

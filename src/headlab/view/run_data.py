@@ -64,8 +64,11 @@ def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = 
     if importance is not None and not importance.empty:
         for metric, values in _cube(importance, steps, n_layers, n_heads).items():
             cube.setdefault(metric, values)
-    names = [m for m in TRAJECTORY_METRICS if m in cube] + sorted(
-        m for m in cube if m not in TRAJECTORY_METRICS and m != ROLE and "@" not in m and not m.startswith("role"))
+    # every metric but the role codes; the conditional ones ({metric}@{token}, @task: what a head does from
+    # those queries, e.g. [CLS]'s) after the all-query ones, each beside the others of its token
+    plain = sorted(m for m in cube if m not in TRAJECTORY_METRICS and "@" not in m and not m.startswith("role"))
+    conditional = sorted((m for m in cube if "@" in m and not m.startswith("role")), key=lambda m: (m.split("@", 1)[1], m))
+    names = [m for m in TRAJECTORY_METRICS if m in cube] + plain + conditional
     roles = cube.get(ROLE)
     data: dict[str, Any] = {
         "kind": "run", "title": title, "notes": list(notes), "report": list(report), "steps": steps, "n_layers": n_layers, "n_heads": n_heads,

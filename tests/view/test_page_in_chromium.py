@@ -159,3 +159,19 @@ def test_a_sweeps_page_draws_one_divergence_curve_per_config(browser, tmp_path):
     assert sorted(names) == ["data=synthetic,model.n_heads=2 (3 seeds)", "data=synthetic,model.n_heads=4 (2 seeds)"]
     assert page.eval_on_selector_all("#curves polygon", "ps => ps.length") == 2  # the seed bands
     assert errors == [] and all(url.startswith("file://") for url in requests)
+
+
+def test_twelve_heads_a_layer_scroll_inside_the_grid_not_the_page(browser, tmp_path):
+    """MiniLM-sized layers (12 heads of maps) used to push the whole page sideways."""
+    run = RunDir(tmp_path / "wide")
+    for step in (0, 8):
+        layer = {"entropy": np.linspace(0.2, 0.9, 12), "role": np.full(12, float(ROLES.index("mixed")))}
+        append_part(run.head_metrics_path, step, head_metric_rows("r", step, 0, [layer]))
+        mean = np.random.default_rng(step).dirichlet(np.ones(8), size=(1, 12, 8))
+        patterns = np.random.default_rng(step + 1).dirichlet(np.ones(6), size=(1, 12, 1, 6))
+        write_pattern_part(run.probe_patterns_dir, step, patterns, np.array([6]), np.array([TOKENS]), mean)
+    page, errors, _ = open_offline(browser, write_view(run))
+    page.set_viewport_size({"width": 1024, "height": 800})
+    sizes = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth, "
+                          "document.getElementById('grid').scrollWidth, document.getElementById('grid').clientWidth]")
+    assert sizes[0] <= sizes[1] and sizes[2] > sizes[3] and not errors, (sizes, errors)

@@ -260,12 +260,20 @@ def absolute_file_paths(files: Any, base: str | os.PathLike) -> dict[str, str]:
     started in): `{key: absolute}` for each one that changes. Symbolic links are kept as written."""
     out = {}
     for key in FILE_KEYS:
-        value = files.get(key) if files is not None else None
-        if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
-            out[key] = os.path.normpath(os.path.join(os.fspath(base), value))
-        elif isinstance(value, str) and value.startswith("~"):
-            out[key] = os.path.expanduser(value)
+        absolute = absolute_path(files.get(key) if files is not None else None, base)
+        if absolute is not None:
+            out[key] = absolute
     return out
+
+
+def absolute_path(value: Any, base: str | os.PathLike) -> str | None:
+    """A relative path (or one starting with ~) made absolute against `base`; None when `value` is not a
+    path string or is absolute already."""
+    if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
+        return os.path.normpath(os.path.join(os.fspath(base), value))
+    if isinstance(value, str) and value.startswith("~"):
+        return os.path.expanduser(value)
+    return None
 
 
 def file_sha256(path: str | os.PathLike) -> str:

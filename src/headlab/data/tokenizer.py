@@ -139,17 +139,7 @@ class WordTokenizer(CharTokenizer):
     @classmethod
     def fit(cls, texts: Iterable[str], min_freq: int = 1, max_vocab: int | None = None) -> "WordTokenizer":
         """Vocabulary of the words seen at least `min_freq` times, frequency descending, then text order."""
-        if not isinstance(min_freq, int) or min_freq < 1:
-            raise ConfigError("data.min_freq", min_freq, "an integer >= 1")
-        if max_vocab is not None and (not isinstance(max_vocab, int) or max_vocab <= len(SPECIAL_TOKENS)):
-            raise ConfigError("max_vocab", max_vocab, f"None or an integer > {len(SPECIAL_TOKENS)} (the size includes the special tokens)")
-        counts: Counter[str] = Counter()
-        for text in texts:
-            counts.update(_WORD.findall(text))
-        words = sorted((w for w, n in counts.items() if n >= min_freq and w not in SPECIAL_TOKENS), key=lambda w: (-counts[w], w))
-        if max_vocab is not None:
-            words = words[: max_vocab - len(SPECIAL_TOKENS)]
-        return cls(SPECIAL_TOKENS + tuple(words))
+        return cls(_vocabulary((_WORD.findall(text) for text in texts), min_freq, max_vocab))
 
     def split(self, text: str) -> list[str]:
         """The words and punctuation marks of `text`, in order (spaces dropped)."""
@@ -186,14 +176,9 @@ class HFTokenizer(WordTokenizer):
     @classmethod
     def fit(cls, texts: Iterable[str], min_freq: int = 1, max_vocab: int | None = None, hf_json: str = "") -> "HFTokenizer":
         """Vocabulary of the subword tokens seen at least `min_freq` times, frequency descending, then text order."""
-        if not isinstance(min_freq, int) or min_freq < 1:
-            raise ConfigError("data.min_freq", min_freq, "an integer >= 1")
         splitter = _hf_tokenizer(hf_json, "the tokenizer")
-        counts: Counter[str] = Counter()
-        for text in texts:
-            counts.update(splitter.encode(text, add_special_tokens=False).tokens)
-        kept = sorted((t for t, n in counts.items() if n >= min_freq and t not in SPECIAL_TOKENS), key=lambda t: (-counts[t], t))
-        return cls(SPECIAL_TOKENS + tuple(kept[: None if max_vocab is None else max_vocab - len(SPECIAL_TOKENS)]), hf_json)
+        pieces = (splitter.encode(text, add_special_tokens=False).tokens for text in texts)
+        return cls(_vocabulary(pieces, min_freq, max_vocab), hf_json)
 
     def split(self, text: str) -> list[str]:
         """The subword tokens the Hugging Face tokenizer gives, without its own special tokens."""
@@ -219,6 +204,20 @@ class HFTokenizer(WordTokenizer):
 
     def __repr__(self) -> str:
         return f"HFTokenizer(vocab_size={self.vocab_size})"
+
+
+def _vocabulary(pieces: Iterable[list[str]], min_freq: int, max_vocab: int | None) -> tuple[str, ...]:
+    """The special tokens, then the pieces (words or subwords, one list per text) seen at least
+    `min_freq` times, frequency descending, then text order; at most `max_vocab` in all."""
+    if not isinstance(min_freq, int) or min_freq < 1:
+        raise ConfigError("data.min_freq", min_freq, "an integer >= 1")
+    if max_vocab is not None and (not isinstance(max_vocab, int) or max_vocab <= len(SPECIAL_TOKENS)):
+        raise ConfigError("max_vocab", max_vocab, f"None or an integer > {len(SPECIAL_TOKENS)} (the size includes the special tokens)")
+    counts: Counter[str] = Counter()
+    for part in pieces:
+        counts.update(part)
+    kept = sorted((t for t, n in counts.items() if n >= min_freq and t not in SPECIAL_TOKENS), key=lambda t: (-counts[t], t))
+    return SPECIAL_TOKENS + tuple(kept[: None if max_vocab is None else max_vocab - len(SPECIAL_TOKENS)])
 
 
 def is_hf_tokenizer_file(kind: object) -> bool:

@@ -65,20 +65,15 @@ def _same_data_paths(path: Path, cfg: DictConfig) -> None:
     """Hydra's copy of the config holds `data.files` as typed (relative to where the run started): write
     the run's absolute paths (`headlab.tasks.record.absolute_data_paths`) into it, so importance, prune,
     predict, ... find the data from any directory and after the run folder moved."""
-    files = OmegaConf.select(cfg, "data.files", default=None)
-    tokenizer = OmegaConf.select(cfg, "data.tokenizer", default=None)
-    if (files is None and tokenizer is None) or not path.is_file():
+    if OmegaConf.select(cfg, "data", default=None) is None or not path.is_file():
         return
     saved = OmegaConf.load(path)
     changed = False
-    before = OmegaConf.select(saved, "data.tokenizer", default=None, throw_on_resolution_failure=False)
-    if isinstance(tokenizer, str) and before is not None and before != tokenizer:  # a tokenizer.json made absolute
-        OmegaConf.update(saved, "data.tokenizer", tokenizer, force_add=True)
-        changed = True
-    for key in FILE_KEYS if files is not None else ():
-        value, before = files.get(key), OmegaConf.select(saved, f"data.files.{key}", default=None, throw_on_resolution_failure=False)
+    for key in ("data.tokenizer", *(f"data.files.{k}" for k in FILE_KEYS)):  # a tokenizer.json is made absolute too
+        value = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
+        before = OmegaConf.select(saved, key, default=None, throw_on_resolution_failure=False)
         if isinstance(value, str) and before is not None and before != value:
-            OmegaConf.update(saved, f"data.files.{key}", value, force_add=True)
+            OmegaConf.update(saved, key, value, force_add=True)
             changed = True
     if changed:
         atomic_write_with(path, lambda tmp: Path(tmp).write_text(OmegaConf.to_yaml(saved), encoding="utf-8"))

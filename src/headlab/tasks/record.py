@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from headlab.data.files import absolute_file_paths
+from headlab.data.files import absolute_file_paths, absolute_path
 from headlab.data.tokenizer import is_hf_tokenizer_file
 from headlab.errors import HeadlabError
 from headlab.lit.signals import RunInterrupted
@@ -51,8 +51,8 @@ def absolute_data_paths(cfg: DictConfig) -> dict[str, str]:
     `{key: absolute path}` for each path rewritten (`headlab.tasks.history` writes them into the saved config)."""
     data = cfg.get("data")
     tokenizer = data.get("tokenizer") if data is not None else None
-    if is_hf_tokenizer_file(tokenizer) and not os.path.isabs(os.path.expanduser(tokenizer)):  # a tokenizer.json travels too
-        data.tokenizer = os.path.normpath(os.path.join(start_dir(), os.path.expanduser(tokenizer)))
+    if is_hf_tokenizer_file(tokenizer) and (absolute := absolute_path(tokenizer, start_dir())) is not None:
+        data.tokenizer = absolute  # a tokenizer.json travels too
     files = data.get("files") if data is not None else None
     if files is None:
         return {}

@@ -64,15 +64,16 @@ def head_summary(run: Run, importance: pd.Series | None) -> pd.DataFrame:
     if df is None or df.empty:
         return pd.DataFrame()
     final = final_values(df)
+    measured = set(df["metric"])  # once: the comprehensions below test every name against it
     frames = []
     for layer in sorted(df["layer"].unique()):
         steps, roles = layer_cube(df, layer, [ROLE_METRIC])
-        _, desc = layer_cube(df, layer, [m for m in DESCRIPTOR_METRICS if m in set(df["metric"])])
+        _, desc = layer_cube(df, layer, [m for m in DESCRIPTOR_METRICS if m in measured])
         frame = pd.DataFrame({"layer": int(layer), "head": np.arange(roles.shape[1])})
         frame["role_bifurcation_step"] = _safe_steps(role_bifurcation_steps, steps, roles[:, :, 0], roles.shape[1])
         frame["metric_bifurcation_step"] = _safe_steps(metric_bifurcation_steps, steps, desc, roles.shape[1])
         frame["initial_role"] = [_role_name(r) for r in roles[0, :, 0]] if len(steps) else None
-        _, scores = layer_cube(df, layer, [m for m in LM_PATTERN_SCORES if m in set(df["metric"])])
+        _, scores = layer_cube(df, layer, [m for m in LM_PATTERN_SCORES if m in measured])
         frame["washout"] = washout(scores) if scores.size else math.nan
         frame["early_grad_norm"] = _early_grad(df, layer, roles.shape[1])
         frames.append(frame)

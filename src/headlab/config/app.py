@@ -21,8 +21,9 @@ CONFIG_MODULE = "headlab.conf"
 
 
 def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv: Sequence[str] | None = None,
-            config_module: str = CONFIG_MODULE) -> int:
-    """Run `task(typed_config)` as a Hydra app over `conf/<config_name>.yaml`.
+            config_module: str = CONFIG_MODULE, schema: Any = None) -> int:
+    """Run `task(typed_config)` as a Hydra app over `conf/<config_name>.yaml`, whose defaults list names
+    `schema` (the command's dataclass, kept beside the work it configures) as `<config_name>_schema`.
 
     Returns the exit code: `task`'s (None = 0), 2 for a config or input mistake (one line on stderr).
     """
@@ -30,6 +31,7 @@ def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv
 
     from headlab.config.run_check import typed
 
+    store_schema(config_name, schema)
     outcome: dict[str, Any] = {"code": 0}
 
     @hydra.main(version_base="1.3", config_path=f"pkg://{config_module}", config_name=config_name)
@@ -91,11 +93,21 @@ def run_hydra(prog: str, config_name: str, hydra_main: Callable[[], Any], args: 
     return EXIT_CONFIG
 
 
-def compose_command(config_name: str, overrides: Sequence[str], config_module: str = CONFIG_MODULE) -> Any:
+def store_schema(config_name: str, schema: Any) -> None:
+    """A command's schema in Hydra's ConfigStore as `<config_name>_schema` (None: the command has none)."""
+    if schema is not None:
+        from hydra.core.config_store import ConfigStore
+
+        ConfigStore.instance().store(name=f"{config_name}_schema", node=schema)
+
+
+def compose_command(config_name: str, overrides: Sequence[str], config_module: str = CONFIG_MODULE,
+                    schema: Any = None) -> Any:
     """The config a command composes from `overrides` (for tests and the reproduce runner's checks),
     checked as a run checks it before anything is written; a bad override is one ConfigError."""
     from hydra import compose
 
+    store_schema(config_name, schema)
     from headlab.config.overrides import compose_checked, composing
     from headlab.config.run_check import check_composed
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headlab.config.overrides import check_overrides
+from headlab.config.app import compose_train
 from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from tests._runs import run_cli
@@ -51,14 +51,14 @@ def test_mistake_fails_before_training_naming_key_and_value(tmp_path, tiny_confi
 def test_unknown_group_option_names_group_value_and_options(override, options):
     group, value = override.split("=")
     with pytest.raises(ConfigError) as info:
-        check_overrides([override])
+        compose_train([override])
     message = str(info.value)
     assert message.startswith(f"invalid config {group}='{value}': expected one of ")
     assert all(option in message for option in options) and f"(the config group {group}/)" in message
 
 
 def test_known_group_options_and_value_overrides_pass_the_group_check():
-    check_overrides(["data=synthetic", "logger=many", "hydra/launcher=joblib", "model.n_heads=3", "-m"])
+    compose_train(["data=synthetic", "logger=many", "hydra/launcher=joblib", "model.n_heads=3"])
 
 
 def test_unknown_data_name_in_a_real_process_is_one_line_exit_2(tmp_path):

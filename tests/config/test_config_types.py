@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from headlab.config.overrides import compose_train
+from headlab.config.app import compose_train
 from headlab.config.validate import validate_config
 from headlab.errors import ConfigError
 

@@ -15,7 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from headlab.config import register_configs
-from headlab.config.overrides import compose_train
+from headlab.config.app import compose_train
 from headlab.config.train_schema import DATA_SCHEMAS, SCHEMAS, ModelSchema, TrainKeys
 from headlab.config.validate import validate_config
 from headlab.errors import ConfigError

@@ -30,7 +30,7 @@ TRAIN_TINY = ["trainer.max_steps=3", "trainer.limit_val_batches=2", "trainer.lim
 def sweep_firsts(args: list[str], given: list[str]) -> list[str]:
     """`key=first` for each sweeper parameter the config of `args` sweeps and the command line (`given`)
     does not set: command-line values win over a sweep's params, so the sweep is one job."""
-    from headlab.config.overrides import compose_train
+    from headlab.config.app import compose_train
 
     cfg = compose_train([a for a in args if "=" in a and not a.startswith("-")], return_hydra_config=True)
     set_here = {a.split("=", 1)[0].lstrip("+~") for a in given if "=" in a}
@@ -58,7 +58,7 @@ def tiny_for(args: list[str]) -> list[str]:
     (experiment=induction) have no progress_bar or head_metrics entry to set."""
     from omegaconf import OmegaConf
 
-    from headlab.config.overrides import compose_train
+    from headlab.config.app import compose_train
 
     cfg = compose_train([a for a in args if "=" in a and not a.startswith("-")])
     absent = object()

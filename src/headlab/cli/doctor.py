@@ -14,9 +14,8 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from headlab.config.app import positional_arg, quote, run_app
+from headlab.config.app import compose_train, override_args, positional_arg, quote, run_app
 from headlab.config.doctor import DoctorCommand
-from headlab.config.overrides import check_overrides, override_args
 from headlab.errors import DataError
 
 PROG = "headlab-doctor"
@@ -48,9 +47,12 @@ def doctor(cmd) -> int:
     from headlab.doctor import FAIL, diagnose, format_diagnosis
     from headlab.doctor.plan import diagnose_plan
 
-    if cmd.plan:  # headlab-train's own command-line checks (close keys, group options, grammar)
-        check_overrides(list(cmd.plan))
-    diagnoses = [diagnose_plan(cmd.plan, validate_config)] if cmd.plan else diagnose(cmd.target)
+    if cmd.plan:  # composed and checked as headlab-train would (close keys, group options, grammar, ranges)
+        cfg = compose_train(cmd.plan)
+        validate_config(cfg)
+        diagnoses = [diagnose_plan(cfg, cmd.plan)]
+    else:
+        diagnoses = diagnose(cmd.target)
     for d in diagnoses:
         print(format_diagnosis(d))
     if len(diagnoses) > 1:

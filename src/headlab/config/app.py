@@ -9,11 +9,15 @@ the typed object (`OmegaConf.to_object`), so the schema's `__post_init__` range 
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+from headlab.config.messages import describe, first_line, schema_fields, unknown_key
 from headlab.errors import ConfigError, HeadlabError
 
 EXIT_CONFIG = 2
@@ -54,11 +58,10 @@ def run_hydra(prog: str, config_name: str, hydra_main: Callable[[], Any], args: 
 
     Hydra composes the command line once. It re-raises here (HYDRA_FULL_ERROR) instead of printing its
     several-line report, and this is the one place that words a mistake: a refusal of the checks that
-    run before anything is written (`headlab.config.run_check`, the CheckedSweeper), or a command line
-    Hydra could not compose, explained with the key to fix by `check_overrides`.
+    run before anything is written (`headlab.config.run_check`, the CheckedSweeper), or an error of
+    Hydra's composition, worded by `explain` from what the error itself carries (nothing is composed again).
     """
     from headlab.config import register_configs
-    from headlab.config.overrides import check_overrides, flatten
     from headlab.config.run_check import ConfigRefused
 
     register_configs()
@@ -76,14 +79,10 @@ def run_hydra(prog: str, config_name: str, hydra_main: Callable[[], Any], args: 
         from hydra.errors import HydraException
         from omegaconf.errors import OmegaConfBaseException
 
-        try:
-            check_overrides(list(args), config_name, config_module)
-        except HeadlabError as explained:
-            mistake = explained
-        else:
-            if not isinstance(err, (HydraException, OmegaConfBaseException)):
-                raise  # a failure that is no config mistake: the exception as it is
-            mistake = ConfigError("command line", " ".join(args), f"what Hydra accepts ({flatten(err)})")
+        explained = explain(err, override_args(args))
+        if explained is None and not isinstance(err, (HydraException, OmegaConfBaseException)):
+            raise  # a failure that is no config mistake: the exception as it is
+        mistake = explained or ConfigError("command line", " ".join(args), f"what Hydra accepts ({flatten(err)})")
     finally:
         sys.argv = saved_argv
         os.environ.pop("HYDRA_FULL_ERROR", None)
@@ -91,6 +90,187 @@ def run_hydra(prog: str, config_name: str, hydra_main: Callable[[], Any], args: 
             os.environ["HYDRA_FULL_ERROR"] = saved_env
     print(f"{prog}: error: {mistake}", file=sys.stderr)
     return EXIT_CONFIG
+
+
+# ---- Hydra's and OmegaConf's errors in one line -------------------------------------------------------
+_GRAMMAR_DOC = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+_FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name", "-cd",
+                     "--config-dir"}
+_INFO_VALUES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+
+
+def explain(err: BaseException, overrides: Sequence[str]) -> ConfigError | None:
+    """A composition error as one ConfigError naming the override to fix, read from the error itself: a
+    group option Hydra lacks (naming the options), a value its grammar cannot read (with the quoting that
+    works), a sweep without -m, a key no node has (naming the close key, never Hydra's advice to add it
+    with `+`), a value of the wrong type (what the schema allows); None when the error is none of these."""
+    from hydra.errors import MissingConfigException, OverrideParseException
+
+    values = _values(overrides)
+    for cause in _chain(err):
+        text = flatten(cause)
+        if isinstance(cause, ConfigError):
+            return cause
+        if isinstance(cause, MissingConfigException) and cause.options:
+            key, value = next(((k, v) for k, v in _pairs(overrides) if f"'{k}/" in text), ("config", text))
+            return ConfigError(key, value, f"one of {', '.join(sorted(cause.options))} (the config group {key}/)")
+        if isinstance(cause, OverrideParseException):
+            return _grammar_error(first_line(cause).partition(": ")[2] or text, first_line(cause.__cause__ or cause))
+        if text.startswith("Ambiguous value for argument"):
+            key, value = next((k, v) for k, v in _pairs(overrides) if f"'{k}=" in text or f"'+{k}=" in text)
+            return ConfigError(key, value, "one value (a list: key=[a,b]; text with commas: key='a,b'; "
+                               "one job per value: add -m)")
+        mistake = schema_error(cause, values)
+        if mistake is not None:
+            return mistake
+    return None
+
+
+def schema_error(err: BaseException, values: dict[str, Any]) -> ConfigError | None:
+    """OmegaConf's refusal of a key or value, from the node it carries: a key the node lacks (naming its
+    close key) or a value its schema types otherwise (naming the type)."""
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ConfigTypeError, ValidationError
+
+    full_key = str(getattr(err, "full_key", "") or "")
+    node = getattr(err, "parent_node", None)
+    if not full_key or node is None or not isinstance(err, (ConfigAttributeError, ConfigKeyError, ConfigTypeError, ValidationError)):
+        return None
+    key = re.sub(r"\[\d+\]$", "", full_key)
+    if not isinstance(node, DictConfig):  # a list (or an item of one) is wrong: the field that holds it
+        node = node._get_parent()  # noqa: SLF001
+    leaf = key.rpartition(".")[2]
+    value = _value_at(values, key, getattr(err, "value", None))
+    if not isinstance(node, DictConfig):
+        return None
+    schema = OmegaConf.get_type(node)
+    if not dataclasses.is_dataclass(schema) and node._get_parent() is None:  # noqa: SLF001 - the top level
+        from headlab.config.train_schema import TrainKeys  # the one untyped top level: headlab-train's, kept open
+
+        schema = TrainKeys
+    fields = schema_fields(schema) if dataclasses.is_dataclass(schema) else {}
+    if leaf in fields and not isinstance(err, (ConfigAttributeError, ConfigKeyError)):
+        return ConfigError(key, value, describe(fields[leaf]))
+    if leaf not in node.keys():
+        return unknown_key(key, value, [str(k) for k in node.keys() if str(k) != "hydra"])
+    return None
+
+
+def _grammar_error(override: str, reason: str) -> ConfigError:
+    key, _, value = override.partition("=")
+    allowed = f"a value Hydra's override grammar reads ({reason})"
+    if any(not ch.isascii() for ch in value) or not value.strip("[]"):
+        allowed += f"; quote non-ASCII text, e.g. '{key}={_quoted(value)}'"
+    return ConfigError(key.lstrip("+~"), value, f"{allowed}; see {_GRAMMAR_DOC}")
+
+
+def _quoted(value: str) -> str:
+    """`[的,！]` -> `["的","！"]`: each item in double quotes, which Hydra's lexer reads as text."""
+    if value.startswith("[") and value.endswith("]"):
+        items = [item.strip().strip("'\"") for item in value[1:-1].split(",") if item.strip()]
+        return "[" + ",".join(f'"{item}"' for item in items) + "]"
+    return f'"{value.strip(chr(39) + chr(34))}"'
+
+
+def _chain(err: BaseException | None) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        yield err
+        err = err.__cause__ or err.__context__
+
+
+def _pairs(overrides: Sequence[str]) -> list[tuple[str, str]]:
+    return [(o.split("=", 1)[0].lstrip("+~"), o.partition("=")[2]) for o in overrides]
+
+
+def _values(overrides: Sequence[str]) -> dict[str, Any]:
+    """key -> the value each override sets, as Hydra's grammar reads it (`{a:1}` -> {'a': 1}); the text
+    when the grammar cannot read it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser, values = OverridesParser.create(), {}
+    for key, text in _pairs(overrides):
+        try:
+            parsed = parser.parse_override(f"{key}={text}")
+            values[key] = text if parsed.is_sweep_override() or parsed.value_type is None else parsed.value()
+        except Exception:  # noqa: BLE001 - the grammar's own error is reported from the exception
+            values[key] = text
+    return values
+
+
+def _value_at(values: dict[str, Any], key: str, fallback: Any) -> Any:
+    """The value set at `key`, also inside a mapping set at a parent (`data.synthetic={a:1}`)."""
+    parts = key.split(".")
+    for cut in range(len(parts), 0, -1):
+        value = values.get(".".join(parts[:cut]), _NOTHING)
+        for part in parts[cut:]:
+            value = value.get(part, _NOTHING) if isinstance(value, dict) else _NOTHING
+        if value is not _NOTHING:
+            return value
+    return fallback
+
+
+_NOTHING = object()
+
+
+def override_args(args: Sequence[str]) -> list[str]:
+    """The arguments Hydra reads as overrides (not flags, not a flag's value)."""
+    overrides, skip = [], False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+        elif arg.startswith("-"):
+            skip = "=" not in arg and (arg in _FLAGS_WITH_VALUE or (
+                arg in ("-i", "--info") and i + 1 < len(args) and args[i + 1] in _INFO_VALUES))
+        else:
+            overrides.append(arg)
+    return overrides
+
+
+def flatten(err: BaseException) -> str:
+    return " ".join(line.strip() for line in str(err).strip().splitlines() if line.strip())
+
+
+# ---- composing outside a run (tests, the reproduce runner, headlab-doctor plan=) ------------------------
+@contextmanager
+def composing(config_module: str = CONFIG_MODULE) -> Iterator[None]:
+    """Hydra's compose API on `config_module`, also from inside a running Hydra app (whose global
+    state is put back afterwards)."""
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from headlab.config import register_configs
+
+    register_configs()
+    held = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module, version_base="1.3"):
+            yield
+    finally:
+        if held is not None:
+            GlobalHydra.instance().clear()
+            GlobalHydra.instance().initialize(held)
+
+
+def compose_checked(compose: Callable[..., Any], config_name: str, overrides: Sequence[str], **kwargs: Any) -> Any:
+    """`compose(config_name, overrides=...)`, a composition error as the one ConfigError `explain` words."""
+    try:
+        return compose(config_name, overrides=list(overrides), **kwargs)
+    except Exception as err:
+        explained = explain(err, overrides)
+        if explained is None:
+            raise
+        raise explained from None
+
+
+def compose_train(overrides: Sequence[str], *, return_hydra_config: bool = False) -> Any:
+    """headlab-train's config for `overrides`, as `headlab-train overrides...` composes it; no files written."""
+    from hydra import compose
+
+    with composing():
+        return compose_checked(compose, "train", overrides, return_hydra_config=return_hydra_config)
 
 
 def store_schema(config_name: str, schema: Any) -> None:
@@ -107,12 +287,11 @@ def compose_command(config_name: str, overrides: Sequence[str], config_module: s
     checked as a run checks it before anything is written; a bad override is one ConfigError."""
     from hydra import compose
 
-    store_schema(config_name, schema)
-    from headlab.config.overrides import compose_checked, composing
     from headlab.config.run_check import check_composed
 
+    store_schema(config_name, schema)
     with composing(config_module):
-        cfg = compose_checked(compose, config_name, list(overrides))
+        cfg = compose_checked(compose, config_name, overrides)
     check_composed(config_name, cfg)
     return cfg
 

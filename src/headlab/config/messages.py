@@ -9,10 +9,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Union
 
 from headlab.errors import ConfigError
@@ -97,46 +96,6 @@ def yaml_text(value: Any) -> str:
 def first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return text[0].strip() if text else type(err).__name__
-
-
-def schema_error(err: Any, values: Mapping[str, Any], schema_at: Callable[[str], Any]) -> ConfigError | None:
-    """An OmegaConf error against a schema (a value of the wrong type, a key it does not have) as
-    one ConfigError naming the key, the value (as `values`, the command line's, gives it) and what the
-    schema allows; None for an error that is no schema mistake. `schema_at(path)`: the schema of the
-    node at `path` when the error does not say (a list's item is wrong: the list's field is named)."""
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ConfigTypeError, ValidationError
-
-    key = re.sub(r"\[\d+\]$", "", str(getattr(err, "full_key", "") or ""))
-    if not key or not isinstance(err, (ConfigAttributeError, ConfigKeyError, ConfigTypeError, ValidationError)):
-        return None
-    parent, _, leaf = key.rpartition(".")
-    schema = getattr(err, "object_type", None)
-    refused_by_schema = dataclasses.is_dataclass(schema) and getattr(err, "key", None) == leaf
-    if not refused_by_schema:
-        schema = schema_at(parent)
-    if not dataclasses.is_dataclass(schema):
-        return None
-    value = _value_at(values, key, getattr(err, "value", None))
-    fields = schema_fields(schema)
-    if leaf in fields:
-        return ConfigError(key, value, describe(fields[leaf]))
-    # an unknown key, when the schema itself refused it (an open node's is Hydra's to word)
-    return unknown_key(key, value, list(fields)) if refused_by_schema else None
-
-
-def _value_at(values: Mapping[str, Any], key: str, fallback: Any) -> Any:
-    """The value set at `key`, also inside a mapping set at a parent (`data.synthetic={a:1}`)."""
-    parts = key.split(".")
-    for cut in range(len(parts), 0, -1):
-        value = values.get(".".join(parts[:cut]), _NOTHING)
-        for part in parts[cut:]:
-            value = value.get(part, _NOTHING) if isinstance(value, Mapping) else _NOTHING
-        if value is not _NOTHING:
-            return value
-    return fallback
-
-
-_NOTHING = object()
 
 
 def schema_fields(schema: type) -> dict[str, Any]:

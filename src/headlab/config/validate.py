@@ -17,11 +17,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from headlab.config.messages import first_line, schema_fields, unknown_key
 from headlab.config.signature import UNRESOLVED, check_target, check_value, locate
-from headlab.config.train_schema import ADDED_KEYS, TrainKeys
+from headlab.config.train_schema import ADDED_KEYS, TrainKeys, _conf_dir
 from headlab.errors import ConfigError
 
 # Groups whose targets are cheap, pure constructors that check their own values: built here.
 _BUILT_TO_CHECK = ("data", "callbacks", "optim")
+TOP_LEVEL_KEYS = ("module", *schema_fields(TrainKeys), "teacher")
 _MISSING_EXAMPLES = {"data.files.train": "data=files data.files.train=/path/to/train.csv (CSV or JSONL with text, label)"}
 
 
@@ -37,6 +38,7 @@ def validate_config(cfg: DictConfig) -> None:
         if key in hints:
             check_value(key, plain[key], hints[key])
     try:
+        _check_top_level([str(k) for k in cfg.keys() if k != "hydra"], plain)
         for path, schema in schemas.items():
             _check_added_keys(path, _select(plain, path), schema)
         for key, node in plain.items():
@@ -48,6 +50,16 @@ def validate_config(cfg: DictConfig) -> None:
         if source == err.key:
             raise
         raise ConfigError(source, err.value, err.allowed) from None
+
+
+def _check_top_level(order: list[str], plain: dict[str, Any]) -> None:
+    """A top-level key no code reads (`+seeed=1`) is refused, naming the close key: train.yaml's own, the
+    module, a config group's node, or the teacher run headlab-distill's group (conf/distill/) adds."""
+    groups = {p.name for p in _conf_dir().iterdir() if p.is_dir() and p.name not in ("hydra", "__pycache__")}
+    known = [*order, *(k for k in TOP_LEVEL_KEYS if k not in order)]
+    for key, value in plain.items():
+        if key not in TOP_LEVEL_KEYS and key not in groups:
+            raise unknown_key(key, value, [k for k in known if k in TOP_LEVEL_KEYS or k in groups])
 
 
 def _check_added_keys(path: str, node: Any, schema: type) -> None:

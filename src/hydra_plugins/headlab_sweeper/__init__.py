@@ -20,7 +20,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 class CheckedSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
-        from headlab.config.overrides import compose_checked
+        from headlab.config.app import compose_checked
         from headlab.config.run_check import check_composed
 
         assert self.hydra_context is not None and self.config is not None

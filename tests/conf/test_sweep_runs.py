@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from headlab.config.threads import available_cores
+from headlab.tasks.threads import available_cores
 
 # Seconds-per-job overrides (same spirit as tests/_runs.py's TINY).
 TINY = ["debug=fast", "data=synthetic", "data.synthetic.n=400", "data.probe_size=16", "data.batch_size=32",

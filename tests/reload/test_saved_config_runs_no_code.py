@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from headlab.config.targets import is_headlab_class
+from headlab.reload.targets import is_headlab_class
 from headlab.errors import HeadlabError
 from headlab.reload import run_config
 from headlab.store import RunDir

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from headlab.config.threads import auto_threads, available_cores, resolve_threads
+from headlab.tasks.threads import auto_threads, available_cores, resolve_threads
 from headlab.tasks.threads import set_torch_threads
 from headlab.errors import ConfigError
 

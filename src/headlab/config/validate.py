@@ -152,9 +152,9 @@ def _check_ranges(plain: dict[str, Any]) -> None:
     seed = plain.get("seed")
     if isinstance(seed, int) and seed < 0:
         raise ConfigError("seed", seed, "an integer >= 0")
-    from headlab.config.threads import resolve_threads
-
-    resolve_threads(plain.get("threads"), None, 1)
+    threads = plain.get("threads")  # its type: TrainKeys; its meaning: headlab.tasks.threads
+    if isinstance(threads, int) and not isinstance(threads, bool) and threads < 1:
+        raise ConfigError("threads", threads, "null (torch's default), an integer >= 1, or auto")
     _check_model(plain)
     for group in ("optim", "model"):  # inf / nan trains and diverges (or never ends): refused as a class
         _check_finite(group, plain.get(group))

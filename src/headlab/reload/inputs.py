@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch.utils.data import DataLoader, Subset
 
-from headlab.config.targets import refuse_foreign_targets
+from headlab.reload.targets import refuse_foreign_targets
 from headlab.errors import DataError
 from headlab.model.lm import LMConfig
 from headlab.reload.network import load_network
@@ -33,7 +33,7 @@ DATA_DIR_ENV = "HEADLAB_DATA_DIR"  # a folder holding a run's data files when th
 def run_config(run: RunDir) -> DictConfig:
     """The training config of the run's newest segment, else Hydra's `.hydra/config.yaml` (`RunDir.config`),
     checked as data: readable YAML, with the groups the tools rebuild, and a `data` node that builds only
-    headlab classes (`headlab.config.targets`: a saved config never runs code)."""
+    headlab classes (`headlab.reload.targets`: a saved config never runs code)."""
     cfg = run.config(required=REQUIRED_GROUPS)
     source = run.config_path
     try:

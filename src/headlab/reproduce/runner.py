@@ -79,7 +79,7 @@ class Runner:
         return self.sweeps_root / job.sweep_name / FOLDER
 
     def threads(self) -> int:
-        from headlab.config.threads import available_cores
+        from headlab.tasks.threads import available_cores
 
         return max(1, available_cores() // max(1, self.lanes))
 

@@ -187,15 +187,16 @@ def test_parameters_follow_kwargs_to_the_base_class_and_read_a_dataclass_s_field
 
 
 
-def test_the_added_keys_are_the_signature_s_other_parameters():
-    from headlab.config.train_schema import ADDED_KEYS
+def test_a_key_added_to_a_node_is_checked_against_the_signature_less_what_the_code_passes():
+    from headlab.config.signature import check_target
 
-    options = {schema.__name__: [f.name for f in dataclasses.fields(extra)] for schema, extra in ADDED_KEYS}
-    assert options["ZhReviewsDataSchema"] == ["eval_batch_size", "shuffle_seed", "train_fraction", "train_labels", "train_unlabelled",
-                                             "tokenizer"]  # +data.tokenizer=word on any classifier source
-    assert options["SyntheticDataSchema_synthetic"] == ["min_len", "max_len", "marker", "n_markers", "letters", "end_letters"]
-    assert options["HeadMetricsSchema"] == ["min_gap_steps", "importance"]  # run_id: the run passes it
-    assert options["RunCheckpointSchema"] == ["keep_every_n_train_steps"]
+    check_target("data", {"_target_": "headlab.data.TextDataModule", "tokenizer": "word", "synthetic": {"marker": "z"}})
+    with pytest.raises(ConfigError, match=r"^invalid config data\.synthetic\.seed=1: expected a key of data\.synthetic"):
+        check_target("data", {"_target_": "headlab.data.TextDataModule", "synthetic": {"seed": 1}})  # data.seed seeds it
+    with pytest.raises(ConfigError, match=r"^invalid config callbacks\.head_metrics\.run_id='x': expected a key of"):
+        check_target("callbacks.head_metrics", {"_target_": "headlab.lit.callbacks.HeadMetricsCallback", "run_id": "x"})
+    with pytest.raises(ConfigError, match=r"^invalid config model\.vocab_size=5: expected a key of model"):
+        check_target("model", {"_target_": "headlab.model.ModelConfig", "vocab_size": 5})
 
 
 def test_a_conf_key_the_class_does_not_take_is_named_when_the_schema_is_built():

@@ -32,10 +32,13 @@ def check_composed(config_name: str, cfg: DictConfig) -> None:
 
         validate_config(cfg)
         return
+    from headlab.config.validate import refuse_unknown_keys
+
     task = copy.deepcopy(cfg)
     if "hydra" in task:
         with open_dict(task):
             del task["hydra"]
+    refuse_unknown_keys(task)
     typed(task)
 
 

@@ -1,7 +1,9 @@
-"""Nodes with a `_target_` but no schema (Lightning's Trainer, loggers and callbacks, torch's
-optimisers, a user's own class) checked against the target's signature: every key a parameter,
-every value of the declared type. Their schema is the signature, so it never drifts from the
-installed version.
+"""Every `_target_` node of a composed config checked against its target's signature: every key a
+parameter, every value of the declared type. The signature is the schema: headlab's own classes are read
+from their source (`headlab.config.train_schema.parameters`, the reader their composition schemas are
+derived by), Lightning's and torch's are imported, so neither drifts from the code it configures. What
+OmegaConf typed at composition is checked again here at no cost; what it cannot type (a union such as
+`int | str`, a tuple's length, a key added with `+`) only here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Union
 
 from headlab.config.messages import describe, first_line, is_abstract, unknown_key, yaml_text
+from headlab.config.train_schema import READERS, SUPPLIED
+from headlab.config.train_schema import parameters as source_parameters
 from headlab.errors import ConfigError
 
 # Targets whose **kwargs go to another function, which then types the extra keys.
@@ -25,17 +29,25 @@ UNRESOLVED = type("_Unresolved", (), {"__repr__": lambda self: "<resolved by Hyd
 
 
 def check_target(path: str, node: Mapping[str, Any]) -> None:
-    """Every key of `node` must be a parameter of its `_target_`, with a value of its declared type."""
-    target = locate(f"{path}._target_", node["_target_"])
-    params, var_kwargs = parameters(target)
-    forwarded = _KWARGS_GO_TO.get(qualname(target))
+    """Every key of `node` must be a parameter of its `_target_` (less those the code passes itself), with a
+    value of its declared type; a mapping that goes to a reader (`data.synthetic`) is checked against it."""
+    name = str(node["_target_"])
+    params, var_kwargs, owner = parameters(path, name)
+    forwarded = _KWARGS_GO_TO.get(owner or "")
     if forwarded and var_kwargs:
-        extra, var_kwargs = parameters(locate(f"{path}._target_", forwarded))
+        extra, var_kwargs, _ = parameters(path, forwarded)
         params = {**extra, **params}
-    _check_keys(path, node, params, var_kwargs, qualname(target))
+    for key in SUPPLIED.get(name, ()):
+        params.pop(key, None)
+    _check_keys(path, node, params, var_kwargs, owner)
+    for key, reader in READERS.items():
+        if isinstance(node.get(key), Mapping) and key in params:
+            inner = parameters(f"{path}.{key}", reader)[0]
+            inner.pop("seed", None)  # the source's own seed
+            _check_keys(f"{path}.{key}", node[key], inner, False, None)
 
 
-def _check_keys(path: str, node: Mapping[str, Any], params: dict[str, Param], var_kwargs: bool, owner: str) -> None:
+def _check_keys(path: str, node: Mapping[str, Any], params: dict[str, Param], var_kwargs: bool, owner: str | None) -> None:
     for key, value in node.items():
         if key.startswith("_") and key.endswith("_"):
             continue  # _target_, _partial_, _recursive_, _convert_, _args_
@@ -65,13 +77,20 @@ class Param:
     default: Any
 
 
-def parameters(target: Any) -> tuple[dict[str, Param], bool]:
-    """`target`'s keyword parameters with resolved type hints, and whether it takes **kwargs."""
+def parameters(path: str, name: str) -> tuple[dict[str, Param], bool, str | None]:
+    """The keyword parameters of the class or function `name` with their type hints, whether it takes
+    **kwargs, and its full name (None for headlab's own, whose keys are named by their node): headlab's read
+    from its source (nothing imported), any other imported and inspected."""
+    if name.startswith("headlab."):
+        read = source_parameters(name)
+        return {key: Param(hint, default) for key, (hint, default) in read.items()}, False, None
+    target = locate(f"{path}._target_", name)
     signature = inspect.signature(target)
     hints = _type_hints(target)
-    params = {name: Param(hints.get(name, Any), p.default) for name, p in signature.parameters.items()
+    params = {key: Param(hints.get(key, Any), p.default) for key, p in signature.parameters.items()
               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    return params, any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+    return params, any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()), \
+        f"{target.__module__}.{target.__qualname__}"
 
 
 def _type_hints(target: Any) -> dict[str, Any]:
@@ -129,7 +148,7 @@ def _matches_class(value: Any, hint: Any, path: str) -> bool | None:
         return isinstance(value, str) or value in [m.value for m in hint]
     if isinstance(value, dict) and dataclasses.is_dataclass(hint):
         fields = {f.name: Param(typing.get_type_hints(hint).get(f.name, Any), f.default) for f in dataclasses.fields(hint)}
-        _check_keys(path, value, fields, False, qualname(hint))  # a dataclass given as a mapping: its fields
+        _check_keys(path, value, fields, False, f"{hint.__module__}.{hint.__qualname__}")  # a dataclass given as a mapping: its fields
         return True
     return False
 
@@ -143,6 +162,3 @@ def locate(path: str, name: str) -> Any:
     except Exception as err:
         raise ConfigError(path, name, f"an importable class or function ({first_line(err)})") from None
 
-
-def qualname(target: Any) -> str:
-    return f"{target.__module__}.{target.__qualname__}"

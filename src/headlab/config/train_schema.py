@@ -7,14 +7,14 @@ headlab runs, and `headlab.config.messages` turns that into one line.
 Each schema is DERIVED (`schema_of`) from the class it configures: its keys are the ones its conf file
 sets (in that order, so a composed config reads as the file does), typed by the class's signature; the
 values stay in the YAML files (MISSING here), except the model's, whose defaults are `ModelConfig`'s
-own. The signature's other parameters are the keys a user or a sweep may add (`+data.train_fraction=0.2`,
-ADDED_KEYS), less those the code supplies itself. A parameter renamed in code is a schema changed with it.
+own. The signature's other parameters are the keys a user or a sweep may add (`+data.train_fraction=0.2`),
+less those the code supplies itself (SUPPLIED). A parameter renamed in code is a schema changed with it.
 
 The top level and the classifier `data` nodes stay open, because other files add keys to them
-(headlab-distill adds `teacher` and `distill`, sweep=data_size `data.train_fraction`); their added keys
-are checked by `headlab.config.validate`. Nodes whose `_target_` has no schema (Lightning's Trainer,
-loggers and callbacks, torch's optimisers, and `module`, whose target headlab-distill swaps) are checked
-against the target's signature (`headlab.config.signature`).
+(headlab-distill adds `teacher` and `distill`, sweep=data_size `data.train_fraction`). After composition
+every `_target_` node, with a schema here or not (Lightning's Trainer, loggers and callbacks, torch's
+optimisers, `module`, whose target headlab-distill swaps), is checked against the same signature
+(`headlab.config.signature`): the keys added to it, and the unions OmegaConf cannot type.
 
 Choices (`model.pos_encoding`, `optim.schedule`, ...) stay strings here, checked against the lists
 their owners name (POS_ENCODINGS, SCHEDULES, ...) when validation builds them: an Enum field would
@@ -132,13 +132,6 @@ def schema_of(target: str, keys: Iterable[str], name: str, *, defaults: bool = F
     return dataclasses.make_dataclass(name, fields, namespace={"__module__": __name__})
 
 
-def options_of(target: str, schema: type, name: str, supplied: Iterable[str] = ()) -> type:
-    """The keys `target` takes that `schema` leaves out (a user may add them): its other plain parameters."""
-    taken = {f.name for f in dataclasses.fields(schema)} | set(supplied)
-    kept = [n for n, (hint, _) in parameters(target).items() if n not in taken and _schema_type(hint) is not Any]
-    return schema_of(target, kept, name, with_target=False)
-
-
 # The functions a classifier source's mapping (`data.synthetic: {n: 6000}`) is passed to.
 READERS = {"synthetic": "headlab.data.synthetic.generate_synthetic",
            "multidomain": "headlab.data.multidomain.generate_multidomain", "files": "headlab.data.files.load_file_splits"}
@@ -159,10 +152,15 @@ def _from_conf(path: str, name: str, node: str = "") -> type:
     return schema_of(cfg._target_, keys, name, nested=nested)
 
 
+# Parameters the code passes itself (train() the data's sizes, the run its id): never a config key.
+SUPPLIED = {"headlab.model.ModelConfig": ("vocab_size", "n_classes", "pad_id", "n_domains"),
+            "headlab.model.lm.LMConfig": ("vocab_size", "n_classes", "pad_id", "n_domains"),
+            "headlab.lit.callbacks.HeadMetricsCallback": ("run_id",)}
+
+
 def _model_schemas() -> tuple[type, type]:
     """`model:` = ModelConfig's (LMConfig's) fields and defaults, less those the data supplies."""
-    from_data = ("vocab_size", "n_classes", "pad_id", "n_domains")  # train() passes them
-    return tuple(schema_of(path, [k for k in parameters(path) if k not in from_data], name, defaults=True)
+    return tuple(schema_of(path, [k for k in parameters(path) if k not in SUPPLIED[path]], name, defaults=True)
                  for path, name in (("headlab.model.ModelConfig", "ModelSchema"), ("headlab.model.lm.LMConfig", "LMSchema")))
 
 
@@ -249,23 +247,8 @@ class TrainKeys:
     overwrite: bool = False  # a fresh start in a run dir that holds a run replaces it (else refused)
 
 
-def _added_keys() -> tuple[tuple[type, type], ...]:
-    """Each schema open to added keys -> the dataclass typing them: the other parameters of its class
-    (and of the functions its mapping keys go to), less those the code passes itself."""
-    pairs = [(HeadMetricsSchema, options_of(HeadMetricsSchema._target_, HeadMetricsSchema, "HeadMetricsOptions", ("run_id",))),
-             (RunCheckpointSchema, options_of(RunCheckpointSchema._target_, RunCheckpointSchema, "RunCheckpointOptions"))]
-    for schema in CLASSIFIER_DATA:
-        pairs.append((schema, options_of(schema._target_, schema, "DataOptions", READERS)))
-        for key, reader in READERS.items():
-            settings = typing.get_type_hints(schema).get(key)
-            if settings is not None and key != "files":  # a file source's keys are all set in conf/data/files.yaml
-                pairs.append((settings, options_of(reader, settings, f"{key.title()}Options", ("seed",))))
-    return tuple(pairs)
-
-
 # The classifier sources' schemas (TextDataModule's): open to the keys sweeps and headlab-distill add.
 CLASSIFIER_DATA = tuple(schema for schema in DATA_SCHEMAS.values() if schema._target_ == "headlab.data.TextDataModule")
-ADDED_KEYS = _added_keys()
 
 # (ConfigStore name under schema/, the schema, open to keys other files add)
 SCHEMAS: tuple[tuple[str, Any, bool], ...] = (

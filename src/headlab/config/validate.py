@@ -17,7 +17,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from headlab.config.messages import first_line, schema_fields, unknown_key
 from headlab.config.signature import UNRESOLVED, check_target, check_value, locate
-from headlab.config.train_schema import ADDED_KEYS, TrainKeys, _conf_dir
+from headlab.config.train_schema import TrainKeys, _conf_dir
 from headlab.errors import ConfigError
 
 # Groups whose targets are cheap, pure constructors that check their own values: built here.
@@ -28,22 +28,20 @@ _MISSING_EXAMPLES = {"data.files.train": "data=files data.files.train=/path/to/t
 
 def validate_config(cfg: DictConfig) -> None:
     """Raise `ConfigError` for the first mistake in the composed config; return if none."""
+    _check_top_level(cfg)  # keys no code reads first: their values need not resolve
+    refuse_unknown_keys(cfg)
     sources: dict[str, str] = {}
-    schemas: dict[str, type] = {}
     hints = schema_fields(TrainKeys)
     plain: dict[str, Any] = {}
     # train.yaml's own keys first: a wrong `figures` is named as itself, not as the callback key that reads it
     for key in sorted((k for k in cfg.keys() if k != "hydra"), key=lambda k: k not in hints):
-        plain[key] = _plain(_leaf(cfg, key, key), key, sources, schemas)
+        plain[key] = _plain(_leaf(cfg, key, key), key, sources)
         if key in hints:
             check_value(key, plain[key], hints[key])
     try:
-        _check_top_level([str(k) for k in cfg.keys() if k != "hydra"], plain)
-        for path, schema in schemas.items():
-            _check_added_keys(path, _select(plain, path), schema)
         for key, node in plain.items():
             if key != "paths":
-                _check_targets(key, node, schemas)
+                _check_targets(key, node)
         _check_ranges(plain)
     except ConfigError as err:
         source = _source(err.key, sources)
@@ -52,59 +50,60 @@ def validate_config(cfg: DictConfig) -> None:
         raise ConfigError(source, err.value, err.allowed) from None
 
 
-def _check_top_level(order: list[str], plain: dict[str, Any]) -> None:
+def _check_top_level(cfg: DictConfig) -> None:
     """A top-level key no code reads (`+seeed=1`) is refused, naming the close key: train.yaml's own, the
     module, a config group's node, or the teacher run headlab-distill's group (conf/distill/) adds."""
     groups = {p.name for p in _conf_dir().iterdir() if p.is_dir() and p.name not in ("hydra", "__pycache__")}
-    known = [*order, *(k for k in TOP_LEVEL_KEYS if k not in order)]
-    for key, value in plain.items():
-        if key not in TOP_LEVEL_KEYS and key not in groups:
-            raise unknown_key(key, value, [k for k in known if k in TOP_LEVEL_KEYS or k in groups])
+    order = [str(k) for k in cfg.keys() if k != "hydra"]
+    known = [k for k in [*order, *TOP_LEVEL_KEYS] if k in TOP_LEVEL_KEYS or k in groups]
+    for key in order:
+        if key not in known:
+            raise unknown_key(key, _raw(cfg, key), list(dict.fromkeys(known)))
 
 
-def _check_added_keys(path: str, node: Any, schema: type) -> None:
-    """Keys a schema does not declare (an open node's, or added with `+key=`) must be its options."""
-    options = next((extra for base, extra in ADDED_KEYS if issubclass(schema, base)), None)
-    if not isinstance(node, dict):
+def refuse_unknown_keys(node: DictConfig, path: str = "") -> None:
+    """A key added with `+` to a node a schema types but no `_target_` builds (optim's knobs, paths, a
+    command's settings) must be one of its fields; a `_target_` node is its signature's (check_target)."""
+    if "_target_" in node:
         return
-    declared, allowed = schema_fields(schema), (schema_fields(options) if options else {})
-    for key, value in node.items():
-        if key in declared or key.startswith("_"):
-            continue
-        if key not in allowed:
-            raise unknown_key(f"{path}.{key}", value, [*declared, *allowed])
-        check_value(f"{path}.{key}", value, allowed[key])
+    schema = OmegaConf.get_type(node)
+    if dataclasses.is_dataclass(schema):
+        fields = schema_fields(schema)
+        for key in node.keys():
+            if key not in fields:
+                raise unknown_key(f"{path}{key}", _raw(node, key), list(fields))
+    for key in node.keys():
+        child = node._get_node(key)  # noqa: SLF001 - the node, its value unresolved
+        if isinstance(child, DictConfig) and key != "hydra":
+            refuse_unknown_keys(child, f"{path}{key}.")
 
 
-def _check_targets(path: str, node: Any, schemas: dict[str, type]) -> None:
-    """Every `_target_` node without a schema, checked against its target's signature."""
+def _check_targets(path: str, node: Any) -> None:
+    """Every `_target_` node, checked against its target's signature."""
     if isinstance(node, dict):
-        if "_target_" in node and path not in schemas:
+        if "_target_" in node:
             check_target(path, node)
             return
         for key, value in node.items():
-            _check_targets(f"{path}.{key}", value, schemas)
+            _check_targets(f"{path}.{key}", value)
 
 
 # ---- the config as plain data --------------------------------------------------------------------------
-def _plain(node: Any, path: str, sources: dict[str, str], schemas: dict[str, type]) -> Any:
+def _plain(node: Any, path: str, sources: dict[str, str]) -> Any:
     """The config as plain dicts and lists, each leaf resolved alone, so that a missing value or a
     broken interpolation is reported with its own key (and `${hydra:...}` outside a run is skipped).
-    Collects `sources` (`key -> referenced key` for plain `${key}` values) and the nodes a schema types."""
+    Collects `sources` (`key -> referenced key` for plain `${key}` values)."""
     if isinstance(node, DictConfig):
-        schema = OmegaConf.get_type(node)
-        if dataclasses.is_dataclass(schema):
-            schemas[path] = schema
         plain = {}
         for key in node.keys():
             child = f"{path}.{key}" if path else str(key)
             reference = re.fullmatch(r"\$\{([\w.]+)\}", str(_raw(node, key)))
             if reference:
                 sources[child] = reference.group(1)
-            plain[str(key)] = _plain(_leaf(node, key, child), child, sources, schemas)
+            plain[str(key)] = _plain(_leaf(node, key, child), child, sources)
         return plain
     if isinstance(node, ListConfig):
-        return [_plain(_leaf(node, i, f"{path}[{i}]"), f"{path}[{i}]", sources, schemas) for i in range(len(node))]
+        return [_plain(_leaf(node, i, f"{path}[{i}]"), f"{path}[{i}]", sources) for i in range(len(node))]
     return node
 
 
@@ -138,13 +137,6 @@ def _source(path: str, sources: dict[str, str]) -> str:
         path = sources[path]
         seen.add(path)
     return path
-
-
-def _select(plain: dict[str, Any], path: str) -> Any:
-    node: Any = plain
-    for key in path.split("."):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
 
 
 # ---- ranges and cross-key rules (each checked once, by the code that owns it) -------------------------

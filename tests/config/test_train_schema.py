@@ -116,6 +116,9 @@ def _digest(overrides: list[str]) -> str:
         node = plain.get("callbacks", {}).get(callback) if isinstance(plain.get("callbacks"), dict) else None
         if isinstance(node, dict) and node.get("figures") == "${figures}":
             node["figures"] = plain["figures"]
+    data = plain.get("data")
+    if isinstance(data, dict) and str(data.get("_target_")).endswith("DataModule") and "source" in data:
+        data["_target_"] = "headlab.data.TextDataModule"  # each classifier source its own class (issue 30): the one change
     for *parents, key in ADDED_KEYS:
         node = plain
         for part in parents:

@@ -193,5 +193,34 @@ def test_lightning_fit_serves_each_epochs_bucket_order_and_saves_state(tmp_path)
     expected = [collate_batch([dataset[i] for i in b])["input_ids"] for e in range(3) for b in sampler.batches(e)[:2]]
     assert len(served) == 6 and all(torch.equal(x, y) for x, y in zip(served, expected))
     trainer.save_checkpoint(tmp_path / "last.ckpt")
-    state = torch.load(tmp_path / "last.ckpt", weights_only=False)["TextDataModule"]
+    state = torch.load(tmp_path / "last.ckpt", weights_only=False)["SyntheticDataModule"]  # Lightning: the class name
     assert state["tokens"] == list(dm.tokenizer.tokens) and state["probe_digest"] == dm.probe_set().digest()
+
+
+def test_each_source_is_its_own_class_and_an_old_config_builds_it():
+    """conf/data/<source>.yaml names the source's class; a config saved before (`TextDataModule`, `source`)
+    builds the same class, and a `source` another class reads is refused."""
+    from headlab.data import SyntheticDataModule
+
+    old = TextDataModule(source="synthetic", synthetic=SYN)
+    new = SyntheticDataModule(synthetic=SYN)
+    assert type(old) is SyntheticDataModule and old.source == "synthetic"
+    assert old.vocab_size == new.vocab_size and old.probe_set().digest() == new.probe_set().digest()
+    with pytest.raises(ConfigError, match=r"data\.source='files': expected synthetic"):
+        SyntheticDataModule(source="files")
+    with pytest.raises(ConfigError, match=r"data\.source='nope': expected one of \['zh_reviews', 'synthetic', 'multidomain', 'files'\]"):
+        TextDataModule(source="nope")
+
+
+def test_a_checkpoint_from_before_the_source_classes_restores_the_datamodule_state():
+    """Lightning keeps the datamodule's state under its class name; an older checkpoint's "TextDataModule"
+    state is handed to the source's class, so such a run still resumes exactly."""
+    from types import SimpleNamespace
+
+    from headlab.data import SyntheticDataModule
+    from headlab.lit.module import HeadClassifierModule
+
+    dm = SyntheticDataModule(synthetic=SYN)
+    checkpoint = {"TextDataModule": dm.state_dict()}
+    HeadClassifierModule.on_load_checkpoint(SimpleNamespace(_trainer=SimpleNamespace(datamodule=dm)), checkpoint)
+    assert checkpoint["SyntheticDataModule"] is checkpoint["TextDataModule"]

@@ -247,13 +247,12 @@ class TrainKeys:
     overwrite: bool = False  # a fresh start in a run dir that holds a run replaces it (else refused)
 
 
-# The classifier sources' schemas (TextDataModule's): open to the keys sweeps and headlab-distill add.
-CLASSIFIER_DATA = tuple(schema for schema in DATA_SCHEMAS.values() if schema._target_ == "headlab.data.TextDataModule")
 
 # (ConfigStore name under schema/, the schema, open to keys other files add)
 SCHEMAS: tuple[tuple[str, Any, bool], ...] = (
     ("model", ModelSchema, False),
-    *((f"data/{name}", schema, schema in CLASSIFIER_DATA) for name, schema in DATA_SCHEMAS.items()),
+    # open to the keys sweeps and headlab-distill add (sweep=data_size: data.train_fraction); checked by the signature
+    *((f"data/{name}", schema, True) for name, schema in DATA_SCHEMAS.items()),
     ("model_lm", LMSchema, False),
     ("optim/adamw", AdamWSchema, False),
     ("optim/sgd", SGDSchema, False),

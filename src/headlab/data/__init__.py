@@ -1,7 +1,14 @@
 """Data: character tokenizer, sources (synthetic, zh_reviews, files), split, datamodule, probe set."""
 
 from headlab.data.collate import collate_batch, pad_right
-from headlab.data.datamodule import SOURCES, EncodedSplit, TextDataModule
+from headlab.data.datamodule import (
+    EncodedSplit,
+    FilesDataModule,
+    MultidomainDataModule,
+    SyntheticDataModule,
+    TextDataModule,
+    ZhReviewsDataModule,
+)
 from headlab.data.files import load_file_splits, load_files
 from headlab.data.labeled import LabeledTexts
 from headlab.data.probe import ProbeSet, select_probe
@@ -22,7 +29,6 @@ __all__ = [
     "CLS_ID",
     "FEATURES",
     "PAD_ID",
-    "SOURCES",
     "SPECIAL_TOKENS",
     "UNK_ID",
     "BucketBatchSampler",
@@ -31,7 +37,11 @@ __all__ = [
     "LabeledTexts",
     "ProbeSet",
     "SplitIndices",
+    "FilesDataModule",
+    "MultidomainDataModule",
+    "SyntheticDataModule",
     "TextDataModule",
+    "ZhReviewsDataModule",
     "check_fractions",
     "collate_batch",
     "generate_synthetic",

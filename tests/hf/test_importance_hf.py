@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from headlab.hf import HFEncoder
 from headlab.hf.classifier import HFClassifier, fit_linear_head
-from headlab.hf.texts import load_en_polarity
+from headlab.data.english import load_en_polarity
 from headlab.interventions import evaluate_gated, gradient_importance, single_head_ablation
 
 

@@ -31,6 +31,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from headlab.data.collate import collate_batch
+from headlab.data.english import load_en_polarity
 from headlab.data.files import file_sha256, load_file_splits
 from headlab.data.labeled import LabeledTexts
 from headlab.data.multidomain import generate_multidomain
@@ -431,6 +432,15 @@ class MultidomainDataModule(TextDataModule):
 
     def _given(self) -> dict[str, LabeledTexts]:
         return {"train": generate_multidomain(seed=self.seed, **self.multidomain_kwargs)}
+
+
+class EnPolarityDataModule(TextDataModule):
+    """200 English movie-review sentences (neg / pos) shipped in the gensim wheel (headlab.data.english)."""
+
+    source = "en_polarity"
+
+    def _given(self) -> dict[str, LabeledTexts]:
+        return {"train": load_en_polarity()}
 
 
 class FilesDataModule(TextDataModule):

@@ -16,14 +16,12 @@ strings. Nothing downloads.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
+from headlab.data.english import gensim_lines, load_en_polarity
 from headlab.data.labeled import LabeledTexts
-from headlab.errors import ConfigError, DataError
+from headlab.errors import ConfigError
 
 SOURCES = ("zh_reviews", "synthetic", "files", "en_polarity", "en_news")
-_GENSIM_FILES = {"en_polarity": "pang_lee_polarity.cor", "en_news": "lee_background.cor"}
+_GENSIM_FILES = {"en_polarity": "pang_lee_polarity.cor", "en_news": "lee_background.cor"}  # headlab.data.english
 
 
 def load_texts(source: str, path: str | None = None, synthetic_n: int = 2000, synthetic_seed: int = 0) -> list[str]:
@@ -43,7 +41,7 @@ def load_texts(source: str, path: str | None = None, synthetic_n: int = 2000, sy
 
         return load_files(path).texts
     if source in _GENSIM_FILES:
-        return _gensim_lines(_GENSIM_FILES[source])
+        return gensim_lines(_GENSIM_FILES[source])
     raise ConfigError("data.source", source, f"one of {list(SOURCES)}")
 
 
@@ -71,28 +69,3 @@ def load_labeled(source: str, path: str | None = None, synthetic_n: int = 2000, 
 
         return load_files(path)
     raise ConfigError("data.source", source, f"a labelled source for importance: one of {list(LABELED_SOURCES)}")
-
-
-def load_en_polarity() -> LabeledTexts:
-    """The 200 Pang & Lee sentences with their labels (0 = neg, 1 = pos; 100 each), e.g. for importance."""
-    lines = _gensim_lines(_GENSIM_FILES["en_polarity"], strip_labels=False)
-    labels = [int(line.startswith("__label__pos")) for line in lines]
-    texts = [line.split(" ", 1)[1].strip() for line in lines]
-    return LabeledTexts(texts=texts, labels=labels, label_names=["neg", "pos"], stats={"n_examples": len(texts)})
-
-
-def _gensim_lines(name: str, strip_labels: bool = True) -> list[str]:
-    """Non-blank lines of a gensim test-data file, fastText `__label__x ` prefixes removed."""
-    spec = importlib.util.find_spec("gensim")  # finds the folder without importing gensim
-    if spec is None or not spec.submodule_search_locations:
-        raise DataError(name, "the package gensim is not installed (pip install -e '.[hf]')")
-    file = Path(next(iter(spec.submodule_search_locations))) / "test" / "test_data" / name
-    if not file.is_file():
-        raise DataError(file, "missing from the installed gensim (expected in gensim >= 4.0 wheels)")
-    raw = file.read_bytes()
-    try:
-        lines = raw.decode("utf-8").splitlines()
-    except UnicodeDecodeError:  # lee_background.cor is Windows-1252 (0x97 = em dash)
-        lines = raw.decode("cp1252", errors="replace").splitlines()
-    return [line.split(" ", 1)[1].strip() if strip_labels and line.startswith("__label__") else line.strip()
-            for line in lines if line.strip()]

@@ -65,7 +65,7 @@ def test_unknown_data_name_in_a_real_process_is_one_line_exit_2(tmp_path):
     result = run_cli(tmp_path, "data=foo", timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "headlab-train: error: invalid config data='foo': expected one of files, files_lm, multidomain, repeat_tokens, synthetic, zh_reviews, zh_reviews_lm (the config group data/)"]
+        "headlab-train: error: invalid config data='foo': expected one of en_polarity, files, files_lm, multidomain, repeat_tokens, synthetic, zh_reviews, zh_reviews_lm (the config group data/)"]
     assert not (tmp_path / "logs").exists()  # nothing was created
 
 

@@ -36,6 +36,7 @@ def test_an_unknown_key_is_one_line_listing_the_keys_never_advising_plus():
 @pytest.mark.parametrize("override, message", [
     ("seeed=1", "invalid config seeed=1: expected a key of the config (did you mean seed?)"),
     ("trainer.max_epoch=3", "invalid config trainer.max_epoch=3: expected a key of trainer (did you mean max_epochs?)"),
+    ("debugg=fast", "invalid config debugg='fast': expected a key of the config (did you mean debug?)"),  # a group unselected
 ])
 def test_a_key_typo_suggests_the_close_key_not_plus(override, message):
     with pytest.raises(ConfigError) as info:
@@ -137,3 +138,11 @@ def test_a_mistake_on_the_command_line_is_one_line_exit_2_and_nothing_written(tm
     assert len(lines) == 1 and lines[0].startswith(f"headlab-train: error: {first_words}"), result.stderr[-2000:]
     written = [p for p in (tmp_path / "logs").rglob("*") if p.suffix in (".ckpt", ".parquet")] if (tmp_path / "logs").exists() else []
     assert written == []
+
+
+def test_a_value_lightning_refuses_in_its_constructor_is_one_line_before_any_folder():
+    """trainer.devices=0 composes (an int), but Lightning's Trainer refuses it: built once in the check."""
+    with pytest.raises(ConfigError) as info:
+        check_overrides(["data=synthetic", "trainer.devices=0"])
+    assert str(info.value).startswith("invalid config trainer.devices=0: expected a value lightning.pytorch.trainer.")
+    assert "Trainer(devices=0)" in str(info.value)  # Lightning's own words (before: a traceback after the run dir)

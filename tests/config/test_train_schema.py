@@ -32,9 +32,9 @@ def test_register_configs_stores_every_schema_once_and_can_be_called_again():
     register_configs()
     repo = ConfigStore.instance().repo["schema"]
     assert {"model.yaml", "paths.yaml", "intervention.yaml"} <= set(repo)
-    assert set(repo["data"]) == {"zh_reviews.yaml", "synthetic.yaml", "multidomain.yaml", "files.yaml", "repeat_tokens.yaml", "zh_reviews_lm.yaml", "files_lm.yaml"}
+    assert set(repo["data"]) == {"zh_reviews.yaml", "synthetic.yaml", "multidomain.yaml", "en_polarity.yaml", "files.yaml", "repeat_tokens.yaml", "zh_reviews_lm.yaml", "files_lm.yaml"}
     assert "model_lm.yaml" in repo
-    assert len(SCHEMAS) == 17
+    assert len(SCHEMAS) == 18
 
 
 def test_the_model_schema_is_model_config_less_what_the_data_supplies():

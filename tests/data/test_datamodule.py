@@ -208,7 +208,7 @@ def test_each_source_is_its_own_class_and_an_old_config_builds_it():
     assert old.vocab_size == new.vocab_size and old.probe_set().digest() == new.probe_set().digest()
     with pytest.raises(ConfigError, match=r"data\.source='files': expected synthetic"):
         SyntheticDataModule(source="files")
-    with pytest.raises(ConfigError, match=r"data\.source='nope': expected one of \['zh_reviews', 'synthetic', 'multidomain', 'files'\]"):
+    with pytest.raises(ConfigError, match=r"data\.source='nope': expected one of \['zh_reviews', 'synthetic', 'multidomain', 'en_polarity', 'files'\]"):
         TextDataModule(source="nope")
 
 

@@ -152,7 +152,12 @@ def schema_error(err: BaseException, values: dict[str, Any]) -> ConfigError | No
     if leaf in fields and not isinstance(err, (ConfigAttributeError, ConfigKeyError)):
         return ConfigError(key, value, describe(fields[leaf]))
     if leaf not in node.keys():
-        return unknown_key(key, value, [str(k) for k in node.keys() if str(k) != "hydra"])
+        known = [str(k) for k in node.keys() if str(k) != "hydra"]
+        if node._get_parent() is None:  # noqa: SLF001 - the top level: a misspelt group (debugg=fast) too
+            from headlab.config.train_schema import config_groups
+
+            known += [g for g in config_groups() if g not in known]
+        return unknown_key(key, value, known)
     return None
 
 

@@ -142,6 +142,11 @@ def _conf_dir() -> Path:
     return Path(find_spec("headlab.conf").submodule_search_locations[0])
 
 
+def config_groups() -> list[str]:
+    """headlab-train's config groups (conf/'s folders, Hydra's own left out), as a user selects them."""
+    return sorted(p.name for p in _conf_dir().iterdir() if p.is_dir() and p.name not in ("hydra", "__pycache__", "hf"))
+
+
 def _from_conf(path: str, name: str, node: str = "") -> type:
     """The schema of conf/<path>'s node at `node`: the keys the file sets there, in its order, typed by
     its `_target_`'s signature (a mapping key of a classifier source by the function READERS names)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import re
 from typing import Any
 
@@ -17,11 +18,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from headlab.config.messages import first_line, schema_fields, unknown_key
 from headlab.config.signature import UNRESOLVED, check_target, check_value, locate
-from headlab.config.train_schema import TrainKeys, _conf_dir
+from headlab.config.train_schema import TrainKeys, config_groups
 from headlab.errors import ConfigError
 
-# Groups whose targets are cheap, pure constructors that check their own values: built here.
-_BUILT_TO_CHECK = ("data", "callbacks", "optim")
+# Groups whose targets are cheap constructors that check their own values: built here (Lightning's Trainer
+# refuses trainer.devices=0 and the like in its constructor, before a run folder exists).
+_BUILT_TO_CHECK = ("data", "callbacks", "optim", "trainer")
 TOP_LEVEL_KEYS = ("module", *schema_fields(TrainKeys), "teacher")
 _MISSING_EXAMPLES = {"data.files.train": "data=files data.files.train=/path/to/train.csv (CSV or JSONL with text, label)"}
 
@@ -53,7 +55,7 @@ def validate_config(cfg: DictConfig) -> None:
 def _check_top_level(cfg: DictConfig) -> None:
     """A top-level key no code reads (`+seeed=1`) is refused, naming the close key: train.yaml's own, the
     module, a config group's node, or the teacher run headlab-distill's group (conf/distill/) adds."""
-    groups = {p.name for p in _conf_dir().iterdir() if p.is_dir() and p.name not in ("hydra", "__pycache__")}
+    groups = set(config_groups())
     order = [str(k) for k in cfg.keys() if k != "hydra"]
     known = [k for k in [*order, *TOP_LEVEL_KEYS] if k in TOP_LEVEL_KEYS or k in groups]
     for key in order:
@@ -228,14 +230,20 @@ def _build_to_check(group: str, node: Any) -> None:
         target = locate(f"{path}._target_", member["_target_"])
         if not _all_required_given(target, kwargs):
             continue  # completed by train() (an optimiser's params, the data's vocab_size): not built here
+        quiet = logging.getLogger("lightning.pytorch")  # its "GPU available" lines are the run's to print
+        level = quiet.level
+        quiet.setLevel(logging.WARNING)
         try:
             target(**kwargs)
         except ConfigError:
             raise
         except Exception as err:  # noqa: BLE001 - e.g. Lightning's MisconfigurationException: a bad value
-            key = next((k for k in kwargs if k in str(err)), None)
+            text = str(err)  # the key it names as `key=value` first (`Trainer(devices=0)` also says "accelerator")
+            key = next((k for k in kwargs if f"{k}=" in text), next((k for k in kwargs if k in text), None))
             raise ConfigError(f"{path}.{key}" if key else path, kwargs.get(key, member["_target_"]),
                               f"a value {target.__module__}.{target.__qualname__} accepts ({first_line(err)})") from None
+        finally:
+            quiet.setLevel(level)
 
 
 def _all_required_given(target: Any, kwargs: dict[str, Any]) -> bool:

@@ -82,12 +82,9 @@ def describe_reading(values: Mapping[str, float], queries: str, suffix: str = ""
     'from every token spreads over the whole sentence (entropy 0.95 of uniform)'
     """
     def value(name: str) -> float:
-        v = values.get(name + suffix, math.nan)
-        return float(v) if v is not None and np.isfinite(v) else math.nan
+        return _value(values, name + suffix)
 
-    found = [(value(metric), words) for metric, words in _targets(queries)]
-    found = [(mass, words) for mass, words in found if np.isfinite(mass)]
-    mass, words = max(found, key=lambda f: f[0]) if found else (math.nan, "")
+    _, mass, words = top_target(values, queries, suffix)
     if np.isfinite(mass) and mass >= TARGET_MASS:
         return f"from {queries} attends {words} ({mass:.2f})"
     entropy, confidence = value("entropy_norm"), value("confidence")
@@ -98,6 +95,23 @@ def describe_reading(values: Mapping[str, float], queries: str, suffix: str = ""
     if np.isfinite(confidence):
         return f"from {queries} has no single target (top key {confidence:.2f})"
     return f"from {queries}: not measured"
+
+
+def top_target(values: Mapping[str, float], queries: str, suffix: str = "") -> tuple[str, float, str]:
+    """(metric, mass, words) of the place that gets the most of a head's attention from `queries`
+    (the last token, [CLS], punctuation, the previous / next token, itself); ("", nan, "") if none measured.
+
+    >>> top_target({"last_attention@task": 0.66, "prev_score@task": 0.1}, "[CLS]", "@task")
+    ('last_attention', 0.66, 'the last token')
+    """
+    found = [(metric, _value(values, metric + suffix), words) for metric, words in _targets(queries)]
+    found = [f for f in found if np.isfinite(f[1])]
+    return max(found, key=lambda f: f[1]) if found else ("", math.nan, "")
+
+
+def _value(values: Mapping[str, float], name: str) -> float:
+    v = values.get(name, math.nan)
+    return float(v) if v is not None and np.isfinite(v) else math.nan
 
 
 def _targets(queries: str) -> tuple[tuple[str, str], ...]:

@@ -38,6 +38,7 @@ def test_the_figure_shows_the_task_roles_and_reading_beside_importance():
     assert sorted(t.get_text() for t in reading.texts) == ["last\n0.66", "self\n0.12"]
     task_roles = _panel(fig, "task role (from [CLS])")
     assert [t.get_text() for t in task_roles.get_legend().get_texts()] == ["broad", "vertical"]
+    assert [t.get_text() for t in task_roles.texts] == ["vertical", "broad"]  # each cell named
     every = _panel(fig, "role (every query)")
     assert [t.get_text() for t in every.get_legend().get_texts()] == ["mixed"]
     # one palette for both role maps: the same role, the same colour

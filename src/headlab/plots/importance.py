@@ -156,6 +156,10 @@ def _draw_roles(ax: Axes, roles: Sequence[Sequence[str]], n_heads: int, title: s
         ids[layer, : len(layer_roles)] = [names.index(r) for r in layer_roles]
     ax.imshow(np.ma.masked_invalid(ids), cmap=ListedColormap([palette[n] for n in names]).with_extremes(bad="white"),
               norm=BoundaryNorm(np.arange(len(names) + 1) - 0.5, len(names)), aspect="auto", interpolation="nearest")
+    if len(roles) * n_heads <= 64:  # the name in each cell, as the heat maps beside it carry their numbers
+        for layer, layer_roles in enumerate(roles):
+            for head, role in enumerate(layer_roles):
+                ax.text(head, layer, role.replace("_", "\n"), ha="center", va="center", fontsize=6)
     ax.set_xticks(range(n_heads), [f"H{h}" for h in range(n_heads)], fontsize=7)
     ax.set_yticks(range(len(roles)), [f"L{layer}" for layer in range(len(roles))], fontsize=7)
     ax.legend(handles=[Patch(facecolor=palette[n], label=n) for n in shown], fontsize=6, loc="upper left",

@@ -46,7 +46,9 @@ def read_run(run: RunDir) -> dict[str, Any]:
                          "the nearest stored map at other steps")
     if not parts:
         notes.append(NO_TOKEN_VIEW_LM if lm is not None else NO_TOKEN_VIEW)
+    queries = run.summary.get("task_queries")
     return run_page_data(metrics, pairs, maps, parts, importance, title=_title(run), notes=notes, lm=lm,
+                         task_queries=queries if isinstance(queries, str) else None,
                          report=_report(metrics, importance, run.summary, parts[-1] if parts else None) if lm is None else ())
 
 

@@ -16,7 +16,8 @@ TASK = TaskView("[CLS]", [["vertical", "broad"]], [{
     "last_attention@task": np.array([0.66, 0.05]), "cls_attention@task": np.array([0.10, 0.12]),
     "punct_attention@task": np.array([0.0, 0.0]), "prev_score@task": np.array([0.0, 0.0]),
     "next_score@task": np.array([0.05, 0.07]), "self_score@task": np.array([0.10, 0.04]),
-    "entropy_norm": np.array([0.2, 0.9]),  # an all-query metric: not read for the task panel
+    "entropy_norm@task": np.array([0.2, 0.9]), "confidence@task": np.array([0.7, 0.1]),
+    "entropy_norm": np.array([0.9, 0.2]),  # an all-query metric: not read for the task panel
 }])
 
 
@@ -25,17 +26,23 @@ def _panel(fig, title):
     return ax
 
 
-def test_the_reading_grid_names_the_place_each_head_reads_from_cls():
-    mass, labels = reading_grid(TASK, 1, 2)
-    # from [CLS], cls_attention is the head's own row ("self") and next_score the first word ("first")
-    np.testing.assert_allclose(mass, [[0.66, 0.12]])
-    assert labels == [["last", "self"]]
+def test_the_reading_grid_says_what_each_head_reads_from_cls_as_the_report_does():
+    number, labels = reading_grid(TASK, 1, 2)
+    # H0: 0.66 on the last token (a place); H1 no place reaches 0.25 (its largest, 0.12, is [CLS] itself)
+    # and its entropy_norm@task 0.9 is broad: "spread", as the report's "spreads over the whole sentence"
+    np.testing.assert_allclose(number, [[0.66, 0.9]])
+    assert labels == [["last", "spread"]]
+    content = TaskView("[CLS]", [["content"]], [{"last_attention@task": np.array([0.1]), "cls_attention@task": np.array([0.05]),
+                                                 "entropy_norm@task": np.array([0.4]), "confidence@task": np.array([0.72])}])
+    assert reading_grid(content, 1, 1)[1] == [["content"]] and reading_grid(content, 1, 1)[0][0, 0] == 0.72
+    assert reading_grid(TaskView("[CLS]", [["self"]], [{"cls_attention@task": np.array([0.3]), "entropy_norm@task":
+                                                        np.array([0.2])}]), 1, 1)[1] == [["self"]]  # from [CLS]: itself
 
 
 def test_the_figure_shows_the_task_roles_and_reading_beside_importance():
     fig = build_importance_figure(IMPORTANCE, 40, roles=[["mixed", "mixed"]], task=TASK)
-    reading = _panel(fig, "most attended from [CLS]")
-    assert sorted(t.get_text() for t in reading.texts) == ["last\n0.66", "self\n0.12"]
+    reading = _panel(fig, "what it reads from [CLS]")
+    assert sorted(t.get_text() for t in reading.texts) == ["last\n0.66", "spread\n0.90"]
     task_roles = _panel(fig, "task role (from [CLS])")
     assert [t.get_text() for t in task_roles.get_legend().get_texts()] == ["broad", "vertical"]
     assert [t.get_text() for t in task_roles.texts] == ["vertical", "broad"]  # each cell named

@@ -36,7 +36,7 @@ class TaskView:
     metrics: Sequence[Mapping[str, Any]]
 
 
-# Cell labels of the "most attended place" panel: headlab.report's target words, shortened.
+# Cell labels of the "what it reads" panel: headlab.report's place words, shortened.
 _SHORT = {"the last token": "last", "[CLS]": "CLS", "itself ([CLS])": "self", "punctuation": "punct",
           "the previous token": "prev", "the next token": "next", "the first token": "first", "itself": "self"}
 
@@ -53,9 +53,9 @@ def build_importance_figure(head_importance: pd.DataFrame, step: int, roles: Seq
     """Heat maps `[layer, head]` of ablation and gradient importance, the role map, and the
     accuracy when only the top-k heads of each ranking are kept (blank cells: pruned heads).
 
-    With `task`, a second row under the importance: the all-query role, the task role, and which place
-    gets most of each head's attention from the decision's queries (and how much): an important head
-    beside what it reads for the decision, which the all-query role often cannot show (`mixed`)."""
+    With `task`, a second row under the importance: the all-query role, the task role, and what each head
+    reads from the decision's queries (`reading_grid`: the place and its mass, or content and its top key):
+    an important head beside what it reads for the decision, which the all-query role often cannot show."""
     rows = head_importance[head_importance["step"] == step]
     if rows.empty:
         raise DataError("head_importance", f"no rows at step {step}; steps: {sorted(int(s) for s in head_importance['step'].unique())}")
@@ -78,7 +78,7 @@ def build_importance_figure(head_importance: pd.DataFrame, step: int, roles: Seq
 
 def _importance_with_task(grids: list[np.ndarray], step: int, roles: Sequence[Sequence[str]] | None,
                           curves: pd.DataFrame | None, task: TaskView, n_layers: int, n_heads: int) -> Figure:
-    """Row 1: ablation, gradient importance, keep-top-k; row 2: role (every query), task role, the most attended place."""
+    """Row 1: ablation, gradient importance, keep-top-k; row 2: role (every query), task role, what each head reads."""
     height = float(np.clip(1.2 + 0.45 * n_layers, 2.6, 12.0))
     with figure_style():
         fig = new_figure(3.2 * 3 + 0.5, 2 * height + 0.6)
@@ -107,27 +107,28 @@ def _draw_importance(axes: Sequence[Axes], grids: list[np.ndarray], n_layers: in
 
 
 def reading_grid(task: TaskView, n_layers: int, n_heads: int) -> tuple[np.ndarray, list[list[str]]]:
-    """(mass `[layer, head]`, short place names) of the place that gets the most of each head's attention
-    from the decision's queries (`headlab.report.top_target` on the `@task` metrics); NaN / "" where unmeasured."""
-    from headlab.report import top_target  # the report's words, so figure and report name the same place
+    """(number `[layer, head]`, short label) of what each head does from the decision's queries, in the words
+    of `headlab.report.reading` on the `@task` metrics: the place it attends and the mass there ("last"),
+    "spread" and its entropy_norm, "content" or "none" and its top key's weight; NaN / "" where unmeasured."""
+    from headlab.report import reading  # the report's rule, so figure and report say the same of a head
 
-    mass, labels = np.full((n_layers, n_heads), np.nan), [[""] * n_heads for _ in range(n_layers)]
+    number, labels = np.full((n_layers, n_heads), np.nan), [[""] * n_heads for _ in range(n_layers)]
     for layer, metrics in enumerate(task.metrics[:n_layers]):
         for head in range(n_heads):
             values = {name: float(np.asarray(v, dtype=np.float64).reshape(-1)[head]) for name, v in metrics.items()
                       if name.endswith(f"@{TASK}") and np.asarray(v).size > head}
-            _, mass[layer, head], words = top_target(values, task.queries, f"@{TASK}")
-            labels[layer][head] = _SHORT.get(words, words)
-    return mass, labels
+            kind, number[layer, head], words = reading(values, task.queries, f"@{TASK}")
+            labels[layer][head] = _SHORT.get(words, words) if kind == "place" else {"broad": "spread"}.get(kind, kind)
+    return number, labels
 
 
 def _draw_reading(ax: Axes, task: TaskView, n_layers: int, n_heads: int) -> None:
-    mass, labels = reading_grid(task, n_layers, n_heads)
-    annot = np.array([[f"{w}\n{m:.2f}" if w else "" for w, m in zip(row_w, row_m)] for row_w, row_m in zip(labels, mass)])
-    sns.heatmap(np.ma.masked_invalid(mass), ax=ax, cmap="mako_r", vmin=0.0, vmax=1.0, mask=~np.isfinite(mass),
+    number, labels = reading_grid(task, n_layers, n_heads)
+    annot = np.array([[f"{w}\n{m:.2f}" if w else "" for w, m in zip(row_w, row_m)] for row_w, row_m in zip(labels, number)])
+    sns.heatmap(np.ma.masked_invalid(number), ax=ax, cmap="mako_r", vmin=0.0, vmax=1.0, mask=~np.isfinite(number),
                 annot=annot if n_heads * n_layers <= 64 else False, fmt="", annot_kws={"fontsize": 6},
-                cbar_kws={"shrink": 0.8, "label": "share of attention"})
-    _label_grid(ax, n_layers, n_heads, f"most attended from {task.queries}")
+                cbar_kws={"shrink": 0.8, "label": "mass there / top key / entropy"})
+    _label_grid(ax, n_layers, n_heads, f"what it reads from {task.queries}")
 
 
 def _grid(rows: pd.DataFrame, metric: str) -> np.ndarray:

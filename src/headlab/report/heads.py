@@ -116,20 +116,35 @@ def describe_reading(values: Mapping[str, float], queries: str, suffix: str = ""
     >>> describe_reading({"last_attention": 0.05, "entropy_norm": 0.95, "confidence": 0.1}, "every token")
     'from every token spreads over the whole sentence (entropy 0.95 of uniform)'
     """
+    kind, number, words = reading(values, queries, suffix)
+    return {"place": f"from {queries} attends {words} ({number:.2f})",
+            "broad": f"from {queries} spreads over the whole sentence (entropy {number:.2f} of uniform)",
+            "content": f"from {queries} picks tokens by content, wherever they are (top key {number:.2f})",
+            "none": f"from {queries} has no single target (top key {number:.2f})"}.get(kind, f"from {queries}: not measured")
+
+
+def reading(values: Mapping[str, float], queries: str, suffix: str = "") -> tuple[str, float, str]:
+    """(kind, number, place words) of what a head does from `queries`, the first that holds: `place` (the
+    most attended place gets >= 0.25: its mass), `broad` (entropy_norm >= 0.85), `content` (confidence -
+    [CLS] mass >= 0.4: its top key's weight), `none` (its top key's weight); ("", nan, "") unmeasured.
+
+    >>> reading({"last_attention@task": 0.05, "cls_attention@task": 0.1, "entropy_norm@task": 0.5, "confidence@task": 0.72}, "[CLS]", "@task")
+    ('content', 0.72, '')
+    """
     def value(name: str) -> float:
         return _value(values, name + suffix)
 
     _, mass, words = top_target(values, queries, suffix)
     if np.isfinite(mass) and mass >= TARGET_MASS:
-        return f"from {queries} attends {words} ({mass:.2f})"
+        return "place", mass, words
     entropy, confidence = value("entropy_norm"), value("confidence")
     if np.isfinite(entropy) and entropy >= BROAD:
-        return f"from {queries} spreads over the whole sentence (entropy {entropy:.2f} of uniform)"
+        return "broad", entropy, ""
     if np.isfinite(confidence) and confidence - np.nan_to_num(value("cls_attention")) >= FOCUSED:  # the content rule
-        return f"from {queries} picks tokens by content, wherever they are (top key {confidence:.2f})"
+        return "content", confidence, ""
     if np.isfinite(confidence):
-        return f"from {queries} has no single target (top key {confidence:.2f})"
-    return f"from {queries}: not measured"
+        return "none", confidence, ""
+    return "", math.nan, ""
 
 
 def top_target(values: Mapping[str, float], queries: str, suffix: str = "") -> tuple[str, float, str]:

@@ -138,6 +138,20 @@ def test_heads_still_mixed_at_the_end_never_left_their_init_role():
     assert finding.evidence["stuck_fraction"] == 0.5
 
 
+def test_heads_that_read_the_decision_left_their_init_role_though_every_query_stays_mixed():
+    """A classifier's heads read from [CLS] (`role@task`): mixed over all queries, vertical from [CLS]. The
+    doctor judges them as headlab-report does, by the task role; without it, by the all-query role."""
+    mixed = {s: ["mixed"] * 4 for s in STEPS}
+    tables = _with_roles(healthy_tables(), mixed)
+    assert check_stuck_heads(tables, T).status == WARN  # no task role measured: all four stuck, as before
+    task = roles_table(healthy_roles()).assign(metric="role@task")
+    tables.head_metrics = pd.concat([tables.head_metrics, task], ignore_index=True)
+    finding = check_stuck_heads(tables, T)
+    assert finding.status == OK and finding.evidence["role"] == "task role" and finding.evidence["stuck"] == []
+    assert finding.message == "0 of 4 heads end in their init task role"
+    assert check_late_instability(tables, T).status == OK  # settled by step 100 of 600 from [CLS]
+
+
 def test_a_run_without_head_tables_gets_not_measured_with_reasons():
     tables = healthy_tables()
     tables.head_metrics = tables.head_pairs = None

@@ -163,3 +163,29 @@ def test_nan_and_inf_in_a_part_are_named_and_left_out_of_every_check(tmp_path, c
     # the step-0 JS over heads a < b: (0.1 + 3 x 0.3) / 4 from the finite pairs (a mean with them would be inf or nan)
     assert checks["init_variance"]["evidence"]["init_js_mean"] == pytest.approx(0.25)
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_a_metric_undefined_for_the_decisions_queries_is_no_failure(tmp_path, capsys):
+    """From [CLS] there is no previous token: `prev_score@task` is NaN for every head of every cls-pooling run.
+    Before: every such run failed `finite_values`. A conditional metric NaN for one head only still fails."""
+    import math
+
+    import pandas as pd
+
+    run = _write_run(tmp_path / "run")
+    part = run / HEAD_METRICS / "part-000000000-0000.parquet"
+    rows = pd.read_parquet(part)
+    heads = rows[["layer", "head"]].drop_duplicates()
+    undefined = heads.assign(metric="prev_score@task", value=math.nan)
+    measured = heads.assign(metric="last_attention@task", value=0.5)
+    pd.concat([rows, undefined.assign(**{c: rows[c].iloc[0] for c in ("step", "epoch", "run_id")}),
+               measured.assign(**{c: rows[c].iloc[0] for c in ("step", "epoch", "run_id")})]).to_parquet(part, index=False)
+    assert main([str(run)]) == 0
+    assert "finite_values" not in capsys.readouterr().out
+    rows = pd.read_parquet(part)
+    rows.loc[(rows.metric == "last_attention@task") & (rows["head"] == 0), "value"] = math.nan  # one head: diverged
+    rows.to_parquet(part, index=False)
+    assert main([str(run)]) == 1
+    checks = {c["check"]: c for c in json.loads((run / "doctor.json").read_text())["checks"]}
+    assert checks["finite_values"]["evidence"]["nonfinite"] == [
+        f"{HEAD_METRICS}/part-000000000-0000.parquet: 1 of {len(rows)} values (last_attention@task 1)"]

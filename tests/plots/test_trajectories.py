@@ -132,8 +132,9 @@ def test_role_names_come_from_analysis_roles_when_it_exists(monkeypatch):
 
 
 def test_role_names_fall_back_to_ids_without_analysis_roles(monkeypatch):
+    table = _role_table()  # written while the names exist (the table's writer names its roles)
     monkeypatch.setitem(sys.modules, "headlab.analysis.roles", None)  # import raises ImportError
-    legend = build_role_timeline_figure(_role_table()).axes[0].get_legend()
+    legend = build_role_timeline_figure(table).axes[0].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["role 0", "role 1", "role 2", "role 3"]
 
 

@@ -14,7 +14,7 @@ from headlab.analysis import ROLES
 from headlab.errors import DataError
 from headlab.interventions import measure_importance
 from headlab.interventions.importance import importance_rows
-from headlab.report import head_report, report_lines, run_report, sweep_report
+from headlab.report import head_report, key_tokens, report_lines, run_report, sweep_report
 from headlab.store import RunDir, SweepDir, append_part, head_metric_rows
 from tests._planted import train_planted
 
@@ -106,7 +106,24 @@ def planted_report(request):
         torch.set_num_threads(threads)
     step = planted.measurements[-1].step
     head_metrics = pd.concat([head_metric_rows("r", m.step, m.epoch, m.head_metrics) for m in planted.measurements])
-    return request.param, report_lines(head_metrics, importance_rows("r", step, 0, importance), {"task_queries": "[CLS]"})
+    # 32 sentences (a run stores 8: probe_patterns): fewer leave a filler word level with a label word by chance
+    return request.param, report_lines(head_metrics, importance_rows("r", step, 0, importance), {"task_queries": "[CLS]"},
+                                       _sentences(planted, step, 32))
+
+
+LABEL_WORDS = {2: "cat", 3: "dog", 4: "fox"}  # the planted label tokens (tests/_planted.py), named as words
+
+
+def _sentences(planted, step, n=8):
+    """A probe_patterns/ part of the first `n` probe sentences, as the training callback stores it."""
+    from headlab.model.hooks import capture_patterns
+
+    batch = next(planted.probe.batches(n))
+    with torch.no_grad():
+        patterns = torch.stack(capture_patterns(planted.net, batch["input_ids"], batch["attention_mask"])).transpose(1, 2)
+    names = [["[CLS]" if t == 1 else LABEL_WORDS.get(t, f"w{t}") for t in row] for row in batch["input_ids"].tolist()]
+    return {"patterns": patterns.numpy(), "lengths": batch["attention_mask"].sum(1).numpy(), "tokens": np.array(names),
+            "step": step}
 
 
 def test_the_report_names_the_planted_head_in_words(planted_report):
@@ -116,9 +133,42 @@ def test_the_report_names_the_planted_head_in_words(planted_report):
     assert "1st most important of 2" in top and "role settled at step" in top
     if where == "last":
         assert "from [CLS] attends the last token" in top and "role vertical (all queries: mixed)" in top
+        assert "mostly" not in top  # a head that reads a place gets no token clause
     else:
         assert "from [CLS] picks tokens by content, wherever they are" in top and "role content" in top
+        # ... and names what it picks: the label words, wherever they are
+        picked = top.split("mostly ", 1)[1].split(" in 32 probe sentences", 1)[0]
+        first_two = [word.split(" (", 1)[0].strip("'") for word in picked.split(", ")[:2]]
+        assert set(first_two) <= set(LABEL_WORDS.values()), top
     assert "from [CLS] attends the last token" not in lines[1]  # the other head does not
+
+
+def test_key_tokens_sum_each_heads_attention_from_the_decision_queries_by_token():
+    a = np.zeros((1, 2, 2, 4, 4))
+    a[0, 0, 0, 0] = [0.1, 0.0, 0.9, 0.0]  # head 0 from [CLS]: 'cat' in sentence 0 ...
+    a[0, 0, 1, 0] = [0.1, 0.3, 0.6, 0.0]  # ... and 'dog' (0.6) in sentence 1
+    a[0, 1, :, :, 0] = 1.0  # head 1: every query on [CLS]
+    a[0, 0, 0, 3] = [0.0, 0.0, 0.0, 1.0]  # a row that is not [CLS]'s: read only with every token
+    part = {"patterns": a, "lengths": np.array([4, 3]),
+            "tokens": np.array([["[CLS]", "the", "cat", "so"], ["[CLS]", "a", "dog", ""]]), "step": 30}
+    by_cls = key_tokens(part, "[CLS]")
+    assert by_cls[(0, 0)] == [("cat", 0.45), ("dog", 0.3), ("a", 0.15)]  # (0.9, 0.6, 0.3) of 2.0
+    assert by_cls[(0, 1)] == [("[CLS]", 1.0)]
+    every = key_tokens(part, "every token")  # 4 + 3 rows; sentence 0's last row on 'so'
+    assert every[(0, 0)][:2] == [("so", pytest.approx(1 / 3)), ("cat", pytest.approx(0.9 / 3))]
+    assert key_tokens(part, "the last token")[(0, 0)] == [("so", 1.0)]  # sentence 1's last row (position 2) is all zero
+
+
+def test_only_a_head_that_picks_by_content_names_its_tokens():
+    part = {"patterns": np.zeros((1, 3, 1, 2, 2)), "lengths": np.array([2]), "tokens": np.array([["[CLS]", "cat"]]),
+            "step": 30}
+    part["patterns"][0, :, 0, 0] = [0.2, 0.8]
+    lines = report_lines(_head_metrics(), None, {"task_queries": "[CLS]"}, part)
+    assert "picks tokens by content, wherever they are (top key 0.80), mostly 'cat' (0.80), '[CLS]' (0.20) in 1 probe " \
+           "sentences, role content" in lines[1]
+    assert "mostly" not in lines[0] and "mostly" not in lines[2]  # the last-token and the broad head
+    part["step"] = 20
+    assert "in 1 probe sentences at step 20, role content" in report_lines(_head_metrics(), None, {"task_queries": "[CLS]"}, part)[1]
 
 
 def test_a_head_that_stays_mixed_formed_no_role():

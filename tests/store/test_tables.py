@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from headlab.store import append_part, drop_parts_after, head_metric_rows, head_pair_rows, read_table
-from headlab.store.tables import HEAD_METRIC_COLUMNS, HEAD_PAIR_COLUMNS
+from headlab.store.tables import HEAD_METRIC_COLUMNS, HEAD_PAIR_COLUMNS, ROLE_NAME
 
 
 def _layers(step):
@@ -13,7 +13,7 @@ def _layers(step):
 
 def test_head_metric_rows_long_format():
     df = head_metric_rows("r1", 30, 2, _layers(0))
-    assert tuple(df.columns) == HEAD_METRIC_COLUMNS
+    assert tuple(df.columns) == HEAD_METRIC_COLUMNS  # no role rows: no role_name column (LM and importance tables)
     assert len(df) == 2 * 2 * 2
     row = df[(df.layer == 1) & (df["head"] == 1) & (df.metric == "entropy")]
     assert row.value.item() == 2.0 and row.step.item() == 30 and row.epoch.item() == 2
@@ -36,6 +36,42 @@ def test_parts_read_back_as_one_table_and_pandas_reads_the_folder(tmp_path):
     assert len(df) == 3 * 8
     direct = pd.read_parquet(table)  # any parquet reader sees one dataset
     assert len(direct) == len(df)
+
+
+def _role_layers():
+    # ROLES: 0 previous_token, 4 vertical, 7 sink, 8 content; role@task and role@y are roles too, role_x is not
+    return [{"entropy": np.array([0.5, 0.7]), "role": np.array([4.0, 8.0]), "role@task": np.array([0.0, 7.0]),
+             "role@y": np.array([8.0, 8.0]), "role_x": np.array([4.0, 4.0])}]
+
+
+def _names(df, metric):
+    return [None if pd.isna(n) else n for n in df[df.metric == metric].sort_values("head")[ROLE_NAME]]
+
+
+def test_role_rows_store_the_role_name_beside_its_id(tmp_path):
+    table = tmp_path / "head_metrics.parquet"
+    append_part(table, 0, head_metric_rows("r", 0, 0, _role_layers()))
+    direct = pd.read_parquet(table)  # what a user's pandas sees, without headlab
+    assert tuple(direct.columns) == (*HEAD_METRIC_COLUMNS, ROLE_NAME)
+    assert _names(direct, "role") == ["vertical", "content"]
+    assert _names(direct, "role@task") == ["previous_token", "sink"]
+    assert _names(direct, "role@y") == ["content", "content"]
+    assert direct[direct.metric.isin(["entropy", "role_x"])][ROLE_NAME].isna().all()
+    assert direct[direct.metric == "role"].sort_values("head").value.tolist() == [4.0, 8.0]  # ids stay for numeric readers
+
+
+def test_an_old_table_without_names_is_named_from_its_ids_on_read(tmp_path):
+    """Runs written before the name column (and parts appended without it, e.g. headlab-llc's rows) read with names."""
+    table = tmp_path / "head_metrics.parquet"
+    old = head_metric_rows("r", 0, 0, _role_layers()).drop(columns=ROLE_NAME)
+    old.loc[(old.metric == "role") & (old["head"] == 1), "value"] = 99.0  # an id no role has: no name, not a crash
+    append_part(table, 0, old)
+    append_part(table, 10, head_metric_rows("r", 10, 0, _role_layers()))
+    df = read_table(table)
+    assert _names(df[df.step == 0], "role") == ["vertical", None]
+    assert _names(df[df.step == 0], "role@task") == ["previous_token", "sink"]
+    assert _names(df[df.step == 10], "role") == ["vertical", "content"]
+    assert df[df.metric == "entropy"][ROLE_NAME].isna().all()
 
 
 def test_drop_parts_after_step_for_resume(tmp_path):

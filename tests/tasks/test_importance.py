@@ -73,6 +73,10 @@ def test_redundancy_from_the_runs_pair_table(run_copy):
     assert main([str(run_copy), "importance.redundancy_mass=1.0", "importance.curves=false"]) == 0
     report = json.loads((run_copy / "importance.json").read_text())
     assert report["redundant_heads"] == 2 * (2 - 1)
+    # the task roles (from [CLS]) of the last checkpoint, as the training run's own last measurement named them
+    summary = json.loads((run_copy / "summary.json").read_text())
+    assert report["checkpoints"][-1]["task_queries"] == summary["task_queries"] == "[CLS]"
+    assert report["checkpoints"][-1]["task_roles"] == summary["final_task_roles"]
     assert report["redundancy"]["layers"][0]["clusters"] == [[0, 1]]
     assert (run_copy / "figures" / "redundancy.png").stat().st_size > 0
     assert main([str(run_copy), "importance.figures=false"]) == 0  # default: 10% of the mass

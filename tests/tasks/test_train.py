@@ -27,7 +27,9 @@ def test_train_writes_the_run_contract(tmp_path, tiny_config):
     assert on_disk["swept"]["model.n_heads"] == 2 and on_disk["swept"]["seed"] == 42
 
     metrics = read_table(run / "head_metrics.parquet")
-    assert list(metrics.columns) == ["run_id", "step", "epoch", "layer", "head", "metric", "value"]
+    assert list(metrics.columns) == ["run_id", "step", "epoch", "layer", "head", "metric", "value", "role_name"]
+    named = metrics[metrics.metric.str.match(r"^role(@|$)")]  # every role row (role, role@task, ...) names its role, only those
+    assert named.role_name.tolist() == [ROLES[int(v)] for v in named.value] and metrics.role_name.notna().sum() == len(named)
     # step 0, the early cadence (2, 4) and the epoch end (6) are all measured, each exactly once
     assert sorted(metrics.step.unique()) == [0, 2, 4, 6]
     assert not metrics.duplicated(["step", "layer", "head", "metric"]).any()

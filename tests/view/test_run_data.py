@@ -65,3 +65,16 @@ def test_maps_and_tokens_keep_only_measured_steps():
 def test_a_run_without_measurements_is_one_data_error():
     with pytest.raises(DataError, match="measured nothing"):
         run_page_data(metrics_table().iloc[:0])
+
+
+def test_the_grid_shows_the_task_role_when_the_run_measured_it():
+    """A head that reads the label from [CLS] is `mixed` over all queries: the grid, its ticks and the timeline
+    take `role@task` (named as such), so the page is not a grid of `mixed`."""
+    table = metrics_table()
+    task = table[table.metric == "role"].assign(metric="role@task")
+    task.loc[task["head"] == 1, "value"] = [float(ROLES.index(r)) for r in ("mixed", "vertical", "vertical")]
+    data = run_page_data(pd.concat([table, task], ignore_index=True), task_queries="[CLS]")
+    assert data["role_label"] == "task role (from [CLS])"
+    assert data["roles"] == [["broad", "mixed"], ["local", "vertical"], ["local", "vertical"]]
+    assert {"step": 16, "head": 1, "from": "mixed", "to": "vertical"} in data["role_changes"]
+    assert run_page_data(table)["role_label"] == "role"  # no task view: the all-query role, as before

@@ -18,6 +18,7 @@ import pandas as pd
 from headlab.analysis.bifurcation import role_bifurcation_steps
 from headlab.analysis.redundancy import pair_table_redundancy
 from headlab.analysis.roles import ROLES
+from headlab.measure import TASK  # `role@task`: the role from the queries that feed the decision
 from headlab.store.run_dir import IMPORTANCE_REPORT, SUMMARY
 
 OK, WARN, FAIL, NOT_MEASURED = "ok", "warn", "fail", "not measured"
@@ -96,6 +97,14 @@ def _metric(tables: RunTables, metric: str) -> pd.DataFrame:
     if m is None or m.empty:
         return pd.DataFrame(columns=["step", "layer", "head", "value"])
     return m.loc[m["metric"] == metric, ["step", "layer", "head", "value"]]
+
+
+def _roles(tables: RunTables) -> tuple[pd.DataFrame, str]:
+    """(role rows, which role): the task role (`role@task`, from the queries that feed the decision) when
+    the run measured it, as headlab-report reads it, else the all-query `role`. A head that reads the
+    decisive token from [CLS] stays `mixed` over all queries; judged by that, it never specialised."""
+    task = _metric(tables, f"role@{TASK}")
+    return (task, "task role") if not task.empty else (_metric(tables, "role"), "role")
 
 
 def _pairs(tables: RunTables, metric: str) -> pd.DataFrame:
@@ -254,7 +263,7 @@ def check_late_instability(tables: RunTables, t: Thresholds) -> Finding:
 def check_stuck_heads(tables: RunTables, t: Thresholds) -> Finding:
     """Heads that end in the same unspecialised role (broad / mixed) they had at step 0."""
     name = "never_left_init_role"
-    roles = _metric(tables, "role")
+    roles, which = _roles(tables)
     if roles.empty or roles["step"].nunique() < 2:
         return _not_measured(name, "fewer than 2 measurements of the head roles")
     first = roles[roles["step"] == roles["step"].min()].set_index(["layer", "head"])["value"]
@@ -264,11 +273,12 @@ def check_stuck_heads(tables: RunTables, t: Thresholds) -> Finding:
     stuck = both[(both["first"] == both["last"]) & both["last"].isin(idle)]
     frac = len(stuck) / len(both) if len(both) else math.nan
     evidence = {"n_heads": len(both), "stuck": [f"L{l}H{h} ({ROLES[int(v)]})" for (l, h), v in stuck["last"].items()],
-                "stuck_fraction": frac, "first_step": int(roles["step"].min()), "last_step": int(roles["step"].max())}
+                "stuck_fraction": frac, "first_step": int(roles["step"].min()), "last_step": int(roles["step"].max()),
+                "role": which}
     if frac >= t.stuck_frac_warn:
-        return Finding(name, WARN, f"{len(stuck)} of {len(both)} heads end in their init role", evidence,
+        return Finding(name, WARN, f"{len(stuck)} of {len(both)} heads end in their init {which}", evidence,
                        "model.init_scale=1.5 optim.warmup_ratio=0.1, or train longer (trainer.max_epochs)")
-    return Finding(name, OK, f"{len(stuck)} of {len(both)} heads end in their init role", evidence)
+    return Finding(name, OK, f"{len(stuck)} of {len(both)} heads end in their init {which}", evidence)
 
 
 def check_run_files(tables: RunTables, t: Thresholds) -> Finding:
@@ -317,7 +327,7 @@ def run_checks(tables: RunTables, thresholds: Thresholds | None = None) -> list[
 
 # ---------------------------------------------------------------- helpers
 def _settle_steps(tables: RunTables) -> tuple[np.ndarray, pd.DataFrame] | None:
-    roles = _metric(tables, "role")
+    roles, _ = _roles(tables)
     if roles.empty or roles["step"].nunique() < 3:
         return None
     rows = []

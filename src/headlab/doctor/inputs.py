@@ -71,15 +71,30 @@ def _finite_rows(frame: pd.DataFrame, name: str, nonfinite: list[str]) -> pd.Dat
     """`frame` without the rows whose value is NaN or infinite; a part that had some is named with the count per metric."""
     if "value" not in frame.columns:
         return frame
-    finite = np.isfinite(pd.to_numeric(frame["value"], errors="coerce").to_numpy(dtype=np.float64))
+    values = pd.to_numeric(frame["value"], errors="coerce")
+    finite = np.isfinite(values.to_numpy(dtype=np.float64))
     if finite.all():
         return frame
-    dropped = frame.loc[~finite]
+    dropped = frame.loc[~finite & ~_undefined(frame, values)]
+    if dropped.empty:
+        return frame.loc[finite].reset_index(drop=True)
     per_metric = dropped["metric"].value_counts().sort_index() if "metric" in dropped.columns else pd.Series(dtype=int)
     detail = ", ".join(f"{m} {n}" for m, n in per_metric.items())
     nonfinite.append(f"{name}: {len(dropped)} of {len(frame)} values ({detail})" if detail else
                      f"{name}: {len(dropped)} of {len(frame)} values")
     return frame.loc[finite].reset_index(drop=True)
+
+
+def _undefined(frame: pd.DataFrame, values: pd.Series) -> np.ndarray:
+    """Rows of a metric read from chosen queries (`{metric}@task`, `@token`) that is NaN for every head of
+    its layer: no such query has that relation (from [CLS] there is no previous token; a token the probe
+    lacks), so NaN is the value's definition, not a diverged step. All-query metrics are never excused."""
+    if "metric" not in frame.columns:
+        return np.zeros(len(frame), dtype=bool)
+    conditional = frame["metric"].astype(str).str.contains("@", regex=False)
+    keys = [frame["metric"]] + ([frame["layer"]] if "layer" in frame.columns else [])
+    all_nan = values.isna().groupby(keys).transform("all")
+    return (conditional & all_nan).to_numpy(dtype=bool)
 
 
 def _why(err: BaseException) -> str:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -18,40 +19,116 @@ from matplotlib.ticker import MaxNLocator
 from headlab.analysis.roles import ROLES
 from headlab.errors import DataError
 from headlab.interventions.onset import importance_onset, importance_shares
+from headlab.measure import TASK  # the `{metric}@task` suffix: metrics from the decision's queries
 from headlab.plots._figure import categorical_palette, figure_style, new_figure, save_figure
 
 PANELS = (("ablation_dloss", "ablation: val loss increase"), ("grad_importance", "gradient importance E|dL/dgate|"))
 
 
+@dataclass(frozen=True)
+class TaskView:
+    """What each head does from the queries that feed the decision (`headlab.analysis.task_roles`), for the
+    importance figure: `queries` in words ("[CLS]", "every token"), the task roles `[layer][head]`, and
+    per layer the measurement's metrics (`{metric}@task` -> `[head]`, `headlab.measure.Measurement.head_metrics`)."""
+
+    queries: str
+    roles: Sequence[Sequence[str]]
+    metrics: Sequence[Mapping[str, Any]]
+
+
+# Cell labels of the "what it reads" panel: headlab.report's place words, shortened.
+_SHORT = {"the last token": "last", "[CLS]": "CLS", "itself ([CLS])": "self", "punctuation": "punct",
+          "the previous token": "prev", "the next token": "next", "the first token": "first", "itself": "self"}
+
+
 def plot_importance(head_importance: pd.DataFrame, path: str | os.PathLike, step: int,
-                    roles: Sequence[Sequence[str]] | None = None, curves: pd.DataFrame | None = None) -> Path:
+                    roles: Sequence[Sequence[str]] | None = None, curves: pd.DataFrame | None = None,
+                    task: TaskView | None = None) -> Path:
     """Write the importance figure of one checkpoint `step` to `path` (PNG, atomic)."""
-    return save_figure(build_importance_figure(head_importance, step, roles, curves), path)
+    return save_figure(build_importance_figure(head_importance, step, roles, curves, task), path)
 
 
 def build_importance_figure(head_importance: pd.DataFrame, step: int, roles: Sequence[Sequence[str]] | None = None,
-                            curves: pd.DataFrame | None = None) -> Figure:
+                            curves: pd.DataFrame | None = None, task: TaskView | None = None) -> Figure:
     """Heat maps `[layer, head]` of ablation and gradient importance, the role map, and the
-    accuracy when only the top-k heads of each ranking are kept (blank cells: pruned heads)."""
+    accuracy when only the top-k heads of each ranking are kept (blank cells: pruned heads).
+
+    With `task`, a second row under the importance: the all-query role, the task role, and what each head
+    reads from the decision's queries (`reading_grid`: the place and its mass, or content and its top key):
+    an important head beside what it reads for the decision, which the all-query role often cannot show."""
     rows = head_importance[head_importance["step"] == step]
     if rows.empty:
-        raise DataError("head_importance", f"no rows at step {step}; steps: {sorted(head_importance['step'].unique())}")
+        raise DataError("head_importance", f"no rows at step {step}; steps: {sorted(int(s) for s in head_importance['step'].unique())}")
     grids = [_grid(rows, metric) for metric, _ in PANELS]
     n_layers, n_heads = grids[0].shape
+    if task is not None:
+        return _importance_with_task(grids, step, roles, curves, task, n_layers, n_heads)
     panels = len(PANELS) + (roles is not None) + (curves is not None)
     with figure_style():
         fig = new_figure(3.2 * panels + 0.5, float(np.clip(1.2 + 0.45 * n_layers, 2.6, 12.0)))
         axes = list(fig.subplots(1, panels, squeeze=False)[0])
-        for ax, grid, (_, title) in zip(axes, grids, PANELS):
-            sns.heatmap(np.ma.masked_invalid(grid), ax=ax, cmap="rocket_r", annot=n_heads * n_layers <= 64, fmt=".2g",
-                        annot_kws={"fontsize": 6}, cbar_kws={"shrink": 0.8}, mask=~np.isfinite(grid))
-            _label_grid(ax, n_layers, n_heads, title)
+        _draw_importance(axes, grids, n_layers, n_heads)
         if roles is not None:
             _draw_roles(axes[len(PANELS)], roles, n_heads)
         if curves is not None:
             _draw_curves(axes[-1], curves[curves["step"] == step])
         fig.suptitle(f"head importance at step {step}")
     return fig
+
+
+def _importance_with_task(grids: list[np.ndarray], step: int, roles: Sequence[Sequence[str]] | None,
+                          curves: pd.DataFrame | None, task: TaskView, n_layers: int, n_heads: int) -> Figure:
+    """Row 1: ablation, gradient importance, keep-top-k; row 2: role (every query), task role, what each head reads."""
+    height = float(np.clip(1.2 + 0.45 * n_layers, 2.6, 12.0))
+    with figure_style():
+        fig = new_figure(3.2 * 3 + 0.5, 2 * height + 0.6)
+        top, bottom = fig.subplots(2, 3, squeeze=False)
+        _draw_importance(top[:2], grids, n_layers, n_heads)
+        if curves is not None:
+            _draw_curves(top[2], curves[curves["step"] == step])
+        else:
+            top[2].set_axis_off()
+        names = sorted({r for table in (roles or [], task.roles) for layer in table for r in layer})
+        if roles is not None:
+            _draw_roles(bottom[0], roles, n_heads, "role (every query)", names)
+        else:
+            bottom[0].set_axis_off()
+        _draw_roles(bottom[1], task.roles, n_heads, f"task role (from {task.queries})", names)
+        _draw_reading(bottom[2], task, n_layers, n_heads)
+        fig.suptitle(f"head importance at step {step}, and what each head reads from {task.queries}")
+    return fig
+
+
+def _draw_importance(axes: Sequence[Axes], grids: list[np.ndarray], n_layers: int, n_heads: int) -> None:
+    for ax, grid, (_, title) in zip(axes, grids, PANELS):
+        sns.heatmap(np.ma.masked_invalid(grid), ax=ax, cmap="rocket_r", annot=n_heads * n_layers <= 64, fmt=".2g",
+                    annot_kws={"fontsize": 6}, cbar_kws={"shrink": 0.8}, mask=~np.isfinite(grid))
+        _label_grid(ax, n_layers, n_heads, title)
+
+
+def reading_grid(task: TaskView, n_layers: int, n_heads: int) -> tuple[np.ndarray, list[list[str]]]:
+    """(number `[layer, head]`, short label) of what each head does from the decision's queries, in the words
+    of `headlab.report.reading` on the `@task` metrics: the place it attends and the mass there ("last"),
+    "spread" and its entropy_norm, "content" or "none" and its top key's weight; NaN / "" where unmeasured."""
+    from headlab.report import reading  # the report's rule, so figure and report say the same of a head
+
+    number, labels = np.full((n_layers, n_heads), np.nan), [[""] * n_heads for _ in range(n_layers)]
+    for layer, metrics in enumerate(task.metrics[:n_layers]):
+        for head in range(n_heads):
+            values = {name: float(np.asarray(v, dtype=np.float64).reshape(-1)[head]) for name, v in metrics.items()
+                      if name.endswith(f"@{TASK}") and np.asarray(v).size > head}
+            kind, number[layer, head], words = reading(values, task.queries, f"@{TASK}")
+            labels[layer][head] = _SHORT.get(words, words) if kind == "place" else {"broad": "spread"}.get(kind, kind)
+    return number, labels
+
+
+def _draw_reading(ax: Axes, task: TaskView, n_layers: int, n_heads: int) -> None:
+    number, labels = reading_grid(task, n_layers, n_heads)
+    annot = np.array([[f"{w}\n{m:.2f}" if w else "" for w, m in zip(row_w, row_m)] for row_w, row_m in zip(labels, number)])
+    sns.heatmap(np.ma.masked_invalid(number), ax=ax, cmap="mako_r", vmin=0.0, vmax=1.0, mask=~np.isfinite(number),
+                annot=annot if n_heads * n_layers <= 64 else False, fmt="", annot_kws={"fontsize": 6},
+                cbar_kws={"shrink": 0.8, "label": "mass there / top key / entropy"})
+    _label_grid(ax, n_layers, n_heads, f"what it reads from {task.queries}")
 
 
 def _grid(rows: pd.DataFrame, metric: str) -> np.ndarray:
@@ -69,19 +146,26 @@ def _label_grid(ax: Axes, n_layers: int, n_heads: int, title: str) -> None:
     ax.set_title(title, fontsize=8)
 
 
-def _draw_roles(ax: Axes, roles: Sequence[Sequence[str]], n_heads: int) -> None:
-    names = sorted({r for layer in roles for r in layer})
+def _draw_roles(ax: Axes, roles: Sequence[Sequence[str]], n_heads: int, title: str = "role (probe set)",
+                names: Sequence[str] | None = None) -> None:
+    """The role map; `names`: the roles the palette is built on (shared by maps drawn side by side)."""
+    shown = sorted({r for layer in roles for r in layer})
+    names = list(names) if names is not None else shown
     palette = categorical_palette(names)
     ids = np.full((len(roles), n_heads), np.nan)
     for layer, layer_roles in enumerate(roles):
         ids[layer, : len(layer_roles)] = [names.index(r) for r in layer_roles]
     ax.imshow(np.ma.masked_invalid(ids), cmap=ListedColormap([palette[n] for n in names]).with_extremes(bad="white"),
               norm=BoundaryNorm(np.arange(len(names) + 1) - 0.5, len(names)), aspect="auto", interpolation="nearest")
+    if len(roles) * n_heads <= 64:  # the name in each cell, as the heat maps beside it carry their numbers
+        for layer, layer_roles in enumerate(roles):
+            for head, role in enumerate(layer_roles):
+                ax.text(head, layer, role.replace("_", "\n"), ha="center", va="center", fontsize=6)
     ax.set_xticks(range(n_heads), [f"H{h}" for h in range(n_heads)], fontsize=7)
     ax.set_yticks(range(len(roles)), [f"L{layer}" for layer in range(len(roles))], fontsize=7)
-    ax.legend(handles=[Patch(facecolor=palette[n], label=n) for n in names], fontsize=6, loc="upper left",
+    ax.legend(handles=[Patch(facecolor=palette[n], label=n) for n in shown], fontsize=6, loc="upper left",
               bbox_to_anchor=(0.0, -0.2), ncol=2)
-    ax.set_title("role (probe set)", fontsize=8)
+    ax.set_title(title, fontsize=8)
 
 
 def _draw_curves(ax: Axes, curves: pd.DataFrame) -> None:
@@ -190,7 +274,7 @@ def build_importance_timeline_figure(trajectory: pd.DataFrame, metric: str, role
     """One panel per head (rows = layers): its SHARE of all heads' importance at each step (see
     `headlab.interventions.onset`: raw importance is large for every head early on, when the loss
     is), the background coloured by the head's role at each head measurement (`roles`: head_metrics
-    rows of metric `role`, ids into `headlab.analysis.roles.ROLES`, the colours of the role
+    rows of metric `role@task` when measured, else `role`; ids into `headlab.analysis.roles.ROLES`, the colours of the role
     timeline), a dotted line at an equal share (1 / heads) and a dashed one at the step from which
     the head keeps more than that. "Which head became important, at which step, and did it hold
     its role before or after" reads off one figure."""
@@ -201,7 +285,9 @@ def build_importance_timeline_figure(trajectory: pd.DataFrame, metric: str, role
     bar = 1.0 / shares.shape[1]
     n_layers, n_heads = int(trajectory["layer"].max()) + 1, int(trajectory["head"].max()) + 1
     colours = sns.color_palette("Set2" if len(ROLES) <= 8 else "husl", len(ROLES))
-    role_rows = roles[roles["metric"] == "role"] if roles is not None and not roles.empty else None
+    # the task role when measured: from the decision's queries, where the all-query role is often `mixed` throughout
+    role_metric = f"role@{TASK}" if roles is not None and not roles.empty and f"role@{TASK}" in set(roles["metric"]) else "role"
+    role_rows = roles[roles["metric"] == role_metric] if roles is not None and not roles.empty else None
     last_step = int(table.index.max())
     top = float(np.nanmax(shares.to_numpy())) if np.isfinite(shares.to_numpy()).any() else 1.0
     shown: set[int] = set()
@@ -226,8 +312,9 @@ def build_importance_timeline_figure(trajectory: pd.DataFrame, metric: str, role
             row[0].set_ylabel("share", fontsize=7)
         handles = [Patch(facecolor=colours[i], alpha=0.5, label=ROLES[i]) for i in sorted(shown)]
         if handles:
-            fig.legend(handles=handles, title="role", fontsize=6, title_fontsize=7, loc="outside right upper")
-        fig.suptitle(f"share of {TIMELINE_METRICS.get(metric, metric)} per head; background: its role\n"
+            fig.legend(handles=handles, title=role_metric, fontsize=6, title_fontsize=7, loc="outside right upper")
+        which = "its task role (from the decision's queries)" if role_metric != "role" else "its role"
+        fig.suptitle(f"share of {TIMELINE_METRICS.get(metric, metric)} per head; background: {which}\n"
                      f"dotted: an equal share (1/{shares.shape[1]}); dashed: the step from which it stays above", fontsize=8)
     return fig
 

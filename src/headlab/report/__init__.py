@@ -6,6 +6,6 @@
 """
 
 from headlab.report.folder import run_report, sweep_report
-from headlab.report.heads import HeadLine, describe_reading, head_report, report_lines
+from headlab.report.heads import HeadLine, describe_reading, head_report, key_tokens, reading, report_lines, top_target
 
-__all__ = ["HeadLine", "describe_reading", "head_report", "report_lines", "run_report", "sweep_report"]
+__all__ = ["HeadLine", "describe_reading", "head_report", "key_tokens", "reading", "report_lines", "run_report", "sweep_report", "top_target"]

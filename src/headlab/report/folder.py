@@ -2,7 +2,7 @@
 
 `run_report(RunDir)`: a header line (the run, its accuracy, whose queries the task roles read) and
 `headlab.report.heads.report_lines` of its head_metrics, head_importance (when `headlab-importance`
-ran) and summary.json. `sweep_report(SweepDir)`: the same for each job, a job without a table named
+ran), summary.json and the newest probe_patterns/ part. `sweep_report(SweepDir)`: the same for each job, a job without a table named
 and skipped. Nothing is written.
 """
 
@@ -15,6 +15,7 @@ import pandas as pd
 from headlab.errors import DataError
 from headlab.report.heads import report_lines
 from headlab.store import RunDir, SweepDir
+from headlab.store.probe_patterns import read_last_pattern_part
 
 
 def run_report(run: RunDir, top: int | None = None) -> list[str]:
@@ -26,7 +27,7 @@ def run_report(run: RunDir, top: int | None = None) -> list[str]:
         raise DataError(run.path, "no head_metrics.parquet: not a headlab run directory, or the run "
                                   "measured no head yet (a sweep folder holds multirun.yaml)") from None
     summary = _summary(run)
-    lines = report_lines(head_metrics, _importance(run), summary)
+    lines = report_lines(head_metrics, _importance(run), summary, last_sentences(run))
     more = [f"  ... {len(lines) - top} more: headlab-report {run.path}"] if top is not None and len(lines) > top else []
     return [_header(run, summary, head_metrics), *("  " + line for line in lines[:top]), *more]
 
@@ -62,6 +63,15 @@ def _summary(run: RunDir) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
+
+
+def last_sentences(run: RunDir) -> dict[str, Any] | None:
+    """The run's newest `probe_patterns/` part (the tokens a content head picks); None when it has none or
+    it cannot be read (the report still has the tables)."""
+    try:
+        return read_last_pattern_part(run.probe_patterns_dir)
+    except (OSError, ValueError):
+        return None
 
 
 def _importance(run: RunDir) -> pd.DataFrame | None:

@@ -29,6 +29,7 @@ FOCUSED = RoleThresholds().focused_confidence
 # (metric, words) in the order ties are broken; which query a word is relative to is in `_targets`.
 _TARGETS = (("last_attention", "the last token"), ("cls_attention", "[CLS]"), ("punct_attention", "punctuation"),
             ("prev_score", "the previous token"), ("next_score", "the next token"), ("self_score", "itself"))
+KEY_TOKENS = 3  # tokens named for a head that picks by content
 # Importance metrics, preferred first: (table, metric, words in the line).
 _IMPORTANCE = (("importance", "ablation_dloss", "ablation dloss"), ("head_metrics", "grad_importance", "gradient importance"))
 
@@ -45,11 +46,13 @@ class HeadLine:
 
 
 def head_report(head_metrics: pd.DataFrame, importance: pd.DataFrame | None = None,
-                summary: Mapping[str, Any] | None = None) -> list[HeadLine]:
+                summary: Mapping[str, Any] | None = None, sentences: Mapping[str, Any] | None = None) -> list[HeadLine]:
     """Every head's line, most important first (by layer and head when no importance is known).
 
     `head_metrics`/`importance`: long tables (`step, layer, head, metric, value`); `summary`: the
-    run's summary.json (`task_queries` names the decision's queries; absent: "the decision's queries").
+    run's summary.json (`task_queries` names the decision's queries; absent: "the decision's queries");
+    `sentences`: the last `probe_patterns/` part (`headlab.store.probe_patterns`), from which a head that
+    picks tokens by content gets the tokens it picks (`key_tokens`); None: no such clause.
     """
     if head_metrics is None or head_metrics.empty:
         return []
@@ -58,9 +61,11 @@ def head_report(head_metrics: pd.DataFrame, importance: pd.DataFrame | None = No
     queries = str((summary or {}).get("task_queries") or "the decision's queries")
     ranks, scores, words = _ranks(last, head_metrics, importance)
     settled = _settled_steps(head_metrics, steps)
+    picked = _picked_tokens(sentences, queries, steps[-1])
     lines = []
     for (layer, head), values in last.iterrows():
-        parts = [_reading(values, queries), _importance_words(ranks.get((layer, head)), scores.get((layer, head)), words, len(last)),
+        parts = [_reading(values, queries, picked.get((layer, head), "")),
+                 _importance_words(ranks.get((layer, head)), scores.get((layer, head)), words, len(last)),
                  settled.get((layer, head), "")]
         text = f"L{layer}H{head}: " + "; ".join(p for p in parts if p)
         lines.append(HeadLine(int(layer), int(head), text, ranks.get((layer, head)), scores.get((layer, head))))
@@ -68,9 +73,39 @@ def head_report(head_metrics: pd.DataFrame, importance: pd.DataFrame | None = No
 
 
 def report_lines(head_metrics: pd.DataFrame, importance: pd.DataFrame | None = None,
-                 summary: Mapping[str, Any] | None = None) -> list[str]:
+                 summary: Mapping[str, Any] | None = None, sentences: Mapping[str, Any] | None = None) -> list[str]:
     """`head_report`'s texts, in its order."""
-    return [line.text for line in head_report(head_metrics, importance, summary)]
+    return [line.text for line in head_report(head_metrics, importance, summary, sentences)]
+
+
+def key_tokens(sentences: Mapping[str, Any], queries: str, top: int = KEY_TOKENS) -> dict[tuple[int, int], list[tuple[str, float]]]:
+    """Per head `(layer, head)`, the `top` tokens (by their text) that get the largest share of its attention
+    from `queries` ("[CLS]": position 0; "the last token": each sentence's last; else every real position),
+    summed over the stored probe sentences (`sentences`: a `probe_patterns/` part, `patterns [layer, head,
+    sentence, T, T]`, `lengths [sentence]`, `tokens [sentence, T]`). A content head names what it reads.
+
+    >>> a = np.zeros((1, 1, 2, 3, 3)); a[0, 0, 0, 0] = [0.2, 0.0, 0.8]; a[0, 0, 1, 0] = [0.4, 0.6, 0.0]
+    >>> key_tokens({"patterns": a, "lengths": np.array([3, 2]), "tokens": np.array([["[CLS]", "a", "cat"], ["[CLS]", "cat", ""]])}, "[CLS]")
+    {(0, 0): [('cat', 0.7), ('[CLS]', 0.3)]}
+    """
+    patterns = np.asarray(sentences["patterns"], dtype=np.float64)
+    lengths, tokens = np.asarray(sentences["lengths"]), np.asarray(sentences["tokens"])
+    n_layers, n_heads = patterns.shape[:2]
+    mass: dict[tuple[int, int], dict[str, float]] = {(l, h): {} for l in range(n_layers) for h in range(n_heads)}
+    for s, n in enumerate(int(n) for n in lengths):
+        if n < 1:
+            continue
+        rows = [0] if queries == "[CLS]" else [n - 1] if queries == "the last token" else list(range(n))
+        received = patterns[:, :, s, rows, :n].sum(axis=2)  # [layer, head, key]
+        for (layer, head), by_token in mass.items():
+            for key in range(n):
+                by_token[str(tokens[s, key])] = by_token.get(str(tokens[s, key]), 0.0) + float(received[layer, head, key])
+    out = {}
+    for head, by_token in mass.items():
+        total = sum(by_token.values())
+        ranked = sorted(((t, m) for t, m in by_token.items() if m > 0), key=lambda kv: (-kv[1], kv[0]))[:top]
+        out[head] = [(token, round(m / total, 6)) for token, m in ranked] if total > 0 else []
+    return out
 
 
 def describe_reading(values: Mapping[str, float], queries: str, suffix: str = "") -> str:
@@ -81,23 +116,52 @@ def describe_reading(values: Mapping[str, float], queries: str, suffix: str = ""
     >>> describe_reading({"last_attention": 0.05, "entropy_norm": 0.95, "confidence": 0.1}, "every token")
     'from every token spreads over the whole sentence (entropy 0.95 of uniform)'
     """
-    def value(name: str) -> float:
-        v = values.get(name + suffix, math.nan)
-        return float(v) if v is not None and np.isfinite(v) else math.nan
+    kind, number, words = reading(values, queries, suffix)
+    return {"place": f"from {queries} attends {words} ({number:.2f})",
+            "broad": f"from {queries} spreads over the whole sentence (entropy {number:.2f} of uniform)",
+            "content": f"from {queries} picks tokens by content, wherever they are (top key {number:.2f})",
+            "none": f"from {queries} has no single target (top key {number:.2f})"}.get(kind, f"from {queries}: not measured")
 
-    found = [(value(metric), words) for metric, words in _targets(queries)]
-    found = [(mass, words) for mass, words in found if np.isfinite(mass)]
-    mass, words = max(found, key=lambda f: f[0]) if found else (math.nan, "")
+
+def reading(values: Mapping[str, float], queries: str, suffix: str = "") -> tuple[str, float, str]:
+    """(kind, number, place words) of what a head does from `queries`, the first that holds: `place` (the
+    most attended place gets >= 0.25: its mass), `broad` (entropy_norm >= 0.85), `content` (confidence -
+    [CLS] mass >= 0.4: its top key's weight), `none` (its top key's weight); ("", nan, "") unmeasured.
+
+    >>> reading({"last_attention@task": 0.05, "cls_attention@task": 0.1, "entropy_norm@task": 0.5, "confidence@task": 0.72}, "[CLS]", "@task")
+    ('content', 0.72, '')
+    """
+    def value(name: str) -> float:
+        return _value(values, name + suffix)
+
+    _, mass, words = top_target(values, queries, suffix)
     if np.isfinite(mass) and mass >= TARGET_MASS:
-        return f"from {queries} attends {words} ({mass:.2f})"
+        return "place", mass, words
     entropy, confidence = value("entropy_norm"), value("confidence")
     if np.isfinite(entropy) and entropy >= BROAD:
-        return f"from {queries} spreads over the whole sentence (entropy {entropy:.2f} of uniform)"
+        return "broad", entropy, ""
     if np.isfinite(confidence) and confidence - np.nan_to_num(value("cls_attention")) >= FOCUSED:  # the content rule
-        return f"from {queries} picks tokens by content, wherever they are (top key {confidence:.2f})"
+        return "content", confidence, ""
     if np.isfinite(confidence):
-        return f"from {queries} has no single target (top key {confidence:.2f})"
-    return f"from {queries}: not measured"
+        return "none", confidence, ""
+    return "", math.nan, ""
+
+
+def top_target(values: Mapping[str, float], queries: str, suffix: str = "") -> tuple[str, float, str]:
+    """(metric, mass, words) of the place that gets the most of a head's attention from `queries`
+    (the last token, [CLS], punctuation, the previous / next token, itself); ("", nan, "") if none measured.
+
+    >>> top_target({"last_attention@task": 0.66, "prev_score@task": 0.1}, "[CLS]", "@task")
+    ('last_attention', 0.66, 'the last token')
+    """
+    found = [(metric, _value(values, metric + suffix), words) for metric, words in _targets(queries)]
+    found = [f for f in found if np.isfinite(f[1])]
+    return max(found, key=lambda f: f[1]) if found else ("", math.nan, "")
+
+
+def _value(values: Mapping[str, float], name: str) -> float:
+    v = values.get(name, math.nan)
+    return float(v) if v is not None and np.isfinite(v) else math.nan
 
 
 def _targets(queries: str) -> tuple[tuple[str, str], ...]:
@@ -111,18 +175,37 @@ def _targets(queries: str) -> tuple[tuple[str, str], ...]:
     return _TARGETS
 
 
-def _reading(values: pd.Series, queries: str) -> str:
-    """The main clause (task view if measured, else every query), its role names, then each query token's clause."""
+def _reading(values: pd.Series, queries: str, picked: str = "") -> str:
+    """The main clause (task view if measured, else every query), what a content head picks (`picked`), its
+    role names, then each query token's clause."""
     metrics = set(values.index)
     if f"role@{TASK}" in metrics:
         text = describe_reading(values, queries, f"@{TASK}")
+        text += _if_content(text, picked)
         text += f", role {_role_name(values[f'role@{TASK}'])} (all queries: {_role_name(values.get('role'))})"
     else:
-        text = describe_reading(values, "every token") + f", role {_role_name(values.get('role'))}"
+        text = describe_reading(values, "every token")
+        text += _if_content(text, picked) + f", role {_role_name(values.get('role'))}"
     tokens = sorted(m.split("@", 1)[1] for m in metrics if m.startswith("role@") and m != f"role@{TASK}")
     for token in tokens:
         text += f"; {describe_reading(values, repr(token), '@' + token)}, role {_role_name(values[f'role@{token}'])}"
     return text
+
+
+def _if_content(reading: str, picked: str) -> str:
+    """The tokens a head picks, for a head that picks by content (for one that reads a place, the tokens
+    there are whatever the sentences hold: no clause)."""
+    return f", {picked}" if picked and "picks tokens by content" in reading else ""
+
+
+def _picked_tokens(sentences: Mapping[str, Any] | None, queries: str, last_step: int) -> dict[tuple[int, int], str]:
+    """Per head, "mostly 'cat' (0.31), 'fox' (0.30), 'dog' (0.29) in 8 probe sentences" (`key_tokens`)."""
+    if sentences is None or np.asarray(sentences.get("lengths", [])).size == 0:
+        return {}
+    step = int(sentences.get("step", last_step))
+    where = f"{np.asarray(sentences['lengths']).size} probe sentences" + ("" if step == last_step else f" at step {step}")
+    return {head: "mostly " + ", ".join(f"{token!r} ({share:.2f})" for token, share in ranked) + f" in {where}"
+            for head, ranked in key_tokens(sentences, queries).items() if ranked}
 
 
 def _role_name(code: Any) -> str:

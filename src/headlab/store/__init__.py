@@ -23,6 +23,7 @@ from headlab.store.run_dir import (
 )
 from headlab.store.sweep_dir import AGGREGATE_DIR, SweepDir, is_sweep_dir
 from headlab.store.tables import (
+    ROLE_NAME,
     append_part,
     drop_parts_after,
     head_metric_rows,
@@ -41,6 +42,7 @@ __all__ = [
     "HEAD_PAIRS",
     "IMPORTANCE_CURVES",
     "PRUNE_CURVE",
+    "ROLE_NAME",
     "RunCheckpointFile",
     "RunDir",
     "SweepDir",

@@ -70,3 +70,13 @@ def read_pattern_parts(folder: str | os.PathLike) -> list[dict[str, Any]]:
         with np.load(path, allow_pickle=False) as z:
             parts.append({k: z[k] for k in KEYS})
     return parts
+
+
+def read_last_pattern_part(folder: str | os.PathLike) -> dict[str, Any] | None:
+    """The newest measurement's arrays (what the run's heads do at its end), None when the run stored none."""
+    folder = Path(folder)
+    paths = sorted(p for p in folder.iterdir() if _PART.match(p.name)) if folder.is_dir() else []
+    if not paths:
+        return None
+    with np.load(paths[-1], allow_pickle=False) as z:
+        return {k: z[k] for k in KEYS}

@@ -21,6 +21,12 @@ from headlab.store.atomic import atomic_write_with
 from headlab.store.faults import make_folder
 
 HEAD_METRIC_COLUMNS = ("run_id", "step", "epoch", "layer", "head", "metric", "value")
+# A role row (`role`, `role@task`, `role@{token}`) names its role here; `value` keeps the name's index in
+# `headlab.analysis.roles.ROLES`, so numeric readers (bifurcation steps, matching) read it as before.
+# Other rows hold null; a table without role rows (an LM's, importance) has no such column. Tables written
+# before 2026-12-03 have none either: `read_table` names their role rows from the ids.
+ROLE_NAME = "role_name"
+ROLE_METRIC = "role"
 HEAD_PAIR_COLUMNS = ("run_id", "step", "epoch", "layer", "head_a", "head_b", "metric", "value")
 
 _PART = re.compile(r"^part-(\d{9})-(\d{4})\.parquet$")
@@ -38,7 +44,32 @@ def head_metric_rows(
         "metric": [np.full(v.size, metric, dtype=object) for _, metric, v in blocks],
         "value": [v for _, _, v in blocks],
     }
-    return _finish(columns, run_id, step, epoch, HEAD_METRIC_COLUMNS)
+    frame = _finish(columns, run_id, step, epoch, HEAD_METRIC_COLUMNS)
+    return with_role_names(frame)
+
+
+def with_role_names(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with its `role_name` column filled where a role row (`role`, `role@task`, `role@{token}`) has
+    none, from the row's id: an index into `ROLES`, append-only since the 2026-11-30 recalibration, so an old
+    table's ids keep their names. Rows that are not roles get null; an id outside `ROLES` (or NaN) stays
+    null. `frame` itself when it has no role rows and no such column."""
+    metric = frame["metric"].astype(str)
+    roles = ((metric == ROLE_METRIC) | metric.str.startswith(f"{ROLE_METRIC}@")).to_numpy(dtype=bool)
+    if not roles.any() and ROLE_NAME not in frame:
+        return frame  # no roles to name (an LM's scores, the importance tables): the column is left out
+    frame = frame.copy()
+    names = frame[ROLE_NAME].astype("string") if ROLE_NAME in frame else pd.Series(pd.NA, index=frame.index, dtype="string")
+    missing = roles & names.isna().to_numpy()
+    if missing.any():
+        from headlab.analysis.roles import ROLES  # torch: only when a table needs naming (importing store stays light)
+
+        ids = frame["value"].to_numpy(dtype=np.float64)[missing]
+        known = np.isfinite(ids) & (ids >= 0) & (ids < len(ROLES)) & (ids == np.floor(np.nan_to_num(ids)))
+        filled = np.array([ROLES[int(i)] if ok else None for i, ok in zip(ids, known)], dtype=object)
+        names[missing] = pd.array(filled, dtype="string")
+    names[~roles] = pd.NA
+    frame[ROLE_NAME] = names
+    return frame
 
 
 def head_pair_rows(
@@ -99,6 +130,8 @@ def read_table(table_dir: str | os.PathLike) -> pd.DataFrame:
     if not parts:
         raise FileNotFoundError(f"{table_dir}: no measurement parts found")
     df = pd.concat([read_parquet_file(p) for p in parts], ignore_index=True)
+    if "head" in df.columns and "metric" in df.columns:  # head_metrics: role rows named (old tables: from their ids)
+        df = with_role_names(df)
     keys = [c for c in ("step", "layer", "head", "head_a", "head_b", "metric") if c in df.columns]
     return df.sort_values(keys, kind="stable").reset_index(drop=True)
 

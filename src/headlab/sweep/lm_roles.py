@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 
 from headlab.analysis.lm_heads import LM_PATTERN_SCORES, lm_role_ids
+from headlab.store.tables import ROLE_NAME, with_role_names
 
 ROLE_METRIC = "role"  # the head table's role metric (ids into analysis.roles.ROLES)
 
@@ -24,9 +25,10 @@ def with_lm_roles(head_metrics: pd.DataFrame | None) -> pd.DataFrame | None:
     measured = set(head_metrics["metric"].unique())
     if ROLE_METRIC in measured or not set(LM_PATTERN_SCORES) <= measured:
         return head_metrics
-    keys = [c for c in head_metrics.columns if c not in ("metric", "value")]
+    keys = [c for c in head_metrics.columns if c not in ("metric", "value", ROLE_NAME)]
     scores = head_metrics[head_metrics["metric"].isin(LM_PATTERN_SCORES)]
     wide = scores.pivot_table(index=keys, columns="metric", values="value", aggfunc="last").dropna()
     ids = lm_role_ids(torch.tensor(wide[list(LM_PATTERN_SCORES)].to_numpy(dtype="float64")))
     roles = wide.index.to_frame(index=False).assign(metric=ROLE_METRIC, value=ids.numpy())
-    return pd.concat([head_metrics, roles[list(head_metrics.columns)]], ignore_index=True)
+    out = pd.concat([head_metrics, roles.reindex(columns=head_metrics.columns)], ignore_index=True)
+    return with_role_names(out) if ROLE_NAME in out.columns else out  # the derived rows named like stored ones

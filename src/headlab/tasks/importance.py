@@ -20,7 +20,8 @@ from headlab.analysis.redundancy import pair_table_redundancy
 from headlab.config.importance import ImportanceSettings
 from headlab.errors import HeadlabError
 from headlab.interventions import RANKINGS, curve_rows, importance_rows, measure_importance, rank_heads
-from headlab.measure import measure_probe, probe_chunks
+from headlab.analysis.task_roles import DECISION_QUERIES
+from headlab.measure import TASK, measure_probe, model_decision, probe_chunks
 from headlab.reload import build_datamodule, eval_batches, load_matching_network, refuse_language_model, run_config
 from headlab.tasks.threads import set_torch_threads
 from headlab.store import RunDir, SweepDir, atomic_write_json, read_table, replace_steps
@@ -37,6 +38,11 @@ class CheckpointImportance:
     epoch: int
     result: Any  # headlab.interventions.HeadImportance
     roles: list[list[str]]
+    # From the queries that feed the decision (None: a model without a classifier pooling): the task roles
+    # `[layer][head]`, the queries in words, and per layer the `{metric}@task` values `[head]`.
+    task_roles: list[list[str]] | None = None
+    task_queries: str | None = None
+    task_metrics: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -65,7 +71,8 @@ def compute(run: RunDir, which: str, settings: ImportanceSettings) -> Importance
         net = load_matching_network(ckpt.path, cfg, datamodule).to(settings.device)
         result = measure_importance(net, batches, normalize=settings.normalize_layers, random_seed=settings.random_seed,
                                     curves=settings.curves, max_rows=settings.max_rows)
-        results.append(CheckpointImportance(str(ckpt.path), ckpt.step, ckpt.epoch, result, probe_roles(net, datamodule, settings.device)))
+        results.append(_with_probe_roles(CheckpointImportance(str(ckpt.path), ckpt.step, ckpt.epoch, result, []), net,
+                                         datamodule, settings.device))
     newest = max(c.step for c in results)
     return ImportanceOutcome(run.run_id, settings, results, run_redundancy(run, newest, settings.redundancy_mass))
 
@@ -80,9 +87,17 @@ def run_redundancy(run: RunDir, step: int, mass: float) -> dict[str, Any] | None
     return pair_table_redundancy(pairs, mass, step)
 
 
-def probe_roles(net: Any, datamodule: Any, device: str) -> list[list[str]]:
-    """Each head's role on the run's fixed probe set, through the one measurement seam."""
-    return measure_probe(net, probe_chunks(datamodule.probe_set(), 64, device), weight_metrics=False).roles
+def _with_probe_roles(entry: CheckpointImportance, net: Any, datamodule: Any, device: str) -> CheckpointImportance:
+    """`entry` with each head's roles on the run's fixed probe set, through the one measurement seam: the
+    all-query role, and the task role with its metrics from the decision's queries (what an important head
+    reads for the decision, which the all-query role often cannot show)."""
+    decision = model_decision(net)
+    m = measure_probe(net, probe_chunks(datamodule.probe_set(), 64, device), weight_metrics=False, decision=decision)
+    entry.roles = m.roles
+    if m.task_roles is not None:
+        entry.task_roles, entry.task_queries = m.task_roles, DECISION_QUERIES[decision]
+        entry.task_metrics = [{k: v for k, v in layer.items() if k.endswith(f"@{TASK}")} for layer in m.head_metrics]
+    return entry
 
 
 def write_outputs(run: RunDir, outcome: ImportanceOutcome) -> list[Path]:
@@ -95,12 +110,13 @@ def write_outputs(run: RunDir, outcome: ImportanceOutcome) -> list[Path]:
     written.append(write_report(run.importance_report_path, outcome))
     if outcome.settings.figures:
         configure_cache_dirs(run.path)  # matplotlib's cache inside the run dir, never $HOME
-        from headlab.plots.importance import plot_importance  # matplotlib only when figures are asked for
+        from headlab.plots.importance import TaskView, plot_importance  # matplotlib only when figures are asked for
 
         newest = max(outcome.checkpoints, key=lambda c: c.step)
         all_heads = pd.read_parquet(written[0])
         all_curves = pd.read_parquet(written[1]) if outcome.settings.curves else None
-        written.append(plot_importance(all_heads, run.figure(IMPORTANCE_FIGURE), newest.step, newest.roles, all_curves))
+        task = None if newest.task_roles is None else TaskView(newest.task_queries, newest.task_roles, newest.task_metrics)
+        written.append(plot_importance(all_heads, run.figure(IMPORTANCE_FIGURE), newest.step, newest.roles, all_curves, task))
         if outcome.redundancy is not None:
             from headlab.plots.importance import plot_redundancy
 
@@ -139,6 +155,7 @@ def write_report(path: Path, outcome: ImportanceOutcome) -> Path:
             "top_heads": {k: [f"L{l}H{h}" for l, h in rank_heads(r.scores(k))[:5]] for k in RANKINGS},
             "leave_one_layer_in_acc": None if r.layers is None else [round(float(a), 6) for a in r.layers.acc],
             "roles": c.roles,
+            "task_roles": c.task_roles, "task_queries": c.task_queries,
         }
     redundancy = None if outcome.redundancy is None else {k: v for k, v in outcome.redundancy.items() if k != "js"}
     atomic_write_json(path, {"run_id": outcome.run_id, "settings": asdict(outcome.settings),

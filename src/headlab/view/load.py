@@ -46,15 +46,17 @@ def read_run(run: RunDir) -> dict[str, Any]:
                          "the nearest stored map at other steps")
     if not parts:
         notes.append(NO_TOKEN_VIEW_LM if lm is not None else NO_TOKEN_VIEW)
+    queries = run.summary.get("task_queries")
     return run_page_data(metrics, pairs, maps, parts, importance, title=_title(run), notes=notes, lm=lm,
-                         report=_report(metrics, importance, run.summary) if lm is None else ())
+                         task_queries=queries if isinstance(queries, str) else None,
+                         report=_report(metrics, importance, run.summary, parts[-1] if parts else None) if lm is None else ())
 
 
-def _report(metrics: Any, importance: Any, summary: dict[str, Any]) -> list[str]:
+def _report(metrics: Any, importance: Any, summary: dict[str, Any], sentences: Any) -> list[str]:
     """headlab-report's lines for the page (which head does what, in words); none when the run's
     tables do not hold what they read (a page is still written, its charts say the rest)."""
     try:
-        return report_lines(metrics, importance, summary)
+        return report_lines(metrics, importance, summary, sentences)
     except (HeadlabError, KeyError, ValueError):
         return []
 

@@ -17,6 +17,7 @@ import pandas as pd
 from headlab.analysis.bifurcation import role_bifurcation_steps
 from headlab.analysis.roles import ROLES
 from headlab.errors import DataError
+from headlab.measure import TASK  # `role@task`: the role from the queries that feed the decision
 from headlab.store.run_dir import HEAD_METRICS, PROBE_PATTERNS
 from headlab.view.encode import quantize
 
@@ -36,7 +37,8 @@ SAMPLED_LATER = ("rllc", "rllc_std")  # headlab-llc's rows, at the saved checkpo
 def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = None,
                   maps: Mapping[int, np.ndarray] | None = None, patterns: Sequence[Mapping[str, Any]] = (),
                   importance: pd.DataFrame | None = None, title: str = "run", notes: Sequence[str] = (),
-                  lm: Mapping[str, Any] | None = None, report: Sequence[str] = ()) -> dict[str, Any]:
+                  lm: Mapping[str, Any] | None = None, report: Sequence[str] = (),
+                  task_queries: str | None = None) -> dict[str, Any]:
     """The page data of one run.
 
     Args:
@@ -47,6 +49,11 @@ def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = 
         importance: `head_importance.parquet` (its metrics join the trajectories at their steps), or None.
         lm: summary.json's `lm` block of a language-model run (onsets, loss drop), or None.
         report: `headlab.report.report_lines` (one line per head in words, most important first).
+        task_queries: summary.json's `task_queries` ("[CLS]", "every token"), named beside the task roles.
+
+    The grid, its ticks and each head's timeline show the task role (`role@task`, from the queries that
+    feed the decision) when the run measured it, else the all-query `role`: a head that reads the last
+    word from [CLS] is `mixed` over all queries, and a grid of `mixed` shows nothing (`role_label` says which).
     """
     if head_metrics is None or head_metrics.empty:
         raise DataError(HEAD_METRICS, "has no rows: the run measured nothing to show")
@@ -69,8 +76,11 @@ def run_page_data(head_metrics: pd.DataFrame, head_pairs: pd.DataFrame | None = 
     plain = sorted(m for m in cube if m not in TRAJECTORY_METRICS and "@" not in m and not m.startswith("role"))
     conditional = sorted((m for m in cube if "@" in m and not m.startswith("role")), key=lambda m: (m.split("@", 1)[1], m))
     names = [m for m in TRAJECTORY_METRICS if m in cube] + plain + conditional
-    roles = cube.get(ROLE)
+    task = f"{ROLE}@{TASK}" in cube
+    roles = cube.get(f"{ROLE}@{TASK}" if task else ROLE)
+    queries = task_queries or "the decision's queries"
     data: dict[str, Any] = {
+        "role_label": f"task role (from {queries})" if task else "role",
         "kind": "run", "title": title, "notes": list(notes), "report": list(report), "steps": steps, "n_layers": n_layers, "n_heads": n_heads,
         "metrics": {m: _json(cube[m]) for m in names},
         "roles": _role_names(roles) if roles is not None else None,

@@ -294,9 +294,11 @@ class HeadMetricsCallback(L.Callback):
     def _report(self) -> str:
         """Which head does what at the end of fit (`headlab-report`'s lines, without importance: none yet)."""
         from headlab.report import report_lines
+        from headlab.report.folder import last_sentences
 
         summary = {"task_queries": DECISION_QUERIES[self._last.decision]} if self._last.decision else {}
-        lines = report_lines(RunDir(self.output_dir).head_metrics(), None, summary)
+        run = RunDir(self.output_dir)
+        lines = report_lines(run.head_metrics(), None, summary, last_sentences(run))
         return f"which head does what (headlab-report {self.output_dir}):\n" + "\n".join("  " + line for line in lines)
 
     def state_dict(self) -> dict[str, Any]:

@@ -148,7 +148,7 @@ function runPage() {
   }
   if (D.roles) {
     const rl = el("div", {class: "legend role-legend"}, app);
-    rl.append("roles: ");
+    rl.append(`${D.role_label || "role"}: `);
     for (const [r, c] of Object.entries(ROLE_COLORS)) { el("i", {style: `background:${c}`}, rl); rl.append(r.replace("_", " ") + " "); }
   }
   if (maps) cells.forEach((c, i) => c.canvas.addEventListener("mousemove", ev => {
@@ -238,7 +238,7 @@ function runPage() {
     const i = S.head, l = Math.floor(i / H), h = i % H;
     el("h2", {id: "detail-title", text: `L${l}H${h}: trajectories over training`}, detail);
     if (D.roles) {
-      el("h3", {text: `role (bifurcation: ${D.bifurcation && D.bifurcation[i] !== null ? "step " + D.bifurcation[i] : "never settled"})`}, detail);
+      el("h3", {text: `${D.role_label || "role"} (bifurcation: ${D.bifurcation && D.bifurcation[i] !== null ? "step " + D.bifurcation[i] : "never settled"})`}, detail);
       const tl = el("div", {class: "timeline", id: "role-timeline"}, detail);
       D.roles.map(r => r[i]).forEach((r, t) => el("span", {title: `step ${steps[t]}: ${r}`, class: t === S.t ? "now" : "", style: `background:${ROLE_COLORS[r] || "#fff"}`}, tl));
     }

@@ -170,3 +170,14 @@ def test_data_too_small_to_split_names_the_split_sizes(write_file):
     message = str(info.value)
     assert "val split is empty (splits: 3 train, 0 val, 0 test rows" in message and "too small" in message
     assert "probe_size" not in message
+
+
+def test_a_split_of_unique_labels_says_why_it_cannot_be_made(write_file):
+    """Every label once (an id column read as the label): the stratified split leaves val empty, and says so."""
+    from headlab.data import TextDataModule
+
+    rows = "".join(f"text number {i},L{i}\n" for i in range(40))
+    dm = TextDataModule(source="files", files={"train": str(write_file("ids.csv", "text,label\n" + rows))})
+    with pytest.raises(DataError) as info:
+        dm.setup()  # before: "the data is too small to split" for 40 rows
+    assert "each of the 40 labels has at most 1 row(s)" in str(info.value) and "every label is unique" in str(info.value)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -197,9 +198,15 @@ class TextDataModule(L.LightningDataModule):
         val = splits["val"]
         if not val.labels:
             sizes = ", ".join(f"{len(splits[name].labels)} {name}" for name in SPLITS)
+            counts = Counter(splits["train"].labels)
+            why = "the data is too small to split"
+            if len(counts) > 1 and round(max(counts.values()) * self.val_fraction) == 0:  # each class: 0 val rows
+                why += (f" by label: each of the {len(counts)} labels has at most {max(counts.values())} row(s), and a "
+                        "stratified split keeps every class's rows in train" + (" (every label is unique: is the "
+                        "label column an id?)" if max(counts.values()) == 1 else ""))
             raise DataError(self.source, f"the val split is empty (splits: {sizes} rows; data.val_fraction="
-                            f"{self.val_fraction}): the data is too small to split; give more rows, a larger "
-                            "data.val_fraction, or a val file (data.files.val=...)")
+                            f"{self.val_fraction}): {why}; give more rows, a larger data.val_fraction, or a val "
+                            "file (data.files.val=...)")
         size = self.probe_size
         if size == DEFAULT_PROBE_SIZE and size > len(val.labels):  # the default must fit the data it is given
             # (an explicit data.probe_size larger than the split stays an error naming it: select_probe)

@@ -25,6 +25,11 @@ def register_configs() -> None:
     from headlab.config.train_schema import store_train_schemas
 
     store_train_schemas(ConfigStore.instance())
+    from omegaconf import OmegaConf
+
+    from headlab.config.train_schema import help_groups
+
+    OmegaConf.register_new_resolver("headlab_groups", help_groups, replace=True)  # headlab-train --help
     store_command_schemas(ConfigStore.instance())
     plugins = Plugins.instance()  # Hydra's scan first: it re-executes BasicSweeper's module, the base class below
     from hydra_plugins.headlab_sweeper import CheckedSweeper

@@ -142,9 +142,18 @@ def _conf_dir() -> Path:
     return Path(find_spec("headlab.conf").submodule_search_locations[0])
 
 
+# conf/'s folders that are no headlab-train group: Hydra's, and those of headlab-analyze-hf and headlab-reproduce.
+_NOT_TRAIN_GROUPS = ("hydra", "hf", "reproduce", "suite", "__pycache__")
+
+
 def config_groups() -> list[str]:
-    """headlab-train's config groups (conf/'s folders, Hydra's own left out), as a user selects them."""
-    return sorted(p.name for p in _conf_dir().iterdir() if p.is_dir() and p.name not in ("hydra", "__pycache__", "hf"))
+    """headlab-train's config groups as a user selects them (`data=...`, `+distill=...`)."""
+    return sorted(p.name for p in _conf_dir().iterdir() if p.is_dir() and p.name not in _NOT_TRAIN_GROUPS)
+
+
+def help_groups() -> str:
+    """`headlab-train --help`'s list: each group with the options conf/ ships (`group: a, b`), one a line."""
+    return "\n".join(f"{g}: " + ", ".join(sorted(f.stem for f in (_conf_dir() / g).glob("*.yaml"))) for g in config_groups())
 
 
 def _from_conf(path: str, name: str, node: str = "") -> type:

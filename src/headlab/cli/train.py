@@ -20,8 +20,7 @@ from omegaconf import DictConfig
 
 from headlab.config.app import run_hydra
 from headlab.errors import HeadlabError
-from headlab.store.faults import require_creatable
-from headlab.store.run_info import configure_cache_dirs, default_log_dir
+from headlab.store.run_info import configure_cache_dirs
 from headlab.tasks.rank import is_rank_zero
 
 log = logging.getLogger("headlab.train")
@@ -85,16 +84,7 @@ def _fail(err: Exception, multirun: bool, kind: str, code: int) -> None:
 
 def main(prog: str = "headlab-train") -> None:
     """Hydra composes the command line once; a mistake is one line and exit 2, nothing written."""
-    PROG["name"] = prog
-    try:
-        for folder in _output_folders(sys.argv[1:]):  # a file, a read-only or pseudo file system: before Hydra makes it
-            require_creatable(folder)
-        # The checks import Lightning, and torchmetrics imports matplotlib: point its cache (and
-        # W&B's) under the log folder first, so nothing is written to the home directory.
-        configure_cache_dirs(_log_dir_from(sys.argv[1:]))
-    except HeadlabError as err:
-        print(f"{PROG['name']}: error: {err}", file=sys.stderr)
-        sys.exit(EXIT_CONFIG)
+    PROG["name"] = prog  # its folders (a file in the way, a read-only disk) are checked by Hydra's CheckConfig
     signals = contextlib.nullcontext()
     if {"-m", "--multirun"} & set(sys.argv[1:]):
         from headlab.sweep.signals import SweepSignals
@@ -108,24 +98,6 @@ def main(prog: str = "headlab-train") -> None:
         print(noted["path"])
     if code:
         sys.exit(code)
-
-
-def _output_folders(args: list[str]) -> list[Path]:
-    """The folders Hydra will make, as the command line gives them (values with `${...}` are Hydra's to
-    resolve): `hydra.run.dir` / `hydra.sweep.dir`, and the log folder."""
-    given = {key: value.strip("'\"") for key, _, value in (a.partition("=") for a in args)
-             if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value}
-    log_dir = _log_dir_from(args)
-    return [Path(v) for v in given.values()] + ([log_dir] if "${" not in str(log_dir) else [])
-
-
-def _log_dir_from(args: list[str]) -> Path:
-    """`paths.log_dir` as the command line or HEADLAB_LOG_DIR sets it (conf/paths/default.yaml's rule),
-    known before Hydra composes anything."""
-    for arg in reversed(args):
-        if arg.startswith("paths.log_dir="):
-            return Path(arg.split("=", 1)[1])
-    return default_log_dir()
 
 
 if __name__ == "__main__":

@@ -59,8 +59,34 @@ def typed(cfg: Any) -> Any:
 
 
 class CheckConfig(Callback):
+    """First headlab-train's folders, as the composed config names them (the run's or the sweep's, and the
+    log folder that holds the caches): a file in the way or a read-only file system is one line before
+    Hydra makes anything, and the caches point there before a check imports Lightning; then the config."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _refused_unless(lambda: _prepare_folders(config, config.hydra.sweep.dir))  # the sweeper checks each job
+
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        try:
-            check_composed(str(config.hydra.job.config_name), config)
-        except HeadlabError as err:
-            raise ConfigRefused(err) from None
+        _refused_unless(lambda: (_prepare_folders(config, config.hydra.run.dir),
+                                 check_composed(str(config.hydra.job.config_name), config)))
+
+
+def _prepare_folders(config: DictConfig, folder: Any) -> None:
+    if "paths" not in config:  # another command's: its own work checks what it writes
+        return
+    from pathlib import Path
+
+    from headlab.store.faults import require_creatable
+    from headlab.store.run_info import configure_cache_dirs
+
+    log_dir = Path(str(config.paths.log_dir))
+    for path in (log_dir, Path(str(folder))):  # the log folder named first when it is the one in the way
+        require_creatable(path)
+    configure_cache_dirs(log_dir)
+
+
+def _refused_unless(check: Any) -> None:
+    try:
+        check()
+    except HeadlabError as err:
+        raise ConfigRefused(err) from None

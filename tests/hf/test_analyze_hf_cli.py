@@ -12,8 +12,8 @@ import pytest
 
 from headlab.analysis import ROLES
 from headlab.cli.analyze_hf import main
-from headlab.config.analyze_hf import CONFIG_MODULE
 from headlab.config.app import compose_command
+from headlab.tasks.pretrained import CONFIG_MODULE, AnalyzeHFConfig
 from headlab.errors import ConfigError
 from headlab.hf import AnalyzeSettings, HFEncoder
 from headlab.hf.analyze import build_probe
@@ -97,4 +97,4 @@ def test_a_folder_without_weights_and_a_model_without_attention_exit_2_with_one_
 
 
 def compose_hf(overrides):
-    return compose_command("analyze", overrides, CONFIG_MODULE)
+    return compose_command("analyze", overrides, CONFIG_MODULE, schema=AnalyzeHFConfig)

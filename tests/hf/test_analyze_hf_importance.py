@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from headlab.cli.analyze_hf import main
-from headlab.config.analyze_hf import CONFIG_MODULE
 from headlab.config.app import compose_command
+from headlab.tasks.pretrained import CONFIG_MODULE, AnalyzeHFConfig
 from headlab.tasks.pretrained import analyze_pretrained as run
 from headlab.errors import ConfigError, DataError
 from headlab.hf import HFClassifier, HFEncoder, fit_linear_head
@@ -95,4 +95,4 @@ def test_stratified_split_holds_out_the_share_of_each_class_and_is_seeded():
 
 
 def compose_hf(overrides):
-    return compose_command("analyze", overrides, CONFIG_MODULE)
+    return compose_command("analyze", overrides, CONFIG_MODULE, schema=AnalyzeHFConfig)

@@ -109,11 +109,11 @@ def test_a_decoder_folder_gets_the_run_contract_and_the_lm_scores(neox_dir, tmp_
 
 
 def test_importance_on_a_decoder_is_refused(neox_dir, tmp_path):
-    from headlab.config.analyze_hf import CONFIG_MODULE
     from headlab.config.app import compose_command
-    from headlab.tasks.pretrained import analyze_pretrained
+    from headlab.tasks.pretrained import CONFIG_MODULE, AnalyzeHFConfig, analyze_pretrained
 
     with pytest.raises(ConfigError) as err:
         analyze_pretrained(compose_command("analyze", [f"model.path={neox_dir}", "importance=true",
-                                                       f"run_dir={tmp_path / 'run'}"] + SMALL, CONFIG_MODULE))
+                                                       f"run_dir={tmp_path / 'run'}"] + SMALL, CONFIG_MODULE,
+                                                      schema=AnalyzeHFConfig))
     assert err.value.key == "importance" and not (tmp_path / "run").exists()

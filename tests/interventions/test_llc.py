@@ -176,12 +176,14 @@ def test_a_head_that_does_not_exist_is_named(trained, layer, head, match):
         head_param_masks(trained[0], layer, head)
 
 
-@pytest.mark.parametrize(("key", "value", "match"), [("lr", 0.0, "llc.lr must be a number > 0; got 0.0"),
-                                                     ("chains", 0, "llc.chains must be an integer >= 1; got 0"),
-                                                     ("draws", 2, "llc.draws must be an integer >= 4; got 2"),
-                                                     ("localization", -1.0, "llc.localization must be a number >= 0")])
+@pytest.mark.parametrize(("key", "value", "match"), [("lr", 0.0, r"invalid config llc.lr=0.0: expected a number > 0$"),
+                                                     ("chains", 0, r"invalid config llc.chains=0: expected an integer >= 1$"),
+                                                     ("draws", 2, r"invalid config llc.draws=2: expected an integer >= 4$"),
+                                                     ("localization", -1.0, r"invalid config llc.localization=-1.0: expected a number >= 0$")])
 def test_bad_settings_are_named(key, value, match):
-    with pytest.raises(ValueError, match=match):
+    from headlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=match):
         SGLDSettings(**{key: value})
 
 

@@ -73,13 +73,13 @@ def test_two_specs_giving_one_folder_different_overrides_are_refused(tmp_path):
 
 @pytest.mark.parametrize("scale", ["quick", "cpu", "full"])
 def test_every_run_job_is_a_valid_headlab_analyze_hf_config(scale):
-    from headlab.config.analyze_hf import CONFIG_MODULE
     from headlab.config.app import compose_command
+    from headlab.tasks.pretrained import CONFIG_MODULE, AnalyzeHFConfig
 
     jobs = run_jobs(SPEC_LIST, scale)
     assert [j.claims for j in jobs] == [("C17",)]
     for job in jobs:
-        cfg = compose_command("analyze", [*job.overrides, f"run_dir=/tmp/{job.run_name}"], CONFIG_MODULE)
+        cfg = compose_command("analyze", [*job.overrides, f"run_dir=/tmp/{job.run_name}"], CONFIG_MODULE, schema=AnalyzeHFConfig)
         assert cfg.run_dir == f"/tmp/{job.run_name}"
 
 

@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader, Subset
 
 from headlab.cli.prune import main
-from headlab.config.prune import PruneSettings
+from headlab.tasks.pruning import PruneSettings
 from headlab.reload import build_datamodule, load_network, run_config
 from headlab.tasks import pruning
 from headlab.store import RunDir

@@ -3,7 +3,7 @@
 Prints every file written, the per-config tables (results, division of labour, and where the sweep
 has them: steps to target, intervention effects, per-domain accuracy, duplicate heads), then every job
 that was skipped and why (missing, still running, failed, diverged, unreadable): `headlab.sweep`.
-Settings: `headlab.config.aggregate` (`--cfg job` prints them); `-m sweep_dir=a,b` aggregates several.
+Settings: `headlab.sweep.aggregate.AggregateCommand` (`--cfg job` prints them); `-m sweep_dir=a,b` aggregates several.
 Exit codes: 0 when at least one run was aggregated, 1 when the folder holds jobs but none usable, 2
 when SWEEP_DIR is not a multirun folder (or a setting is wrong).
 """
@@ -17,13 +17,14 @@ from pathlib import Path
 from headlab.config.app import positional_arg, run_app
 from headlab.errors import DataError
 from headlab.store import SweepDir
+from headlab.sweep.aggregate import AggregateCommand
 
 PROG = "headlab-aggregate"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = positional_arg(sys.argv[1:] if argv is None else argv, "sweep_dir")
-    return run_app(PROG, "aggregate", aggregate, args)
+    return run_app(PROG, "aggregate", aggregate, args, schema=AggregateCommand)
 
 
 def aggregate(cmd) -> int:

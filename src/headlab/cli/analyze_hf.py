@@ -4,7 +4,7 @@ Measures a local pretrained encoder's or decoder's heads on a probe set into a r
 same tables and figures as a training run (`headlab.tasks.pretrained`); `importance=true` also scores
 every head of an encoder on a labelled source; `suite=` measures every checkpoint of a suite into a
 sweep-shaped folder (one job per seed) that a rerun resumes. The groups are `conf/hf/model/` and `conf/hf/data/`, the keys
-`headlab.config.analyze_hf` (`--cfg job` prints them). Nothing downloads (HF_HUB_OFFLINE=1).
+`headlab.tasks.pretrained.AnalyzeHFConfig` (`--cfg job` prints them). Nothing downloads (HF_HUB_OFFLINE=1).
 Prints the run directory; exit 2: a bad key, value, model folder or data set, one line, nothing written.
 """
 
@@ -13,14 +13,15 @@ from __future__ import annotations
 import sys
 import time
 
-from headlab.config.analyze_hf import CONFIG_MODULE
 from headlab.config.app import run_app
+from headlab.tasks.pretrained import CONFIG_MODULE, AnalyzeHFConfig
 
 PROG = "headlab-analyze-hf"
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_app(PROG, "analyze", analyze, sys.argv[1:] if argv is None else argv, config_module=CONFIG_MODULE)
+    return run_app(PROG, "analyze", analyze, sys.argv[1:] if argv is None else argv, config_module=CONFIG_MODULE,
+                   schema=AnalyzeHFConfig)
 
 
 def analyze(cfg) -> int:

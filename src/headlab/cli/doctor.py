@@ -4,7 +4,7 @@ On a run (or every job of a sweep): one line per check (ok / WARN / FAIL / n/m =
 with the numbers behind it and the override to try; `doctor.json` goes into each run directory
 (and the sweep directory). On overrides (`headlab-doctor optim.lr=6e-3 optim.warmup_ratio=0`):
 the checks that need only the config, before anything is trained; nothing is written.
-Settings: `headlab.config.doctor` (`target=PATH` or `plan=[key=value,...]`; `--cfg job` prints them).
+Settings: `headlab.doctor.DoctorCommand` (`target=PATH` or `plan=[key=value,...]`; `--cfg job` prints them).
 Exit codes: 0 no check failed, 1 at least one failed, 2 the path or an override is wrong.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from headlab.config.app import compose_train, override_args, positional_arg, quote, run_app
-from headlab.config.doctor import DoctorCommand
+from headlab.doctor import DoctorCommand
 from headlab.errors import DataError
 
 PROG = "headlab-doctor"
@@ -23,7 +23,7 @@ OWN_KEYS = {f.name for f in fields(DoctorCommand)} | {"hydra"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_app(PROG, "doctor", doctor, short_forms(list(sys.argv[1:] if argv is None else argv)))
+    return run_app(PROG, "doctor", doctor, short_forms(list(sys.argv[1:] if argv is None else argv)), schema=DoctorCommand)
 
 
 def short_forms(args: list[str]) -> list[str]:

@@ -4,7 +4,7 @@ For each chosen checkpoint of a finished run: every head ablated alone, gradient
 et al. 2019), a random control, keep-top-k and leave-one-layer-in curves, the heads' roles; written
 into RUN_DIR (`headlab.tasks.importance`). RUN_DIR may be a sweep folder: every usable job is measured
 before anything is written, then the sweep is aggregated. `-m run_dir=a,b` measures several runs.
-Settings: `headlab.config.importance` (`--cfg job` prints them). Exit 2: a bad run dir, checkpoint
+Settings: `headlab.tasks.importance.ImportanceCommand` (`--cfg job` prints them). Exit 2: a bad run dir, checkpoint
 or setting, one line, nothing written.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from headlab.config.app import positional_arg, run_app
+from headlab.tasks.importance import ImportanceCommand
 
 PROG = "headlab-importance"
 TOP_HEADS = 3  # heads described at the end of a run's importance (headlab-report prints every head)
@@ -20,7 +21,7 @@ TOP_HEADS = 3  # heads described at the end of a run's importance (headlab-repor
 
 def main(argv: list[str] | None = None) -> int:
     args = positional_arg(sys.argv[1:] if argv is None else argv, "run_dir")
-    return run_app(PROG, "importance", importance, args)
+    return run_app(PROG, "importance", importance, args, schema=ImportanceCommand)
 
 
 def importance(cmd) -> int:

@@ -4,7 +4,7 @@ At up to `llc.checkpoints` of the run's saved checkpoints (log-spaced in step; `
 devinterp's SGLD estimates the whole model's LLC and each head's refined LLC (only that head's
 W_Q/W_K/W_V/W_O sampled), for an LM run (experiment=induction) or a classifier run; written into RUN_DIR
 (`headlab.tasks.llc`): head_metrics.parquet rows `rllc`, llc.parquet, llc.json, figures/llc.png.
-Settings and their calibration: `headlab.config.llc` (`--cfg job` prints them). Exit 2: not a run dir, a
+Settings and their calibration: `headlab.tasks.llc.LLCCommand` (`--cfg job` prints them). Exit 2: not a run dir, a
 run without checkpoints, a bad setting: one line, nothing written.
 """
 
@@ -13,13 +13,14 @@ from __future__ import annotations
 import sys
 
 from headlab.config.app import positional_arg, run_app
+from headlab.tasks.llc import LLCCommand
 
 PROG = "headlab-llc"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = positional_arg(sys.argv[1:] if argv is None else argv, "run_dir")
-    return run_app(PROG, "llc", llc, args)
+    return run_app(PROG, "llc", llc, args, schema=LLCCommand)
 
 
 def llc(cmd) -> int:

@@ -6,7 +6,7 @@ than `prune.max_drop` below the unpruned network's (on the whole validation spli
 `prune.selection=val_half` on its half A, half B and test held out); with `prune.speedup` the pruned
 network is timed against the unpruned one (`headlab.tasks.pruning`). Writes `prune_curve.parquet`,
 `prune.json`, `pruned/<label>.ckpt` (`<ranking>[-valhalf]-ft<N>`) and `figures/prune_curve.png`
-into RUN_DIR. `-m run_dir=a,b` prunes several runs. Settings: `headlab.config.prune` (`--cfg job` prints them). Exit 2: a bad run dir,
+into RUN_DIR. `-m run_dir=a,b` prunes several runs. Settings: `headlab.tasks.pruning.PruneCommand` (`--cfg job` prints them). Exit 2: a bad run dir,
 checkpoint or setting, one line, nothing written.
 """
 
@@ -15,12 +15,14 @@ from __future__ import annotations
 import sys
 
 from headlab.config.app import positional_arg, run_app
+from headlab.tasks.pruning import PruneCommand
 
 PROG = "headlab-prune"
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_app(PROG, "prune", prune, positional_arg(sys.argv[1:] if argv is None else argv, "run_dir"))
+    args = positional_arg(sys.argv[1:] if argv is None else argv, "run_dir")
+    return run_app(PROG, "prune", prune, args, schema=PruneCommand)
 
 
 def prune(cmd) -> int:

@@ -11,7 +11,7 @@ from those folders. Without `run=true` it reads the specs (`conf/reproduce/cNN_*
 `sweep_name` under the sweeps root, or the folder given with `evidence.NAME=DIR`; a command's run
 directory under `<sweeps root>/../runs/reproduce/`), applies the rules written in the spec and
 writes claims.csv, claims.md and index.html. A claim without evidence is reported "not measured"
-with the reason, never skipped. Keys: `headlab.config.reproduce` (`--cfg job` prints them).
+with the reason, never skipped. Keys: `headlab.reproduce.command.ReproduceCommand` (`--cfg job` prints them).
 Exit codes: 0 the report was written (or the job list printed), 1 the report was written but a
 step of run=true failed (the report says which claims lack evidence), 2 a spec or argument is wrong.
 """
@@ -24,12 +24,13 @@ import time
 from pathlib import Path
 
 from headlab.config.app import run_app
+from headlab.reproduce.command import reproduce_schema
 
 PROG = "headlab-reproduce"
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_app(PROG, "reproduce", reproduce, argv)
+    return run_app(PROG, "reproduce", reproduce, argv, schema=reproduce_schema())
 
 
 def reproduce(cmd) -> int:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import sys
 
 from headlab.config.app import positional_arg, run_app
+from headlab.view import ViewCommand
 
 PROG = "headlab-view"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = positional_arg(sys.argv[1:] if argv is None else argv, "path")
-    return run_app(PROG, "view", view, args)
+    return run_app(PROG, "view", view, args, schema=ViewCommand)
 
 
 def view(cmd) -> int:

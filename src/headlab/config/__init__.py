@@ -1,7 +1,8 @@
-"""Structured-config schemas for headlab's commands, registered in Hydra's ConfigStore.
+"""headlab-train's structured-config schemas and the CheckedSweeper, registered in Hydra's ConfigStore.
 
 Every entry point calls `register_configs()` before composing (conf/__init__.py does too, so a
-composition from the headlab.conf package in a test or notebook finds the schemas as well).
+composition from the headlab.conf package in a test or notebook finds the schemas as well). Every other
+command's schema lives beside the work it configures; `headlab.config.app.run_app` stores it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
     from hydra.core.plugins import Plugins
 
-    from headlab.config.schemas import store_command_schemas
     from headlab.config.train_schema import store_train_schemas
 
     store_train_schemas(ConfigStore.instance())
@@ -30,7 +30,6 @@ def register_configs() -> None:
     from headlab.config.train_schema import help_groups
 
     OmegaConf.register_new_resolver("headlab_groups", help_groups, replace=True)  # headlab-train --help
-    store_command_schemas(ConfigStore.instance())
     plugins = Plugins.instance()  # Hydra's scan first: it re-executes BasicSweeper's module, the base class below
     from hydra_plugins.headlab_sweeper import CheckedSweeper
 

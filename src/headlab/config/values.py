@@ -14,16 +14,6 @@ def check_int(key: str, value: Any, minimum: int | None = None) -> None:
         raise ConfigError(key, value, "an integer" + ("" if minimum is None else f" >= {minimum}"))
 
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def check_bools(prefix: str, obj: Any, keys: Sequence[str]) -> None:
-    for key in keys:
-        if not isinstance(getattr(obj, key), bool):
-            raise ConfigError(f"{prefix}.{key}", getattr(obj, key), "true or false")
-
-
 def check_choice(key: str, value: Any, choices: Sequence[str]) -> None:
     if value not in choices:
         raise ConfigError(key, value, f"one of {', '.join(choices)}" if len(choices) > 2 else " or ".join(choices))

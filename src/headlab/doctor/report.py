@@ -1,16 +1,38 @@
-"""Diagnose a run or every job of a sweep: findings -> `doctor.json` (atomic) and a printed table."""
+"""Diagnose a run or every job of a sweep: findings -> `doctor.json` (atomic) and a printed table; and what
+`headlab-doctor` is asked to check (`DoctorCommand`, composed by conf/doctor.yaml): a run or sweep, or a
+headlab-train command line (`headlab.doctor.plan`)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import List, Optional
 
 from headlab.doctor.checks import FAIL, NOT_MEASURED, WARN, Finding, Thresholds, run_checks
 from headlab.doctor.inputs import load_run_tables
-from headlab.errors import DataError, HeadlabError
+from headlab.errors import ConfigError, DataError, HeadlabError
 from headlab.store import RunDir, SweepDir, atomic_write_json
 from headlab.store.run_dir import DOCTOR_REPORT as DOCTOR_JSON
+
+WHAT = "either a run or sweep directory (target=PATH) or headlab-train overrides (plan=['key=value',...])"
+
+
+@dataclass
+class DoctorCommand:
+    """`headlab-doctor target=RUN_DIR|SWEEP_DIR` or `headlab-doctor plan=[key=value,...]`."""
+
+    target: Optional[str] = None  # a run directory, or a multirun folder: every job is diagnosed
+    plan: List[str] = field(default_factory=list)  # headlab-train overrides: the config checks, nothing trained
+
+    def __post_init__(self) -> None:
+        if (self.target is None) == (not self.plan):  # neither, or both
+            raise ConfigError("target", self.target, WHAT)
+        bad = [o for o in self.plan if "=" not in o]
+        if bad:
+            raise ConfigError("plan", bad[0], "key=value overrides of headlab-train")
+
+
 _MARK = {"ok": "ok  ", WARN: "WARN", FAIL: "FAIL", NOT_MEASURED: "n/m "}
 
 

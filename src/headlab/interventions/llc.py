@@ -35,6 +35,8 @@ from scipy import stats
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
+from headlab.config.values import check_int
+from headlab.errors import ConfigError
 from headlab.store.tables import HEAD_METRIC_COLUMNS
 
 METRICS = ("llc", "rllc")  # whole model (llc.parquet only), head (also head_metrics.parquet, with `rllc_std`)
@@ -42,7 +44,7 @@ WHOLE_MODEL = -1  # the layer and head of the whole-model `llc` rows
 ROW_COLUMNS = ("step", "layer", "head", "metric", "value", "std", "n_chains", "devinterp_value", "max_abs_drift", "flat")
 
 
-@dataclass(frozen=True)
+@dataclass
 class SGLDSettings:
     """SGLD hyper-parameters (devinterp's names in brackets), calibrated on the induction LM (2 layers x
     4 heads, d_model 64, vocab 64, 33 tokens; 512 held-out sequences) on 2 CPU cores, 2026-12-02:
@@ -73,20 +75,16 @@ class SGLDSettings:
     trend_alpha: float = 0.05  # ... unless its slope is not told apart from 0 at this level
 
     def __post_init__(self) -> None:
-        for key in ("lr", "nbeta"):
-            value = getattr(self, key)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-                raise ValueError(f"llc.{key} must be a number > 0; got {value!r}")
-        if not isinstance(self.localization, (int, float)) or isinstance(self.localization, bool) or self.localization < 0:
-            raise ValueError(f"llc.localization must be a number >= 0; got {self.localization!r}")
+        """The ranges, named by the keys headlab-llc reads them from (`llc.KEY`)."""
+        for key in ("lr", "nbeta", "flat_tolerance"):
+            if not getattr(self, key) > 0:
+                raise ConfigError(f"llc.{key}", getattr(self, key), "a number > 0")
+        if self.localization < 0:
+            raise ConfigError("llc.localization", self.localization, "a number >= 0")
+        if not 0 < self.trend_alpha < 1:
+            raise ConfigError("llc.trend_alpha", self.trend_alpha, "a number in (0, 1)")
         for key, minimum in (("chains", 1), ("draws", 4), ("burnin", 0), ("batch_size", 1), ("seed", 0)):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ValueError(f"llc.{key} must be an integer >= {minimum}; got {value!r}")
-        if not isinstance(self.flat_tolerance, (int, float)) or not self.flat_tolerance > 0:
-            raise ValueError(f"llc.flat_tolerance must be a number > 0; got {self.flat_tolerance!r}")
-        if not isinstance(self.trend_alpha, (int, float)) or not 0 < self.trend_alpha < 1:
-            raise ValueError(f"llc.trend_alpha must be a number in (0, 1); got {self.trend_alpha!r}")
+            check_int(f"llc.{key}", getattr(self, key), minimum)
 
 
 @dataclass

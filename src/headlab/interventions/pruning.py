@@ -16,14 +16,20 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from headlab.config.prune import PRUNE_RANKINGS
 from headlab.interventions.ablation import single_head_ablation
 from headlab.interventions.batches import Batch, evaluate_gated, heads_per_layer, live_mask
 from headlab.interventions.gradient import gradient_importance, normalize_layers
 from headlab.interventions.ranking import random_scores
 from headlab.interventions.scores import Scores
 
+# The rankings `head_scores` knows (headlab-prune's `prune.ranking`): seed_avg is ablation averaged over a sweep
+# config's seeds.
+PRUNE_RANKINGS = ("ablation", "gradient", "random", "seed_avg")
 FIXED_RANKINGS = ("random", "seed_avg")  # scores per ORIGINAL head, never re-measured on the pruned network
+# Which examples rank the heads and decide the stop (`prune.selection`): the whole validation split, or its half A
+# (even positions of the split as the datamodule orders it), with half B (odd positions) and test read only for the
+# report (headlab.tasks.pruning.val_halves).
+PRUNE_SELECTIONS = ("val", "val_half")
 
 
 @dataclass

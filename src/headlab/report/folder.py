@@ -3,19 +3,28 @@
 `run_report(RunDir)`: a header line (the run, its accuracy, whose queries the task roles read) and
 `headlab.report.heads.report_lines` of its head_metrics, head_importance (when `headlab-importance`
 ran), summary.json and the newest probe_patterns/ part. `sweep_report(SweepDir)`: the same for each job, a job without a table named
-and skipped. Nothing is written.
+and skipped. Nothing is written. `ReportCommand` is `headlab-report`'s schema (composed by conf/report.yaml).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from omegaconf import MISSING
 
 from headlab.errors import DataError
 from headlab.report.heads import report_lines
 from headlab.store import RunDir, SweepDir
 from headlab.store.probe_patterns import read_last_pattern_part
+
+
+@dataclass
+class ReportCommand:
+    """`headlab-report PATH`: PATH is a run directory or a sweep folder (holds multirun.yaml); prints one line per head."""
+
+    path: str = MISSING  # a headlab run directory (head_metrics.parquet) or a Hydra multirun folder
 
 
 def run_report(run: RunDir, top: int | None = None) -> list[str]:

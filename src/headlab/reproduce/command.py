@@ -1,15 +1,54 @@
-"""What `headlab-reproduce` does with its settings before and after the report: the claim specs it
-reads, the evidence folders it was given, the runner of `run=true` / `jobs=true`, the summary line of a
-job list, and the time table of a run. Every setting mistake is a ConfigError raised here, before
-anything runs or is written."""
+"""What `headlab-reproduce` does with its settings before and after the report: the settings themselves
+(`ReproduceCommand`, composed by conf/reproduce.yaml), the claim specs it reads, the evidence folders it was
+given, the runner of `run=true` / `jobs=true`, the summary line of a job list, and the time table of a run.
+Every setting mistake is a ConfigError raised here, before anything runs or is written (docs/reproduce.md)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict, List, Optional
 
+from headlab.config.values import check_choice, check_int
 from headlab.errors import ConfigError
+from headlab.reproduce.spec import SCALES, load_specs
+
+
+@dataclass
+class ReproduceCommand:
+    """`headlab-reproduce [run=true] [jobs=true] [scale=quick|cpu|full] [KEY=VALUE ...]`. OmegaConf checks the
+    types when the command line is composed; the choices and ranges are checked here."""
+
+    run: bool = False  # run the sweeps and commands first (resumable), then report
+    jobs: bool = False  # print the commands run=true would run at this scale and exit (= run + dry_run)
+    dry_run: bool = False  # with run=true: print the commands, run nothing
+    scale: str = "quick"  # quick: exploratory CPU run; cpu: the confirmatory CPU run (make reproduce-cpu); full: the article's scale
+    specs: Optional[str] = None  # folder of claim specs (null: the shipped conf/reproduce)
+    sweeps_root: Optional[str] = None  # where sweeps live (null: $HEADLAB_LOG_DIR/sweeps, else logs/sweeps)
+    evidence: Dict[str, str] = field(default_factory=dict)  # SWEEP_NAME: DIR, this sweep folder for that sweep
+    out: Optional[str] = None  # report folder (null: reports/<today>)
+    only: List[str] = field(default_factory=list)  # claim ids (empty: all)
+    launcher: Optional[str] = None  # Hydra launcher of the sweeps (null: joblib for quick and cpu, slurm for full; basic: one job at a time)
+    lanes: int = 2  # sweeps run side by side, each job with cores / lanes threads
+    override: List[str] = field(default_factory=list)  # KEY=VALUE appended to every sweep, e.g. trainer.accelerator=gpu
+
+    def __post_init__(self) -> None:
+        check_choice("scale", self.scale, SCALES)
+        check_int("lanes", self.lanes, 1)
+        bad = [o for o in self.override if "=" not in o]
+        if bad:
+            raise ConfigError("override", bad[0], "KEY=VALUE")
+
+
+def reproduce_schema() -> Any:
+    """The schema as the ConfigStore keeps it (`headlab-reproduce` passes it to run_app): `evidence` open
+    to new sweep names, so that `evidence={NAME:DIR}` and `evidence.NAME=DIR` work (Hydra locks every other
+    key: a typo is refused)."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.structured(ReproduceCommand)
+    OmegaConf.set_struct(node.evidence, False)
+    return node
 
 
 @dataclass
@@ -26,7 +65,7 @@ class Plan:
 
 
 def plan_for(cmd) -> Plan:
-    """Specs, evidence folders and runner of `cmd` (a headlab.config.reproduce.ReproduceCommand)."""
+    """Specs, evidence folders and runner of `cmd` (a `ReproduceCommand`)."""
     from headlab.store.run_info import default_log_dir
 
     root = Path(cmd.sweeps_root) if cmd.sweeps_root else default_log_dir() / "sweeps"
@@ -59,8 +98,6 @@ def claim_specs(folder: str | None, only: list[str]) -> list:
     """The specs of `folder` (None: the shipped conf/reproduce), those of the claim ids `only` (any
     case; each item may be `C1,C2`) when it is not empty."""
     from importlib.resources import files
-
-    from headlab.reproduce.spec import load_specs
 
     specs = load_specs(Path(folder) if folder else Path(str(files("headlab.conf").joinpath("reproduce"))))
     wanted = [c.strip().upper() for item in only for c in item.split(",") if c.strip()]

@@ -37,10 +37,11 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
+from omegaconf import MISSING
 
 from headlab.analysis.roles import ROLES
 from headlab.store import SweepDir, atomic_write_csv, atomic_write_with
@@ -69,6 +70,16 @@ _BOUNDS = {**{m: (0.0, 1.0) for m in RESULT_METRICS}, "steps_to_converge": (0.0,
            "rho_grad_specificity": (-1.0, 1.0), "rho_dist_specificity": (-1.0, 1.0),
            "rho_grad_ablation": (-1.0, 1.0), "rho_dist_ablation": (-1.0, 1.0)}
 _RUN_FACTS = ("best_step", "global_step", "wall_s", "measure_s", "n_params", "head_dim")
+
+
+@dataclass
+class AggregateCommand:
+    """`headlab-aggregate sweep_dir=SWEEP [out=DIR] [figures=false]`, composed by conf/aggregate.yaml (types are
+    checked by OmegaConf: no ranges here)."""
+
+    sweep_dir: str = MISSING  # a Hydra multirun folder (holds multirun.yaml and <job_num>/ dirs)
+    out: Optional[str] = None  # output folder (null: SWEEP_DIR/aggregate)
+    figures: bool = True  # false: write the tables only
 
 
 @dataclass

@@ -11,5 +11,5 @@
 A feature has one workflow module here, the only place that knows its order of steps and what it writes;
 what it computes lives in layer 2 (`interventions/`, `measure/`, `hf/`, and `reload/` for a finished
 run's config, data and network), how a sweep aggregates it in `sweep/`, its figures in `plots/`, its
-settings in `config/`, its console entry in `cli/`.
+console entry in `cli/`; its settings (the command's schema) are a dataclass here, beside the code that reads them.
 """

@@ -4,31 +4,76 @@
 (single-head ablation, gradient importance, a random control, keep-top-k and leave-one-layer-in
 curves, the heads' roles on the probe set) before anything is written, so a failure writes nothing;
 `write_outputs` adds the tables, importance.json and figures to the run directory (rows of other
-checkpoints already there are kept). `headlab-importance` (`headlab.cli.importance`) is the command line.
+checkpoints already there are kept). `headlab-importance` (`headlab.cli.importance`) is the command line;
+its settings are `ImportanceCommand` (conf/importance.yaml composes it; `--cfg job` prints them).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pandas as pd
+from omegaconf import MISSING
 
-from headlab.analysis.redundancy import pair_table_redundancy
-from headlab.config.importance import ImportanceSettings
-from headlab.errors import HeadlabError
+from headlab.analysis.redundancy import DEFAULT_MASS, pair_table_redundancy
+from headlab.config.values import check_choice, check_device, check_int
+from headlab.errors import ConfigError, HeadlabError
 from headlab.interventions import RANKINGS, curve_rows, importance_rows, measure_importance, rank_heads
 from headlab.analysis.task_roles import DECISION_QUERIES
 from headlab.measure import TASK, measure_probe, model_decision, probe_chunks
 from headlab.reload import build_datamodule, eval_batches, load_matching_network, refuse_language_model, run_config
 from headlab.tasks.threads import set_torch_threads
 from headlab.store import RunDir, SweepDir, atomic_write_json, read_table, replace_steps
-from headlab.store.run_dir import IMPORTANCE_FIGURE, IMPORTANCE_TIMELINE_FIGURE, REDUNDANCY_FIGURE
+from headlab.store.run_dir import CHECKPOINT_CHOICES, IMPORTANCE_FIGURE, IMPORTANCE_TIMELINE_FIGURE, REDUNDANCY_FIGURE
 from headlab.store.faults import require_writable
 from headlab.store.run_info import configure_cache_dirs
 from headlab.sweep.runs import Run, discover_runs
+
+
+@dataclass
+class ImportanceSettings:
+    """conf/importance.yaml's `importance:` node (docs/importance.md). OmegaConf checks the types when the
+    command line is composed; the ranges and choices are checked here."""
+
+    split: str = "val"  # val or test: the examples every head is measured on
+    batch_size: int = 128  # examples per forward
+    max_rows: int = 4096  # batched ablation: at most this many sequences per forward (batch x heads of a layer)
+    normalize_layers: bool = False  # gradient ranking on per-layer L2-normalised scores (Michel et al. 2019, 4.2)
+    random_seed: int = 0  # the random-ranking control
+    curves: bool = True  # keep-top-k (per ranking) and leave-one-layer-in curves
+    figures: bool = True  # figures/importance.png: importance heat maps beside the role map
+    device: str = "cpu"  # cpu, cuda, cuda:1, mps
+    threads: Optional[int] = None  # torch threads (null: torch's default)
+    # near-duplicate heads (from head_pairs.parquet): two heads are duplicates when their attention JS
+    # <= redundancy_mass * ln 2, the JS of maps that agree except for that share of mass
+    redundancy_mass: float = DEFAULT_MASS
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.redundancy_mass <= 1.0:
+            raise ConfigError("importance.redundancy_mass", self.redundancy_mass, "a share of attention mass in (0, 1]")
+        check_choice("importance.split", self.split, ("val", "test"))
+        for key in ("batch_size", "max_rows"):
+            check_int(f"importance.{key}", getattr(self, key), 1)
+        if self.threads is not None:
+            check_int("importance.threads", self.threads, 1)
+        check_device("importance.device", self.device)
+
+
+@dataclass
+class ImportanceCommand:
+    """`headlab-importance run_dir=RUN [checkpoint=last|best|all] [importance.KEY=VALUE ...]`."""
+
+    # a finished headlab-train run (holds its config and checkpoints/), or a sweep folder (holds
+    # multirun.yaml): every usable job, then headlab-aggregate
+    run_dir: str = MISSING
+    checkpoint: str = "last"  # last, best, or all (every checkpoint, one per step)
+    importance: ImportanceSettings = field(default_factory=ImportanceSettings)
+
+    def __post_init__(self) -> None:
+        check_choice("checkpoint", self.checkpoint, CHECKPOINT_CHOICES)
 
 
 @dataclass

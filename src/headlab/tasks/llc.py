@@ -11,7 +11,8 @@
 - `llc.parquet`: one row per estimate (whole model at layer = head = -1) with its spread over chains,
   devinterp's own estimator, the largest drift and the `flat` diagnostic; `llc.json`: settings, the
   checkpoints used and why, seconds per estimate; `figures/llc.png`.
-`headlab-llc` (`headlab.cli.llc`) is the command line.
+`headlab-llc` (`headlab.cli.llc`) is the command line; its settings are `LLCCommand` (conf/llc.yaml composes
+it; `--cfg job` prints them).
 """
 
 from __future__ import annotations
@@ -20,21 +21,67 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, List, Optional
 
 import numpy as np
 import pandas as pd
+import torch
+from omegaconf import MISSING
 
-from headlab.config.llc import SAMPLER_KEYS, LLCSettings
-from headlab.errors import DataError
+from headlab.config.values import check_choice, check_device, check_int
+from headlab.data.tokenizer import PAD_ID
+from headlab.errors import ConfigError, DataError
+from headlab.interventions.llc import SGLDSettings, classifier_rows, estimate_head_llcs, head_metric_frame, llc_rows
 from headlab.reload import build_datamodule, is_language_model, load_matching_network, run_config
 from headlab.store import RunDir, atomic_write_json
 from headlab.store.atomic import atomic_write_with
 from headlab.store.faults import require_writable
 from headlab.store.run_dir import RunCheckpointFile
+from headlab.store.tables import append_part
+from headlab.tasks.threads import set_torch_threads
 
 LLC_FILE, LLC_REPORT, LLC_FIGURE = "llc.parquet", "llc.json", "llc.png"
 HEAD_METRICS_WRITTEN = ("rllc", "rllc_std")  # what headlab-llc adds to head_metrics.parquet (and only it)
+
+
+@dataclass
+class LLCSettings(SGLDSettings):
+    """conf/llc.yaml's `llc:` node (docs/language_models.md, "Per-head refined LLC"): the sampler's settings
+    (`SGLDSettings`: its keys, defaults, their calibration and range checks; `seed` also draws the sequences)
+    and which checkpoints and sequences it samples. OmegaConf checks the types when the command line is
+    composed; the ranges and choices are checked here."""
+
+    # which checkpoints: at most `checkpoints` of the run's saved ones, spread evenly in log(step) (dense
+    # early, where heads form), the newest always among them; `steps` names them instead (each must be saved)
+    checkpoints: int = 6
+    steps: Optional[List[int]] = None
+    whole_model: bool = True  # the whole model's LLC (rows layer = head = -1) beside every head's rLLC
+    split: str = "train"  # the sequences the loss is sampled on: train (the LLC's L_n), val or test
+    max_sequences: int = 512  # at most this many of the split (a seeded draw, `seed`)
+    figures: bool = True  # figures/llc.png
+    device: str = "cpu"
+    threads: Optional[int] = 1  # torch threads (null: torch's default); 1 is fastest for these small models
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("llc.checkpoints", self.checkpoints, 1)
+        if self.steps is not None and (not self.steps or any(s < 0 for s in self.steps)):
+            raise ConfigError("llc.steps", list(self.steps), "null or a non-empty list of saved steps (integers >= 0)")
+        check_choice("llc.split", self.split, ("train", "val", "test"))
+        check_int("llc.max_sequences", self.max_sequences, 1)
+        if self.batch_size > self.max_sequences:
+            raise ConfigError("llc.batch_size", self.batch_size, f"at most llc.max_sequences={self.max_sequences}")
+        check_device("llc.device", self.device)
+        if self.threads is not None:
+            check_int("llc.threads", self.threads, 1)
+
+
+@dataclass
+class LLCCommand:
+    """`headlab-llc run_dir=RUN [llc.KEY=VALUE ...]`."""
+
+    run_dir: str = MISSING  # a finished headlab-train run (its config and checkpoints/)
+    llc: LLCSettings = field(default_factory=LLCSettings)
 
 
 @dataclass
@@ -115,11 +162,6 @@ def plan(run: RunDir, settings: LLCSettings) -> LLCPlan:
 def sampling_rows(datamodule: Any, language_model: bool, settings: LLCSettings) -> Any:
     """The rows SGLD draws its batches from: `llc.max_sequences` of the split (a draw seeded by
     `llc.seed`), an LM's token windows as they are, a classifier's examples packed (`classifier_rows`)."""
-    import torch
-
-    from headlab.data.tokenizer import PAD_ID
-    from headlab.interventions.llc import classifier_rows
-
     generator = torch.Generator().manual_seed(settings.seed)
     if language_model:
         tokens = datamodule.splits[settings.split]
@@ -133,9 +175,6 @@ def sampling_rows(datamodule: Any, language_model: bool, settings: LLCSettings) 
 def compute(llc_plan: LLCPlan, settings: LLCSettings, progress: Callable[[str], None] = lambda line: None) -> LLCOutcome:
     """Every chosen checkpoint's estimates (whole model unless `llc.whole_model=false`, then each head),
     before anything is written."""
-    from headlab.interventions.llc import SGLDSettings, estimate_head_llcs
-    from headlab.tasks.threads import set_torch_threads
-
     set_torch_threads(settings.threads)
     run = llc_plan.run
     datamodule = build_datamodule(llc_plan.cfg)
@@ -143,7 +182,6 @@ def compute(llc_plan: LLCPlan, settings: LLCSettings, progress: Callable[[str], 
     if rows.size(0) < settings.batch_size:
         raise DataError(run.path, f"its {settings.split} split has {rows.size(0)} sequences, fewer than llc.batch_size="
                                   f"{settings.batch_size}")
-    sgld = SGLDSettings(**{key: getattr(settings, key) for key in SAMPLER_KEYS})
     outcome = LLCOutcome(run.run_id, settings, llc_plan, n_sequences=int(rows.size(0)))
     for ckpt in llc_plan.chosen:
         net = load_matching_network(ckpt.path, llc_plan.cfg, datamodule).to(settings.device)
@@ -151,7 +189,7 @@ def compute(llc_plan: LLCPlan, settings: LLCSettings, progress: Callable[[str], 
             raise DataError(ckpt.path, "has per-domain Q/K/V pipelines (model.domain_split_layers): a head's weights "
                                        "are not one slice, headlab-llc samples shared heads only")
         start = time.perf_counter()
-        estimates = estimate_head_llcs(net, rows, sgld, whole_model=settings.whole_model)
+        estimates = estimate_head_llcs(net, rows, settings, whole_model=settings.whole_model)
         seconds = time.perf_counter() - start
         outcome.checkpoints.append(CheckpointLLC(ckpt.step, ckpt.epoch, str(ckpt.path), estimates, seconds))
         progress(f"step {ckpt.step}: {describe(estimates)} ({seconds:.0f} s)")
@@ -173,8 +211,6 @@ def describe(estimates: Sequence[Any]) -> str:
 
 def estimate_frame(outcome: LLCOutcome) -> pd.DataFrame:
     """llc.parquet: one row per estimate (`llc_rows` plus run_id, epoch and seconds)."""
-    from headlab.interventions.llc import llc_rows
-
     frames = []
     for c in outcome.checkpoints:
         rows = llc_rows(c.step, c.estimates)
@@ -186,8 +222,6 @@ def estimate_frame(outcome: LLCOutcome) -> pd.DataFrame:
 
 
 def write_outputs(run: RunDir, outcome: LLCOutcome) -> list[Path]:
-    from headlab.interventions.llc import head_metric_frame
-
     parts = {c.step: head_metric_frame(outcome.run_id, c.step, c.epoch, c.estimates) for c in outcome.checkpoints}
     written = replace_llc_parts(run.head_metrics_path, {s: p for s, p in parts.items() if not p.empty})
     table, estimates = run.path / LLC_FILE, estimate_frame(outcome)
@@ -211,8 +245,6 @@ def replace_llc_parts(table_dir: Path, parts: dict[int, pd.DataFrame]) -> list[P
     (parts holding only `HEAD_METRICS_WRITTEN` metrics) are overwritten in place at the same step and
     removed at other steps. Parts with any other metric are never touched."""
     import pyarrow.parquet as pq
-
-    from headlab.store.tables import append_part
 
     if table_dir.is_file():  # a single-file table (an older layout): rewrite it with the new rows
         old = pd.read_parquet(table_dir)

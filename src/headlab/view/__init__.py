@@ -3,17 +3,28 @@
 `write_view(folder)` reads a run directory (`RunDir`) or a sweep folder (`SweepDir`) and writes
 its `view.html`: the head grid over a step slider, a head's trajectories and role timeline, the
 token view, or for a sweep the configs' divergence curves and the seeds' aligned head grids.
+`ViewCommand` is `headlab-view`'s schema (composed by conf/view.yaml).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+
+from omegaconf import MISSING
 
 from headlab.store import RunDir, SweepDir, atomic_write_text
 from headlab.store.faults import require_writable
 from headlab.view.load import read_run
 from headlab.view.page import render_page
 from headlab.view.sweep_data import read_sweep
+
+
+@dataclass
+class ViewCommand:
+    """`headlab-view PATH`: PATH is a run directory or a sweep folder (holds multirun.yaml); writes PATH/view.html."""
+
+    path: str = MISSING  # a headlab run directory (head_metrics.parquet) or a Hydra multirun folder
 
 
 def write_view(folder: RunDir | SweepDir) -> Path:
@@ -26,4 +37,4 @@ def write_view(folder: RunDir | SweepDir) -> Path:
     return folder.view_path
 
 
-__all__ = ["write_view"]
+__all__ = ["ViewCommand", "write_view"]

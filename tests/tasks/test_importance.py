@@ -130,7 +130,7 @@ def test_a_read_only_run_dir_is_refused_in_one_line_before_anything_is_computed(
 
     before = {p: p.stat().st_mtime_ns for p in run_copy.rglob("*")}
     monkeypatch.setattr("tempfile.mkstemp", read_only)
-    monkeypatch.setattr("headlab.tasks.importance.build_datamodule", computed)
+    monkeypatch.setattr("headlab.reload.build_datamodule", computed)
     assert main([str(run_copy)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"headlab-importance: error: {run_copy}: cannot be written: read-only file system"]

@@ -31,7 +31,6 @@ import pandas as pd
 from headlab.analysis.roles import ROLES
 from headlab.measure import measure_probe, probe_chunks
 from headlab.model.domains import PipelineView
-from headlab.reload import build_datamodule, load_matching_network, run_config
 from headlab.store import atomic_write_csv
 from headlab.sweep.runs import Run
 from headlab.stats import mean_ci
@@ -87,6 +86,10 @@ def pipeline_roles(net: Any, chunks: list[dict[str, Any]], domains: list[str]) -
 
 def run_pipeline_roles(run: Run) -> pd.DataFrame:
     """`pipeline_roles` of the run's last checkpoint on its own probe; empty for a shared model."""
+    # imported here: headlab.reload loads Lightning (through headlab.data), which importing headlab.sweep must not
+    # (AggregateCommand, headlab-aggregate's schema, lives in this package: --help and a config mistake answer at once)
+    from headlab.reload import build_datamodule, load_matching_network, run_config
+
     cfg = run_config(run.files)
     if not int(cfg.model.get("domain_split_layers") or 0):
         return pd.DataFrame()

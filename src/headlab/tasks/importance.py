@@ -6,6 +6,8 @@ curves, the heads' roles on the probe set) before anything is written, so a fail
 `write_outputs` adds the tables, importance.json and figures to the run directory (rows of other
 checkpoints already there are kept). `headlab-importance` (`headlab.cli.importance`) is the command line;
 its settings are `ImportanceCommand` (conf/importance.yaml composes it; `--cfg job` prints them).
+`headlab.reload` is imported in the functions that use it: it loads Lightning (through headlab.data), which
+importing this module for its schema must not (`headlab-importance --help` and a config mistake answer at once).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from headlab.errors import ConfigError, HeadlabError
 from headlab.interventions import RANKINGS, curve_rows, importance_rows, measure_importance, rank_heads
 from headlab.analysis.task_roles import DECISION_QUERIES
 from headlab.measure import TASK, measure_probe, model_decision, probe_chunks
-from headlab.reload import build_datamodule, eval_batches, load_matching_network, refuse_language_model, run_config
 from headlab.tasks.threads import set_torch_threads
 from headlab.store import RunDir, SweepDir, atomic_write_json, read_table, replace_steps
 from headlab.store.run_dir import CHECKPOINT_CHOICES, IMPORTANCE_FIGURE, IMPORTANCE_TIMELINE_FIGURE, REDUNDANCY_FIGURE
@@ -101,6 +102,8 @@ class ImportanceOutcome:
 def compute(run: RunDir, which: str, settings: ImportanceSettings) -> ImportanceOutcome:
     """Everything the outputs need, computed before one file is written (so a failure writes nothing);
     a run dir that cannot take the outputs is refused first, not after the computation."""
+    from headlab.reload import build_datamodule, eval_batches, load_matching_network, refuse_language_model, run_config
+
     cfg = run_config(run)
     refuse_language_model(run, cfg, "headlab-importance", "ablates heads against classification labels, which an LM "
                           "has none of yet (its heads: summary.json lm.final_roles, or headlab.reload.to_hooked_transformer)")

@@ -13,6 +13,8 @@
   checkpoints used and why, seconds per estimate; `figures/llc.png`.
 `headlab-llc` (`headlab.cli.llc`) is the command line; its settings are `LLCCommand` (conf/llc.yaml composes
 it; `--cfg job` prints them).
+`headlab.reload` and `headlab.data` are imported in the functions that use them: they load Lightning (headlab.data's
+package), which importing this module for its schema must not (`headlab-llc --help` and a config mistake answer at once).
 """
 
 from __future__ import annotations
@@ -29,10 +31,8 @@ import torch
 from omegaconf import MISSING
 
 from headlab.config.values import check_choice, check_device, check_int
-from headlab.data.tokenizer import PAD_ID
 from headlab.errors import ConfigError, DataError
 from headlab.interventions.llc import SGLDSettings, classifier_rows, estimate_head_llcs, head_metric_frame, llc_rows
-from headlab.reload import build_datamodule, is_language_model, load_matching_network, run_config
 from headlab.store import RunDir, atomic_write_json
 from headlab.store.atomic import atomic_write_with
 from headlab.store.faults import require_writable
@@ -135,6 +135,8 @@ def log_spaced(steps: Sequence[int], k: int) -> list[int]:
 def plan(run: RunDir, settings: LLCSettings) -> LLCPlan:
     """The run's config and the checkpoints to sample, checked before anything heavy runs: not a run dir,
     no checkpoints, a `llc.steps` entry the run did not save, a run dir that cannot be written: one error."""
+    from headlab.reload import is_language_model, run_config
+
     cfg = run_config(run)
     saved = run.find_checkpoints("all")
     by_step = {c.step: c for c in saved}
@@ -162,6 +164,8 @@ def plan(run: RunDir, settings: LLCSettings) -> LLCPlan:
 def sampling_rows(datamodule: Any, language_model: bool, settings: LLCSettings) -> Any:
     """The rows SGLD draws its batches from: `llc.max_sequences` of the split (a draw seeded by
     `llc.seed`), an LM's token windows as they are, a classifier's examples packed (`classifier_rows`)."""
+    from headlab.data.tokenizer import PAD_ID
+
     generator = torch.Generator().manual_seed(settings.seed)
     if language_model:
         tokens = datamodule.splits[settings.split]
@@ -175,6 +179,8 @@ def sampling_rows(datamodule: Any, language_model: bool, settings: LLCSettings) 
 def compute(llc_plan: LLCPlan, settings: LLCSettings, progress: Callable[[str], None] = lambda line: None) -> LLCOutcome:
     """Every chosen checkpoint's estimates (whole model unless `llc.whole_model=false`, then each head),
     before anything is written."""
+    from headlab.reload import build_datamodule, load_matching_network
+
     set_torch_threads(settings.threads)
     run = llc_plan.run
     datamodule = build_datamodule(llc_plan.cfg)

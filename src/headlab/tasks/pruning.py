@@ -12,6 +12,8 @@ gives it, ranks and stops; half B, the odd positions, and the test split are onl
 record, so their drops are held-out readings).
 
 The command's settings are `PruneCommand` (conf/prune.yaml composes it; `--cfg job` prints them).
+`headlab.reload` is imported in the functions that use it: it loads Lightning (through headlab.data), which
+importing this module for its schema must not (`headlab-prune --help` and a config mistake answer at once).
 """
 
 from __future__ import annotations
@@ -31,8 +33,6 @@ from headlab.errors import ConfigError, DataError
 from headlab.interventions.pruning import PRUNE_RANKINGS, PRUNE_SELECTIONS, finetune_steps, iterative_prune
 from headlab.interventions.timing import measure_speedup
 from headlab.model.encoder import count_parameters
-from headlab.reload import (build_datamodule, eval_batches, load_matching_network, refuse_language_model, run_config,
-                            save_pruned)
 from headlab.tasks.threads import set_torch_threads
 from headlab.store import RunDir, SweepDir, atomic_write_json, atomic_write_with
 from headlab.store.run_dir import PRUNE_CURVE_FIGURE
@@ -135,6 +135,8 @@ def val_halves(n: int) -> tuple[list[int], list[int]]:
 def eval_splits(datamodule: Any, settings: PruneSettings) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The batched splits the loop scores: `val`, `test` (selection=val), or `val_a`, `val_b`, `test`
     (val_half), with val_half's `val_halves` record (None for val)."""
+    from headlab.reload import eval_batches
+
     batches = functools.partial(eval_batches, datamodule, batch_size=settings.batch_size, device=settings.device)
     if settings.selection == "val":
         return {name: batches(name) for name in SPLITS}, None
@@ -148,6 +150,8 @@ def eval_splits(datamodule: Any, settings: PruneSettings) -> tuple[dict[str, Any
 
 def compute(run: RunDir, settings: PruneSettings) -> PruneOutcome:
     """The pruned network, its curve and its measured speed-up, computed before anything is written."""
+    from headlab.reload import build_datamodule, eval_batches, load_matching_network, refuse_language_model, run_config
+
     cfg = run_config(run)
     refuse_language_model(run, cfg, "headlab-prune", "removes heads by their importance to classification accuracy, "
                           "which an LM has none of yet")
@@ -247,6 +251,8 @@ def _drop(before: Any, after: Any, split: str) -> float:
 
 
 def write_outputs(run: RunDir, outcome: PruneOutcome) -> list[Path]:
+    from headlab.reload import save_pruned
+
     s = outcome.settings
     path = run.prune_curve_path
     rows = curve_frame(outcome)

@@ -20,11 +20,16 @@ from headlab.store import SweepDir
 from headlab.sweep.aggregate import AggregateCommand
 
 PROG = "headlab-aggregate"
+# `--help`: this text, the keys with their defaults, then the doc named by `footer=`
+HELP = """headlab-aggregate SWEEP_DIR [out=DIR] [figures=false]: a Hydra multirun folder -> tables and figures.
+Prints every file written, the per-config tables, then every job skipped and why. Short form:
+SWEEP_DIR = sweep_dir=SWEEP_DIR.
+Exit 0: at least one run aggregated; 1: jobs but none usable; 2: not a multirun folder."""
 
 
 def main(argv: list[str] | None = None) -> int:
     args = positional_arg(sys.argv[1:] if argv is None else argv, "sweep_dir")
-    return run_app(PROG, "aggregate", aggregate, args, schema=AggregateCommand)
+    return run_app(PROG, "aggregate", aggregate, args, schema=AggregateCommand, header=HELP, footer="docs/sweeps.md")
 
 
 def aggregate(cmd) -> int:

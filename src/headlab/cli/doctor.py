@@ -19,11 +19,19 @@ from headlab.doctor import DoctorCommand
 from headlab.errors import DataError
 
 PROG = "headlab-doctor"
+# `--help`: this text, the keys with their defaults, then the doc named by `footer=`
+HELP = """headlab-doctor RUN_DIR | SWEEP_DIR | key=value ...: the article's closing advice as checks.
+On a run (or every job of a sweep): one line per check (ok / WARN / FAIL / n/m = not measured) and
+doctor.json in each run directory. On headlab-train overrides: the checks that need only the config,
+before anything is trained; nothing is written. Short forms: RUN_DIR = target=RUN_DIR; a command
+line of headlab-train overrides only = plan=['key=value',...].
+Exit 0: no check failed; 1: at least one failed; 2: the path or an override is wrong."""
 OWN_KEYS = {f.name for f in fields(DoctorCommand)} | {"hydra"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_app(PROG, "doctor", doctor, short_forms(list(sys.argv[1:] if argv is None else argv)), schema=DoctorCommand)
+    args = short_forms(list(sys.argv[1:] if argv is None else argv))
+    return run_app(PROG, "doctor", doctor, args, schema=DoctorCommand, header=HELP, footer="docs/reproduce.md")
 
 
 def short_forms(args: list[str]) -> list[str]:

@@ -16,12 +16,17 @@ from headlab.config.app import positional_arg, run_app
 from headlab.tasks.importance import ImportanceCommand
 
 PROG = "headlab-importance"
+# `--help`: this text, the keys with their defaults, then the doc named by `footer=`
+HELP = """headlab-importance RUN_DIR [checkpoint=last|best|all] [importance.KEY=VALUE ...]: which heads matter.
+Every head of a finished run ablated alone, gradient importance, a random control, keep-top-k curves;
+written into RUN_DIR (head_importance.parquet, importance.json, figures/). RUN_DIR may be a sweep folder."""
 TOP_HEADS = 3  # heads described at the end of a run's importance (headlab-report prints every head)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = positional_arg(sys.argv[1:] if argv is None else argv, "run_dir")
-    return run_app(PROG, "importance", importance, args, schema=ImportanceCommand)
+    return run_app(PROG, "importance", importance, args, schema=ImportanceCommand, header=HELP,
+                   footer="docs/importance.md")
 
 
 def importance(cmd) -> int:

@@ -16,11 +16,17 @@ from headlab.config.app import positional_arg, run_app
 from headlab.tasks.llc import LLCCommand
 
 PROG = "headlab-llc"
+# `--help`: this text, the keys with their defaults, then the doc named by `footer=`
+HELP = """headlab-llc RUN_DIR [llc.KEY=VALUE ...]: how degenerate the loss basin is, whole model and per head.
+At up to llc.checkpoints of the run's saved checkpoints (log-spaced in step), SGLD (devinterp) estimates
+the whole model's LLC and each head's refined LLC (only that head's W_Q/W_K/W_V/W_O sampled); written into
+RUN_DIR (head_metrics.parquet rows llc / rllc, llc.parquet, llc.json, figures/llc.png). Exit 2: not a run
+dir, no checkpoints, a bad setting, one line, nothing written."""
 
 
 def main(argv: list[str] | None = None) -> int:
     args = positional_arg(sys.argv[1:] if argv is None else argv, "run_dir")
-    return run_app(PROG, "llc", llc, args, schema=LLCCommand)
+    return run_app(PROG, "llc", llc, args, schema=LLCCommand, header=HELP, footer="docs/language_models.md")
 
 
 def llc(cmd) -> int:

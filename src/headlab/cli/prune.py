@@ -18,11 +18,16 @@ from headlab.config.app import positional_arg, run_app
 from headlab.tasks.pruning import PruneCommand
 
 PROG = "headlab-prune"
+# `--help`: this text, the keys with their defaults, then the doc named by `footer=`
+HELP = """headlab-prune RUN_DIR [prune.KEY=VALUE ...]: remove a run's least important heads round by round,
+stopping before val accuracy falls more than prune.max_drop (prune.selection=val_half: on half A of
+val, half B and test held out); the pruned network is timed against the unpruned one. Writes prune_curve.parquet, prune.json, pruned/, figures/ into RUN_DIR."""
 
 
 def main(argv: list[str] | None = None) -> int:
     args = positional_arg(sys.argv[1:] if argv is None else argv, "run_dir")
-    return run_app(PROG, "prune", prune, args, schema=PruneCommand)
+    return run_app(PROG, "prune", prune, args, schema=PruneCommand, header=HELP,
+                   footer="docs/importance.md#headlab-prune")
 
 
 def prune(cmd) -> int:

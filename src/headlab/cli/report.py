@@ -12,11 +12,17 @@ from headlab.config.app import positional_arg, run_app
 from headlab.report import ReportCommand
 
 PROG = "headlab-report"
+# `--help`: this text, the keys with their defaults, then the doc named by `footer=`
+HELP = """headlab-report RUN_DIR|SWEEP_DIR: prints which head does what, one line per head, most important first:
+what it reads from the queries that feed the decision ([CLS] under cls pooling), its role (task-aware
+and all-query), its rank by ablation (headlab-importance) or gradient importance, when its role settled.
+A sweep (holds multirun.yaml): every job in turn. Writes nothing. Short form: PATH = path=PATH.
+Exit 2: not a run or sweep folder."""
 
 
 def main(argv: list[str] | None = None) -> int:
     args = positional_arg(sys.argv[1:] if argv is None else argv, "path")
-    return run_app(PROG, "report", report, args, schema=ReportCommand)
+    return run_app(PROG, "report", report, args, schema=ReportCommand, header=HELP, footer="docs/report.md")
 
 
 def report(cmd) -> int:

@@ -27,10 +27,19 @@ from headlab.config.app import run_app
 from headlab.reproduce.command import reproduce_schema
 
 PROG = "headlab-reproduce"
+# `--help`: this text, the keys with their defaults, then the doc named by `footer=`
+HELP = """headlab-reproduce: every claim of the founding article as a verdict, from the sweeps on disk.
+    headlab-reproduce run=true [scale=quick|cpu|full] [dry_run=true] [launcher=L] [lanes=N] ["override=['K=V',...]"]
+    headlab-reproduce [scale=quick|cpu|full] [out=reports/<date>] [sweeps_root=logs/sweeps] [evidence.NAME=DIR ...]
+    headlab-reproduce jobs=true [scale=quick|cpu|full]   # = run=true dry_run=true: print the commands, run nothing
+only=[C1,C2] limits the report to those claims.
+Exit 0: the report was written (or the job list printed); 1: written, but a step of run=true failed;
+2: a spec or argument is wrong."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_app(PROG, "reproduce", reproduce, argv, schema=reproduce_schema())
+    return run_app(PROG, "reproduce", reproduce, argv, schema=reproduce_schema(), header=HELP,
+                   footer="docs/reproduce.md")
 
 
 def reproduce(cmd) -> int:

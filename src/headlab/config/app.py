@@ -25,17 +25,23 @@ CONFIG_MODULE = "headlab.conf"
 
 
 def run_app(prog: str, config_name: str, task: Callable[[Any], int | None], argv: Sequence[str] | None = None,
-            config_module: str = CONFIG_MODULE, schema: Any = None) -> int:
-    """Run `task(typed_config)` as a Hydra app over `conf/<config_name>.yaml`, whose defaults list names
+            config_module: str = CONFIG_MODULE, schema: Any = None, header: str | None = None,
+            footer: str = "") -> int:
+    """Run `task(typed_config)` as a Hydra app over the config `config_name`, whose defaults list names
     `schema` (the command's dataclass, kept beside the work it configures) as `<config_name>_schema`.
 
-    Returns the exit code: `task`'s (None = 0), 2 for a config or input mistake (one line on stderr).
+    With `header` (a tool command: the `--help` text above its keys, `footer` below them) run_app writes that
+    config itself (`store_tool_config`); without, it is `conf/<config_name>.yaml` (headlab-train, -distill,
+    -analyze-hf: configs with groups of their own). Returns the exit code: `task`'s (None = 0), 2 for a config
+    or input mistake (one line on stderr).
     """
     import hydra
 
     from headlab.config.run_check import typed
 
     store_schema(config_name, schema)
+    if header is not None:
+        store_tool_config(prog, config_name, header, footer)
     outcome: dict[str, Any] = {"code": 0}
 
     @hydra.main(version_base="1.3", config_path=f"pkg://{config_module}", config_name=config_name)
@@ -284,6 +290,18 @@ def store_schema(config_name: str, schema: Any) -> None:
         from hydra.core.config_store import ConfigStore
 
         ConfigStore.instance().store(name=f"{config_name}_schema", node=schema)
+
+
+def store_tool_config(prog: str, config_name: str, header: str, footer: str) -> None:
+    """A tool command's primary config in Hydra's ConfigStore: its schema, `conf/hydra/tool.yaml` (writes only
+    into the folders it is given, every job of a -m checked first), no logging of Hydra's own, and its
+    `--help` text; the name Hydra's `-m` folder and the run check know it by is `config_name`."""
+    from hydra.core.config_store import ConfigStore
+
+    defaults = [f"{config_name}_schema", {"hydra": "tool"}, {"override hydra/job_logging": "none"},
+                {"override hydra/hydra_logging": "none"}, "_self_"]
+    hydra = {"job": {"name": config_name}, "help": {"app_name": prog, "header": header, "footer": footer}}
+    ConfigStore.instance().store(name=config_name, node={"defaults": defaults, "hydra": hydra})
 
 
 def compose_command(config_name: str, overrides: Sequence[str], config_module: str = CONFIG_MODULE,

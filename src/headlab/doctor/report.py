@@ -1,5 +1,5 @@
 """Diagnose a run or every job of a sweep: findings -> `doctor.json` (atomic) and a printed table; and what
-`headlab-doctor` is asked to check (`DoctorCommand`, composed by conf/doctor.yaml): a run or sweep, or a
+`headlab-doctor` is asked to check (`DoctorCommand`, `headlab.cli.doctor` composes it): a run or sweep, or a
 headlab-train command line (`headlab.doctor.plan`)."""
 
 from __future__ import annotations

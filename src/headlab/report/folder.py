@@ -2,8 +2,8 @@
 
 `run_report(RunDir)`: a header line (the run, its accuracy, whose queries the task roles read) and
 `headlab.report.heads.report_lines` of its head_metrics, head_importance (when `headlab-importance`
-ran), summary.json and the newest probe_patterns/ part. `sweep_report(SweepDir)`: the same for each job, a job without a table named
-and skipped. Nothing is written. `ReportCommand` is `headlab-report`'s schema (composed by conf/report.yaml).
+ran), summary.json and the newest probe_patterns/ part. `sweep_report(SweepDir)`: the same for each job, a job without
+a table named and skipped. Nothing is written. `ReportCommand` is `headlab-report`'s schema.
 """
 
 from __future__ import annotations

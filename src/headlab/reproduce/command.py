@@ -1,5 +1,5 @@
 """What `headlab-reproduce` does with its settings before and after the report: the settings themselves
-(`ReproduceCommand`, composed by conf/reproduce.yaml), the claim specs it reads, the evidence folders it was
+(`ReproduceCommand`), the claim specs it reads, the evidence folders it was
 given, the runner of `run=true` / `jobs=true`, the summary line of a job list, and the time table of a run.
 Every setting mistake is a ConfigError raised here, before anything runs or is written (docs/reproduce.md)."""
 

@@ -74,8 +74,8 @@ _RUN_FACTS = ("best_step", "global_step", "wall_s", "measure_s", "n_params", "he
 
 @dataclass
 class AggregateCommand:
-    """`headlab-aggregate sweep_dir=SWEEP [out=DIR] [figures=false]`, composed by conf/aggregate.yaml (types are
-    checked by OmegaConf: no ranges here)."""
+    """`headlab-aggregate sweep_dir=SWEEP [out=DIR] [figures=false]` (types are checked by OmegaConf: no
+    ranges here)."""
 
     sweep_dir: str = MISSING  # a Hydra multirun folder (holds multirun.yaml and <job_num>/ dirs)
     out: Optional[str] = None  # output folder (null: SWEEP_DIR/aggregate)

@@ -5,7 +5,7 @@
 curves, the heads' roles on the probe set) before anything is written, so a failure writes nothing;
 `write_outputs` adds the tables, importance.json and figures to the run directory (rows of other
 checkpoints already there are kept). `headlab-importance` (`headlab.cli.importance`) is the command line;
-its settings are `ImportanceCommand` (conf/importance.yaml composes it; `--cfg job` prints them).
+its settings are `ImportanceCommand` (`--cfg job` prints them).
 `headlab.reload` is imported in the functions that use it: it loads Lightning (through headlab.data), which
 importing this module for its schema must not (`headlab-importance --help` and a config mistake answer at once).
 """
@@ -36,7 +36,7 @@ from headlab.sweep.runs import Run, discover_runs
 
 @dataclass
 class ImportanceSettings:
-    """conf/importance.yaml's `importance:` node (docs/importance.md). OmegaConf checks the types when the
+    """headlab-importance's `importance:` node (docs/importance.md). OmegaConf checks the types when the
     command line is composed; the ranges and choices are checked here."""
 
     split: str = "val"  # val or test: the examples every head is measured on

@@ -11,8 +11,8 @@
 - `llc.parquet`: one row per estimate (whole model at layer = head = -1) with its spread over chains,
   devinterp's own estimator, the largest drift and the `flat` diagnostic; `llc.json`: settings, the
   checkpoints used and why, seconds per estimate; `figures/llc.png`.
-`headlab-llc` (`headlab.cli.llc`) is the command line; its settings are `LLCCommand` (conf/llc.yaml composes
-it; `--cfg job` prints them).
+`headlab-llc` (`headlab.cli.llc`) is the command line; its settings are `LLCCommand` (`--cfg job` prints
+them).
 `headlab.reload` and `headlab.data` are imported in the functions that use them: they load Lightning (headlab.data's
 package), which importing this module for its schema must not (`headlab-llc --help` and a config mistake answer at once).
 """
@@ -46,7 +46,7 @@ HEAD_METRICS_WRITTEN = ("rllc", "rllc_std")  # what headlab-llc adds to head_met
 
 @dataclass
 class LLCSettings(SGLDSettings):
-    """conf/llc.yaml's `llc:` node (docs/language_models.md, "Per-head refined LLC"): the sampler's settings
+    """headlab-llc's `llc:` node (docs/language_models.md, "Per-head refined LLC"): the sampler's settings
     (`SGLDSettings`: its keys, defaults, their calibration and range checks; `seed` also draws the sequences)
     and which checkpoints and sequences it samples. OmegaConf checks the types when the command line is
     composed; the ranges and choices are checked here."""

@@ -11,7 +11,7 @@ heads and decides the stop; the drop it reports is read on those same examples) 
 gives it, ranks and stops; half B, the odd positions, and the test split are only scored for the
 record, so their drops are held-out readings).
 
-The command's settings are `PruneCommand` (conf/prune.yaml composes it; `--cfg job` prints them).
+The command's settings are `PruneCommand` (`--cfg job` prints them).
 `headlab.reload` is imported in the functions that use it: it loads Lightning (through headlab.data), which
 importing this module for its schema must not (`headlab-prune --help` and a config mistake answer at once).
 """
@@ -48,7 +48,7 @@ HALVES_RULE = "even / odd positions of the validation split in the datamodule's 
 
 @dataclass
 class PruneSettings:
-    """conf/prune.yaml's `prune:` node (docs/importance.md#headlab-prune). OmegaConf checks the types when the
+    """headlab-prune's `prune:` node (docs/importance.md#headlab-prune). OmegaConf checks the types when the
     command line is composed; the ranges and choices are checked here."""
 
     ranking: str = "ablation"  # ablation, gradient, random (the control), or seed_avg (a sweep job: ablation averaged over its config's seeds)

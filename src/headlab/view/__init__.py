@@ -3,7 +3,7 @@
 `write_view(folder)` reads a run directory (`RunDir`) or a sweep folder (`SweepDir`) and writes
 its `view.html`: the head grid over a step slider, a head's trajectories and role timeline, the
 token view, or for a sweep the configs' divergence curves and the seeds' aligned head grids.
-`ViewCommand` is `headlab-view`'s schema (composed by conf/view.yaml).
+`ViewCommand` is `headlab-view`'s schema.
 """
 
 from __future__ import annotations

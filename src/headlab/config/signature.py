@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import inspect
 import os
 import types
@@ -84,7 +85,12 @@ def parameters(path: str, name: str) -> tuple[dict[str, Param], bool, str | None
     if name.startswith("headlab."):
         read = source_parameters(name)
         return {key: Param(hint, default) for key, (hint, default) in read.items()}, False, None
-    target = locate(f"{path}._target_", name)
+    params, var_kwargs, owner = _imported_parameters(locate(f"{path}._target_", name))
+    return dict(params), var_kwargs, owner
+
+
+@functools.lru_cache(maxsize=None)  # inspected once per process: the Trainer's hints take milliseconds each time
+def _imported_parameters(target: Any) -> tuple[dict[str, Param], bool, str]:
     signature = inspect.signature(target)
     hints = _type_hints(target)
     params = {key: Param(hints.get(key, Any), p.default) for key, p in signature.parameters.items()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import os
 import types
@@ -66,6 +67,7 @@ _NAMES = {**vars(typing), "Sequence": Sequence, "Mapping": Mapping, "os": os}
 _HEADLAB = Path(__file__).resolve().parents[1]  # src/headlab
 
 
+@functools.lru_cache(maxsize=None)  # a source file is parsed once per process (every validation reads it)
 def parameters(dotted: str) -> dict[str, tuple[Any, Any]]:
     """The keyword parameters of the class or function `dotted` names, as name -> (type hint, default or
     MISSING): a class's `__init__` (`**kwargs` followed to its first base) or a dataclass's fields.

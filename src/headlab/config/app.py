@@ -138,6 +138,8 @@ def schema_error(err: BaseException, values: dict[str, Any]) -> ConfigError | No
     from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ConfigTypeError, ValidationError
 
+    from headlab.config.train_schema import TrainKeys, top_level_keys
+
     full_key = str(getattr(err, "full_key", "") or "")
     node = getattr(err, "parent_node", None)
     if not full_key or node is None or not isinstance(err, (ConfigAttributeError, ConfigKeyError, ConfigTypeError, ValidationError)):
@@ -150,19 +152,15 @@ def schema_error(err: BaseException, values: dict[str, Any]) -> ConfigError | No
     if not isinstance(node, DictConfig):
         return None
     schema = OmegaConf.get_type(node)
-    if not dataclasses.is_dataclass(schema) and node._get_parent() is None:  # noqa: SLF001 - the top level
-        from headlab.config.train_schema import TrainKeys  # the one untyped top level: headlab-train's, kept open
-
-        schema = TrainKeys
+    if not dataclasses.is_dataclass(schema) and node._get_parent() is None:  # noqa: SLF001 - the one untyped
+        schema = TrainKeys  # top level: headlab-train's, kept open
     fields = schema_fields(schema) if dataclasses.is_dataclass(schema) else {}
     if leaf in fields and not isinstance(err, (ConfigAttributeError, ConfigKeyError)):
         return ConfigError(key, value, describe(fields[leaf]))
     if leaf not in node.keys():
         known = [str(k) for k in node.keys() if str(k) != "hydra"]
-        if node._get_parent() is None:  # noqa: SLF001 - the top level: a misspelt group (debugg=fast) too
-            from headlab.config.train_schema import config_groups
-
-            known += [g for g in config_groups() if g not in known]
+        if schema is TrainKeys:  # headlab-train's top level: also a group not selected (debugg=fast -> debug)
+            known = top_level_keys(known)
         return unknown_key(key, value, known)
     return None
 

@@ -10,7 +10,7 @@ values stay in the YAML files (MISSING here), except the model's, whose defaults
 own. The signature's other parameters are the keys a user or a sweep may add (`+data.train_fraction=0.2`),
 less those the code supplies itself (SUPPLIED). A parameter renamed in code is a schema changed with it.
 
-The top level and the classifier `data` nodes stay open, because other files add keys to them
+The top level and the `data` nodes stay open, because other files add keys to them
 (headlab-distill adds `teacher` and `distill`, sweep=data_size `data.train_fraction`). After composition
 every `_target_` node, with a schema here or not (Lightning's Trainer, loggers and callbacks, torch's
 optimisers, `module`, whose target headlab-distill swaps), is checked against the same signature
@@ -148,9 +148,10 @@ def _conf_dir() -> Path:
 _NOT_TRAIN_GROUPS = ("hydra", "hf", "reproduce", "suite", "__pycache__")
 
 
-def config_groups() -> list[str]:
+@functools.lru_cache(maxsize=None)
+def config_groups() -> tuple[str, ...]:
     """headlab-train's config groups as a user selects them (`data=...`, `+distill=...`)."""
-    return sorted(p.name for p in _conf_dir().iterdir() if p.is_dir() and p.name not in _NOT_TRAIN_GROUPS)
+    return tuple(sorted(p.name for p in _conf_dir().iterdir() if p.is_dir() and p.name not in _NOT_TRAIN_GROUPS))
 
 
 def help_groups() -> str:
@@ -262,6 +263,13 @@ class TrainKeys:
     resume_allow: List[str] = field(default_factory=list)
     overwrite: bool = False  # a fresh start in a run dir that holds a run replaces it (else refused)
 
+
+def top_level_keys(present: Iterable[str]) -> list[str]:
+    """The keys headlab-train's top level may hold, those `present` first in their order: train.yaml's own
+    (TrainKeys), the module, each config group's node (also one not selected: `debugg=` names `debug`), and
+    the teacher run headlab-distill's group (conf/distill/) adds."""
+    allowed = ["module", *(f.name for f in dataclasses.fields(TrainKeys)), "teacher", *config_groups()]
+    return list(dict.fromkeys([*(k for k in present if k in allowed), *allowed]))
 
 
 # (ConfigStore name under schema/, the schema, open to keys other files add)

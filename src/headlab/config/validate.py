@@ -18,13 +18,13 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from headlab.config.messages import first_line, schema_fields, unknown_key
 from headlab.config.signature import UNRESOLVED, check_target, check_value, locate
-from headlab.config.train_schema import TrainKeys, config_groups
+from headlab.config.train_schema import TrainKeys, top_level_keys
+from headlab.config.values import check_threads
 from headlab.errors import ConfigError
 
 # Groups whose targets are cheap constructors that check their own values: built here (Lightning's Trainer
 # refuses trainer.devices=0 and the like in its constructor, before a run folder exists).
 _BUILT_TO_CHECK = ("data", "callbacks", "optim", "trainer")
-TOP_LEVEL_KEYS = ("module", *schema_fields(TrainKeys), "teacher")
 _MISSING_EXAMPLES = {"data.files.train": "data=files data.files.train=/path/to/train.csv (CSV or JSONL with text, label)"}
 
 
@@ -53,14 +53,12 @@ def validate_config(cfg: DictConfig) -> None:
 
 
 def _check_top_level(cfg: DictConfig) -> None:
-    """A top-level key no code reads (`+seeed=1`) is refused, naming the close key: train.yaml's own, the
-    module, a config group's node, or the teacher run headlab-distill's group (conf/distill/) adds."""
-    groups = set(config_groups())
+    """A top-level key no code reads (`+seeed=1`) is refused, naming the close key (`top_level_keys`)."""
     order = [str(k) for k in cfg.keys() if k != "hydra"]
-    known = [k for k in [*order, *TOP_LEVEL_KEYS] if k in TOP_LEVEL_KEYS or k in groups]
+    known = top_level_keys(order)
     for key in order:
         if key not in known:
-            raise unknown_key(key, _raw(cfg, key), list(dict.fromkeys(known)))
+            raise unknown_key(key, _raw(cfg, key), known)
 
 
 def refuse_unknown_keys(node: DictConfig, path: str = "") -> None:
@@ -146,9 +144,7 @@ def _check_ranges(plain: dict[str, Any]) -> None:
     seed = plain.get("seed")
     if isinstance(seed, int) and seed < 0:
         raise ConfigError("seed", seed, "an integer >= 0")
-    threads = plain.get("threads")  # its type: TrainKeys; its meaning: headlab.tasks.threads
-    if isinstance(threads, int) and not isinstance(threads, bool) and threads < 1:
-        raise ConfigError("threads", threads, "null (torch's default), an integer >= 1, or auto")
+    check_threads(plain.get("threads"))
     _check_model(plain)
     for group in ("optim", "model"):  # inf / nan trains and diverges (or never ends): refused as a class
         _check_finite(group, plain.get(group))

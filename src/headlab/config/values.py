@@ -14,6 +14,12 @@ def check_int(key: str, value: Any, minimum: int | None = None) -> None:
         raise ConfigError(key, value, "an integer" + ("" if minimum is None else f" >= {minimum}"))
 
 
+def check_threads(threads: Any) -> None:
+    """`threads`: null (torch's default), an integer >= 1, or auto (headlab.tasks.threads says what each means)."""
+    if threads is not None and threads != "auto" and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ConfigError("threads", threads, "null (torch's default), an integer >= 1, or auto")
+
+
 def check_choice(key: str, value: Any, choices: Sequence[str]) -> None:
     if value not in choices:
         raise ConfigError(key, value, f"one of {', '.join(choices)}" if len(choices) > 2 else " or ".join(choices))

@@ -134,9 +134,8 @@ class HeadClassifierModule(L.LightningModule):
         # Lightning keeps the datamodule's state under its class name: a checkpoint written before each
         # source had its own class holds it as "TextDataModule" (it runs before restore_datamodule reads it).
         datamodule = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
-        name = type(datamodule).__qualname__
-        if datamodule is not None and name not in checkpoint and "TextDataModule" in checkpoint:
-            checkpoint[name] = checkpoint["TextDataModule"]
+        if datamodule is not None and "TextDataModule" in checkpoint:
+            checkpoint.setdefault(type(datamodule).__qualname__, checkpoint["TextDataModule"])
 
     def on_train_start(self) -> None:
         # Restored as late as possible: nothing between the checkpoint load and here may draw

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from headlab.errors import ConfigError
+from headlab.config.values import check_threads
 
 log = logging.getLogger("headlab.job")
 
@@ -43,8 +43,7 @@ def resolve_threads(threads: int | str | None, launcher: Mapping[str, Any] | Non
         return None
     if threads == "auto":
         return auto_threads(launcher, cores)
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ConfigError("threads", threads, "null (torch's default), an integer >= 1, or auto")
+    check_threads(threads)
     return threads
 
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any
+from typing import Any, Literal, get_args
 
 from headlab.errors import ConfigError
-from headlab.model.domains import ROUTERS
-from headlab.model.posenc import POS_ENCODINGS
+from headlab.model.domains import ROUTERS, Router
+from headlab.model.posenc import POS_ENCODINGS, PosEncoding
 from headlab.model.templates import MODES as TEMPLATE_MODES
+from headlab.model.templates import TemplateMode
 from headlab.model.templates import resolve_template
 
-POOLINGS = ("cls", "mean")
+Pooling = Literal["cls", "mean"]
+POOLINGS: tuple[str, ...] = get_args(Pooling)
 
 
 @dataclass
@@ -33,8 +35,8 @@ class ModelConfig:
     d_ff: int | None = None  # None: 4 * d_model
     dropout: float = 0.1
     attn_dropout: float = 0.0  # > 0 makes SDPA fall back to its slow kernel on CPU
-    pos_encoding: str = "sinusoidal"
-    pooling: str = "cls"
+    pos_encoding: PosEncoding = "sinusoidal"
+    pooling: Pooling = "cls"
     causal: bool = False
     init_scale: float = 1.0  # Xavier gain of the Q/K/V projections only
     pad_id: int = 0
@@ -43,7 +45,7 @@ class ModelConfig:
     # template_weight * KL(template || head) joins the loss, falling to 0 over template_anneal_steps
     # (0: constant); `free`: checked but not applied, so one sweep can compare free / soft / hard.
     template: str | list[list[str]] | None = None
-    template_mode: str = "hard"
+    template_mode: TemplateMode = "hard"
     template_weight: float = 1.0
     template_anneal_steps: int = 0
     # Per-domain Q/K/V (headlab.model.domains): the first domain_split_layers layers keep one Q/K/V
@@ -53,7 +55,7 @@ class ModelConfig:
     n_domains: int | None = None
     # none: each example's domain id picks its pipeline; soft: a learned router mixes them
     # (softmax from the pooled layer input), so no domain id is needed at val/test.
-    domain_router: str = "none"
+    domain_router: Router = "none"
     # soft router only: weight of KL(mean router load || uniform), averaged over the split layers,
     # added to the training loss (train/router_balance); 0: no term (headlab.model.domains).
     domain_router_balance: float = 0.0

@@ -29,12 +29,13 @@ pipeline" on the probe runs (`headlab.sweep.domains`).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Literal, Sequence, get_args
 
 import torch
 from torch import Tensor, nn
 
-ROUTERS = ("none", "soft")
+Router = Literal["none", "soft"]
+ROUTERS: tuple[str, ...] = get_args(Router)
 
 
 class DomainQKV(nn.Module):

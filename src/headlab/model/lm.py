@@ -22,7 +22,7 @@ from headlab.model.attention import MultiHeadSelfAttention
 from headlab.model.encoder import MLP
 from headlab.model.hooks import HookedModule, name_hook_points
 from headlab.model.init import init_weights
-from headlab.model.posenc import ATTENTION_ENCODINGS, POS_ENCODINGS, build_additive_encoding
+from headlab.model.posenc import ATTENTION_ENCODINGS, POS_ENCODINGS, PosEncoding, build_additive_encoding
 
 
 @dataclass
@@ -40,7 +40,7 @@ class LMConfig:
     layer_norm: bool = True
     tied_unembed: bool = False
     dropout: float = 0.0
-    pos_encoding: str = "learned"
+    pos_encoding: PosEncoding = "learned"
     init_scale: float = 1.0  # Xavier gain of W_Q, W_K, W_V (headlab.model.init)
 
     def __post_init__(self) -> None:

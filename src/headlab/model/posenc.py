@@ -19,13 +19,14 @@ Attention level: applied inside every attention layer, nothing is added to the e
 from __future__ import annotations
 
 import math
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor, nn
 
-ADDITIVE_ENCODINGS = ("none", "sinusoidal", "learned")
-ATTENTION_ENCODINGS = ("rope", "alibi")
-POS_ENCODINGS = ADDITIVE_ENCODINGS + ATTENTION_ENCODINGS
+PosEncoding = Literal["none", "sinusoidal", "learned", "rope", "alibi"]  # the config's type: its choices, once
+POS_ENCODINGS: tuple[str, ...] = get_args(PosEncoding)
+ADDITIVE_ENCODINGS, ATTENTION_ENCODINGS = POS_ENCODINGS[:3], POS_ENCODINGS[3:]
 
 
 # --- additive (embedding level) ---------------------------------------------------------------

@@ -22,7 +22,7 @@ refuses `next` and `last` there: they only look ahead).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
 from torch import Tensor
@@ -32,7 +32,8 @@ from headlab.errors import ConfigError
 PATTERNS = ("previous", "next", "first", "last", "uniform", "free")
 LOCAL = "local"
 FREE = "free"
-MODES = ("hard", "soft", "free")  # free: the template is not applied (the control arm of sweep=templates)
+TemplateMode = Literal["hard", "soft", "free"]
+MODES: tuple[str, ...] = get_args(TemplateMode)  # free: the template is not applied (the control arm of sweep=templates)
 # Named presets: the cycle of patterns given to the heads of each templated layer.
 # `synthetic` names the patterns that read the synthetic task's planted features (previous
 # token before the marker, the two ends, the final punctuation) plus a broad head.

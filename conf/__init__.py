@@ -1,4 +1,4 @@
-"""headlab's config groups; importing the package registers their schemas (headlab.config)."""
+"""headlab's config groups; importing the package registers what their composition needs (headlab.config)."""
 
 from headlab.config import register_configs
 

@@ -145,12 +145,12 @@ def test_a_missing_mandatory_value_names_the_key_and_shows_an_example():
     ("trainer.precision", "64-bit", "expected one of 64, 32, 16, transformer-engine"),
     ("callbacks.lr_monitor.logging_interval", "steps", "expected one of step, epoch or null"),
     ("resume", "maybe", "expected one of true, false or auto"),
-    ("model.pos_encoding", {"a": 1}, "expected a string"),
+    ("model.pos_encoding", {"a": 1}, "expected one of none, sinusoidal, learned, rope, alibi"),  # ModelConfig's Literal
     ("model.pos_encoding", 3, "expected one of none, sinusoidal, learned, rope, alibi"),  # 3 reads as text '3'
     ("model.n_head", 3, "expected a key of model (did you mean n_heads?)"),
-    ("data.synthetic.size", 3, "expected a key of data.synthetic (one of n)"),
+    ("data.synthetic.size", 3, "expected a key of data.synthetic (one of n, min_len, max_len, marker"),  # the reader's parameters
     ("data.max_len", 1.5, "expected an integer"),
-    ("callbacks.head_metrics.query_tokens", {"a": 1}, "expected a list of strings or null"),
+    ("callbacks.head_metrics.query_tokens", {"a": 1}, "expected a list (a mapping cannot replace the list"),  # Hydra's merge refuses it
     ("tags", ["a", 1], "expected a list of strings"),
 ])
 def test_the_message_says_what_to_type(key, value, expected):

@@ -1,8 +1,8 @@
-"""headlab-train's structured-config schemas and the CheckedSweeper, registered in Hydra's ConfigStore.
+"""The CheckedSweeper and `--help`'s group list, registered before any composition.
 
 Every entry point calls `register_configs()` before composing (conf/__init__.py does too, so a
-composition from the headlab.conf package in a test or notebook finds the schemas as well). Every other
-command's schema lives beside the work it configures; `headlab.config.app.run_app` stores it.
+composition from the headlab.conf package in a test or notebook finds them as well). Each command's
+schema lives beside the work it configures; `headlab.config.app.run_app` stores it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ _registered = False
 
 
 def register_configs() -> None:
-    """Store every schema under schema/ in Hydra's ConfigStore, and the CheckedSweeper as
+    """Register the `headlab_groups` resolver (headlab-train --help), the `open` node (a data source takes
+    any parameter of its datamodule, checked by its signature) and the CheckedSweeper as
     hydra/sweeper=checked (for every config module: headlab.conf and headlab.conf.hf); calling it
     again does nothing."""
     global _registered
@@ -21,15 +22,14 @@ def register_configs() -> None:
         return
     from hydra.core.config_store import ConfigStore
     from hydra.core.plugins import Plugins
-
-    from headlab.config.train_schema import store_train_schemas
-
-    store_train_schemas(ConfigStore.instance())
     from omegaconf import OmegaConf
 
     from headlab.config.train_schema import help_groups
 
     OmegaConf.register_new_resolver("headlab_groups", help_groups, replace=True)  # headlab-train --help
+    open_node = OmegaConf.create({})  # `- /open@_here_` in a data file: data.train_fraction=0.2 needs no `+`
+    OmegaConf.set_struct(open_node, False)
+    ConfigStore.instance().store(name="open", node=open_node, provider="headlab")
     plugins = Plugins.instance()  # Hydra's scan first: it re-executes BasicSweeper's module, the base class below
     from hydra_plugins.headlab_sweeper import CheckedSweeper
 

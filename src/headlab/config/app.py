@@ -122,6 +122,12 @@ def explain(err: BaseException, overrides: Sequence[str]) -> ConfigError | None:
             return ConfigError(key, value, f"one of {', '.join(sorted(cause.options))} (the config group {key}/)")
         if isinstance(cause, OverrideParseException):
             return _grammar_error(first_line(cause).partition(": ")[2] or text, first_line(cause.__cause__ or cause))
+        merging = re.match(r"Error merging override (\S+)", text)
+        if merging and "Cannot merge" in flatten(cause.__cause__ or cause):  # {a: 1} for a list, [1] for a mapping
+            key, _, text = merging.group(1).lstrip("+~").partition("=")
+            value = values.get(key, text)
+            held, given = ("list", "mapping") if isinstance(value, dict) else ("mapping", "list")
+            return ConfigError(key, value, f"a {held} (a {given} cannot replace the {held} the config holds there)")
         if text.startswith("Ambiguous value for argument"):
             key, value = next((k, v) for k, v in _pairs(overrides) if f"'{k}=" in text or f"'+{k}=" in text)
             return ConfigError(key, value, "one value (a list: key=[a,b]; text with commas: key='a,b'; "

@@ -1,9 +1,7 @@
 """Every `_target_` node of a composed config checked against its target's signature: every key a
-parameter, every value of the declared type. The signature is the schema: headlab's own classes are read
-from their source (`headlab.config.train_schema.parameters`, the reader their composition schemas are
-derived by), Lightning's and torch's are imported, so neither drifts from the code it configures. What
-OmegaConf typed at composition is checked again here at no cost; what it cannot type (a union such as
-`int | str`, a tuple's length, a key added with `+`) only here.
+parameter, every value of the declared type. The signature is the schema (no copy of it is kept), so a
+config cannot drift from the code it configures; a flat knob (`optim.lr`) is checked through the
+parameter it is interpolated into (`optim.optimizer.lr`) and named as itself (headlab.config.validate).
 """
 
 from __future__ import annotations
@@ -19,9 +17,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Union
 
 from headlab.config.messages import describe, first_line, is_abstract, unknown_key, yaml_text
-from headlab.config.train_schema import READERS, SUPPLIED
-from headlab.config.train_schema import parameters as source_parameters
 from headlab.errors import ConfigError
+
+# Parameters the code passes itself (train() the data's sizes, the run its id): never a config key.
+SUPPLIED = {"headlab.model.ModelConfig": ("vocab_size", "n_classes", "pad_id", "n_domains"),
+            "headlab.model.lm.LMConfig": ("vocab_size", "n_classes", "pad_id", "n_domains"),
+            "headlab.lit.callbacks.HeadMetricsCallback": ("run_id",)}
+# The functions a classifier source's mapping (`data.synthetic: {n: 6000}`) is passed to.
+READERS = {"synthetic": "headlab.data.synthetic.generate_synthetic",
+           "multidomain": "headlab.data.multidomain.generate_multidomain", "files": "headlab.data.files.load_file_splits"}
 
 # Targets whose **kwargs go to another function, which then types the extra keys.
 _KWARGS_GO_TO = {"lightning.pytorch.loggers.wandb.WandbLogger": "wandb.init"}
@@ -68,8 +72,10 @@ def check_value(path: str, value: Any, hint: Any, default: Any = None) -> None:
         check_target(path, value)
         return
     if _matches(value, hint, path) is False:
-        example = f", e.g. {yaml_text(default)}" if default not in (None, inspect.Parameter.empty, (), []) else ""
-        raise ConfigError(path, value, f"{describe(hint)}{example}")
+        allowed = describe(hint)
+        plain = isinstance(default, (bool, int, float, str)) or (isinstance(default, (list, tuple)) and default)
+        example = f", e.g. {yaml_text(default)}" if plain and not allowed.startswith("one of") else ""
+        raise ConfigError(path, value, f"{allowed}{example}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,23 +86,26 @@ class Param:
 
 def parameters(path: str, name: str) -> tuple[dict[str, Param], bool, str | None]:
     """The keyword parameters of the class or function `name` with their type hints, whether it takes
-    **kwargs, and its full name (None for headlab's own, whose keys are named by their node): headlab's read
-    from its source (nothing imported), any other imported and inspected."""
-    if name.startswith("headlab."):
-        read = source_parameters(name)
-        return {key: Param(hint, default) for key, (hint, default) in read.items()}, False, None
+    **kwargs, and its full name (None for headlab's own, whose keys are named by their node)."""
     params, var_kwargs, owner = _imported_parameters(locate(f"{path}._target_", name))
-    return dict(params), var_kwargs, owner
+    return dict(params), var_kwargs, None if name.startswith("headlab.") else owner
 
 
 @functools.lru_cache(maxsize=None)  # inspected once per process: the Trainer's hints take milliseconds each time
 def _imported_parameters(target: Any) -> tuple[dict[str, Param], bool, str]:
-    signature = inspect.signature(target)
-    hints = _type_hints(target)
-    params = {key: Param(hints.get(key, Any), p.default) for key, p in signature.parameters.items()
-              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    return params, any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()), \
-        f"{target.__module__}.{target.__qualname__}"
+    """A headlab class whose `__init__` passes `**kwargs` on (`SyntheticDataModule`) takes its bases' too."""
+    chain = [c for c in target.__mro__ if "__init__" in vars(c)] if inspect.isclass(target) else [target]
+    params: dict[str, Param] = {}
+    for owner in chain:
+        signature = inspect.signature(owner.__init__ if inspect.isclass(owner) else owner)
+        hints = _type_hints(owner)
+        for key, p in signature.parameters.items():
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and key != "self":
+                params.setdefault(key, Param(hints.get(key, Any), p.default))
+        var_kwargs = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+        if not (var_kwargs and owner.__module__.startswith("headlab.")):
+            break
+    return params, var_kwargs, f"{target.__module__}.{target.__qualname__}"
 
 
 def _type_hints(target: Any) -> dict[str, Any]:

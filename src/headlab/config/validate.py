@@ -1,9 +1,10 @@
-"""`validate_config`: the composed config's remaining checks, before any data is loaded or file written.
+"""`validate_config`: headlab-train's composed config checked before any data is loaded or file written.
 
-Composition already typed the keys that have a schema (headlab.config.train_schema). Left here:
-missing mandatory values, the keys of the open nodes (the top level, keys added to `data`), the
-nodes whose `_target_` has no schema (checked against its signature), and the value ranges, by
-building the objects whose constructors own them (ModelConfig, the datamodule, the callbacks).
+Its groups have no schema of their own: every `_target_` node is checked against its target's signature
+(keys and types, headlab.config.signature), a key of a node no class takes (optim's flat knobs) must be
+read by an interpolation, the top level is train.yaml's (TrainKeys), missing values and broken
+interpolations are named by key, and the value ranges are checked by building the objects whose
+constructors own them (ModelConfig, the datamodule, the callbacks, Lightning's Trainer).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ _MISSING_EXAMPLES = {"data.files.train": "data=files data.files.train=/path/to/t
 def validate_config(cfg: DictConfig) -> None:
     """Raise `ConfigError` for the first mistake in the composed config; return if none."""
     _check_top_level(cfg)  # keys no code reads first: their values need not resolve
-    refuse_unknown_keys(cfg)
     sources: dict[str, str] = {}
     hints = schema_fields(TrainKeys)
     plain: dict[str, Any] = {}
@@ -44,6 +44,7 @@ def validate_config(cfg: DictConfig) -> None:
         for key, node in plain.items():
             if key != "paths":
                 _check_targets(key, node)
+        _refuse_unread_knobs(cfg)  # after the types: `optim.lr={a: 1}` is a wrong value, not keys
         _check_ranges(plain)
     except ConfigError as err:
         source = _source(err.key, sources)
@@ -61,9 +62,30 @@ def _check_top_level(cfg: DictConfig) -> None:
             raise unknown_key(key, _raw(cfg, key), known)
 
 
+# Read by code, not by an interpolation (the run check makes the folder; Hydra's run dir names it).
+_READ_BY_CODE = ("paths.log_dir",)
+
+
+def _refuse_unread_knobs(cfg: DictConfig) -> None:
+    """A key of a node no class takes (`optim.lr`, `intervention.knockout.step`) exists to be interpolated
+    into one that does; a key no `${...}` reads (`+optim.lr_max=1`) is a mistake, named with the close key."""
+    read = set(re.findall(r"\$\{([\w.]+)", OmegaConf.to_yaml(cfg)))
+
+    def walk(node: DictConfig, path: str) -> None:
+        for key in node.keys():
+            full, child = f"{path}{key}", node._get_node(key)  # noqa: SLF001 - the node, its value unresolved
+            if isinstance(child, DictConfig):
+                if "_target_" not in child and key != "hydra":
+                    walk(child, f"{full}.")
+            elif path and child._value() is not None and full not in read and full not in _READ_BY_CODE:
+                known = [str(k) for k in node.keys() if f"{path}{k}" in read or f"{path}{k}" in _READ_BY_CODE]
+                raise unknown_key(full, _raw(node, key), known)
+
+    walk(cfg, "")
+
+
 def refuse_unknown_keys(node: DictConfig, path: str = "") -> None:
-    """A key added with `+` to a node a schema types but no `_target_` builds (optim's knobs, paths, a
-    command's settings) must be one of its fields; a `_target_` node is its signature's (check_target)."""
+    """A key added with `+` to a node a command's schema types must be one of its fields."""
     if "_target_" in node:
         return
     schema = OmegaConf.get_type(node)

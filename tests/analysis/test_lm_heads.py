@@ -195,3 +195,25 @@ def test_icl_differences_per_sequence_and_their_standard_error():
     assert float(stats.sem(differences.numpy())) == pytest.approx(0.5 / 3**0.5)  # sd 0.5 over 3 sequences
     with pytest.raises(DataError, match="early"):
         icl_differences(losses, late=0, early=2)
+
+
+def test_causal_entropy_is_one_for_uniform_zero_for_one_key_and_scipy_for_the_rest():
+    import math
+
+    from scipy.stats import entropy
+
+    from headlab.analysis.lm_heads import causal_entropy_norm_sums
+
+    n = 7
+    uniform = torch.ones(n, n, dtype=torch.float64).tril()
+    uniform = uniform / uniform.sum(-1, keepdim=True)
+    previous = _one_hot([0] + list(range(n - 1)))[0, 0]
+    torch.manual_seed(0)
+    random = torch.rand(n, n, dtype=torch.float64).tril()
+    random = random / random.sum(-1, keepdim=True)
+    sums = causal_entropy_norm_sums(torch.stack([uniform, previous.double(), random])[None].repeat(2, 1, 1, 1))  # 2 sequences
+    # query i sees keys 0..i: scipy's entropy of each row over those keys, / log(i + 1), mean over queries 1..n-1
+    by_hand = sum(entropy(random[i, : i + 1].numpy()) / math.log(i + 1) for i in range(1, n)) / (n - 1)
+    assert sums.tolist() == pytest.approx([2.0, 0.0, 2 * by_hand], abs=1e-9)  # summed over the 2 sequences
+    with pytest.raises(DataError):
+        causal_entropy_norm_sums(torch.ones(1, 1, 3, 4))

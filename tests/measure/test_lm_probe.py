@@ -64,3 +64,19 @@ def test_on_real_text_the_repeated_probe_draws_the_gapped_probes_frequent_charac
     assert probe.shape == (50, 17) and (probe[:, 0] == CLS_ID).all()
     assert torch.equal(probe[:, 1:9], probe[:, 9:])
     assert set(probe[:, 1:].unique().tolist()) == set(data.probe_ids.tolist())  # the 5 most frequent, all drawn in 400
+
+
+def test_causal_entropy_is_the_probes_mean_of_each_querys_entropy_over_the_keys_it_sees(data):
+    import math
+
+    torch.manual_seed(1)
+    net = HeadlabLM(LMConfig(vocab_size=16, max_len=15, n_layers=2, n_heads=2, d_model=16)).eval()
+    measured = measure_lm_probe(net, data.probe, data.probe_half_len, chunk_size=4)
+    with torch.no_grad():
+        patterns = net(data.probe, return_patterns=True).patterns
+    seq = data.probe.size(1)
+    for layer, pattern in enumerate(patterns):  # [n, head, seq, seq]
+        by_hand = [sum(stats.entropy(pattern[b, h, i, : i + 1].double().numpy()) / math.log(i + 1) for i in range(1, seq))
+                   / (seq - 1) for h in range(2) for b in range(data.probe.size(0))]
+        expected = torch.tensor(by_hand, dtype=torch.float64).view(2, -1).mean(1)
+        torch.testing.assert_close(measured.per_layer[layer]["causal_entropy_norm"], expected, atol=1e-5, rtol=0)

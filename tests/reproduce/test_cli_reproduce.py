@@ -24,12 +24,14 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert lines[at + 3].endswith("headlab-aggregate logs/sweeps/heads-zh_reviews/reproduce")
     assert sum("-m sweep=heads " in line for line in lines) == 2  # synthetic and zh_reviews
     assert lines[-2].endswith("headlab-analyze-hf data=en_news threads=1 run_dir=logs/runs/reproduce/c17-minilm-en_news")
-    assert lines[-1].startswith("# 9 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
+    assert lines[-1].startswith("# 10 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
+    assert lines[lines.index("# lm-types: C2") + 1].endswith(  # C2 v3 on the induction LM, exploratory seeds 400-401
+        "optim=adamw_constant optim.lr=0.003 seed=400,401 sweep_name=lm-types figures=false")
     assert main(["jobs=true", "scale=full", f"specs={SPECS}"]) == 0
     full = capsys.readouterr().out.splitlines()
     commands = [line for line in full if " -m sweep=" in line]
-    assert len(commands) == 9 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
-    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C2, C8, C10, C15, C18",
+    assert len(commands) == 10 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
+    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C8, C10, C15, C18",
                                                                    "# heads_width-zh_reviews-full: C16"]
 
 
@@ -117,7 +119,7 @@ def test_only_selects_claims_in_any_case_and_order_of_the_specs():
 
 def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_time(capsys):
     """make reproduce-cpu: seeds 10-17 (10-19 on the heads synthetic sweep, run first; C6's version 5
-    on fresh seeds 20-35; the LM sweep of C3, C4, C13, C14 on 300-307), zh reviews at max_len 128 with cls pooling, a wall time from the 2026-12-02
+    on fresh seeds 20-35; the LM sweep of C3, C4, C13, C14 on 300-307, C2 v3 on 410-419), zh reviews at max_len 128 with cls pooling, a wall time from the 2026-12-02
     run's measured step times, look 2 included, that stays under 2 hours on 2 cores; look 2: fresh seeds only."""
     import re
 
@@ -126,12 +128,14 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     header = lines.index("# look 2, only for the claims look 1 leaves inconclusive: fresh seeds, read on their own")
     sweeps = [line for line in lines[:header] if " -m sweep=" in line]
     ten, eight, fresh = "seed=10,11,12,13,14,15,16,17,18,19", "seed=10,11,12,13,14,15,16,17 ", "seed=" + ",".join(map(str, range(20, 36)))
-    assert len(sweeps) == 9
+    assert len(sweeps) == 10
+    types = "seed=" + ",".join(map(str, range(410, 420))) + " "  # C2 v3 on the LM: fresh seeds 410-419
+    assert [line for line in sweeps if types in line] == [line for line in sweeps if "sweep_name=lm-types-cpu" in line]
     assert [line for line in sweeps if ten in line] == [line for line in sweeps if "sweep_name=heads-synthetic-cpu" in line]
     assert [line for line in sweeps if fresh in line] == [line for line in sweeps if "sweep_name=posenc-synthetic-cpu-v5" in line]
     lm = "seed=" + ",".join(map(str, range(300, 308))) + " "   # the roles claims moved to the LM: fresh seeds 300-307
     assert [line for line in sweeps if lm in line] == [line for line in sweeps if "sweep_name=lm-roles-cpu" in line]
-    assert all(eight in line for line in sweeps if ten not in line and fresh not in line and lm not in line)
+    assert all(eight in line for line in sweeps if ten not in line and fresh not in line and lm not in line and types not in line)
     zh = next(line for line in sweeps if "sweep_name=heads-zh_reviews-cpu" in line)
     assert "data.max_len=128" in zh and "model.pooling=cls" in zh
     assert "model.template=positional" in next(line for line in sweeps if "sweep=templates" in line)

@@ -95,7 +95,11 @@ def test_per_run_reductions_of_the_head_table():
     distinct = StatisticConfig(StatisticKind.mean, where={"model.pos_encoding": "rope"}, column="final_role",
                                reduce=Reduction.distinct_per_layer)
     assert table_statistic(distinct, heads).mean == pytest.approx(3.5)
-    # the article's three types (C2): a run whose heads are all untyped has 0 types, and still counts
+    # the article's three types (C2, read from the LM pattern-type column): a run whose heads are all
+    # untyped has 0 types, and still counts
+    kind = {"mixed": "untyped", "local": "local_diagonal", "previous_token": "local_diagonal",
+            "long_range": "distant_points", "vertical": "untyped"}
+    heads["final_type"] = heads["final_role"].map(kind)
     typed = load_spec(SPECS / "c02_split_roles.yaml").statistics["types"]
     typed.where = {"model.pos_encoding": "none"}
     found = table_statistic(typed, heads)

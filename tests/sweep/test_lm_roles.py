@@ -75,3 +75,51 @@ def test_lm_seeds_are_matched_on_the_pattern_scores(tmp_path):
     b = _lm_run(tmp_path / "b", "b", {0: [[0.1] * 3, [0.1] * 3], 300: [[0.0, 0.3, 0.6], [0.9, 0.0, 0.1]]})
     matches = seed_matches([a, b])
     assert matches["error"].tolist() == [""] and matches["same_role"].tolist() == [1.0]  # swapped heads found
+
+
+# ---- the article's three pattern types (C2) -----------------------------------------------------
+
+def test_pattern_types_by_hand_at_the_bars():
+    from headlab.sweep.lm_roles import lm_pattern_types
+
+    nan = float("nan")
+    scores = np.array([[0.4, 0.1, 0.0],    # previous-token at the bar (inclusive)
+                       [0.5, 0.0, 0.1],    # previous-token, spread enough to pass the entropy bar: the pattern wins
+                       [0.1, 0.2, 0.6],    # induction
+                       [0.1, 0.5, 0.3],    # duplicate
+                       [0.39, 0.2, 0.1],   # no pattern, entropy at the bar
+                       [0.1, 0.1, 0.1],    # no pattern, entropy just below it (a sink-like head)
+                       [0.1, 0.1, 0.1],    # entropy unmeasured
+                       [nan, 0.9, 0.0]])   # a score unmeasured
+    entropy = np.array([0.3, 0.95, 0.5, 0.5, 0.85, 0.8499, nan, 0.9])
+    assert lm_pattern_types(scores, entropy) == ["local_diagonal", "local_diagonal", "distant_points", "distant_points",
+                                                 "uniform", "untyped", "untyped", "untyped"]
+
+
+def test_pattern_types_refuse_mismatched_shapes():
+    import pytest
+
+    from headlab.errors import DataError
+    from headlab.sweep.lm_roles import lm_pattern_types
+
+    with pytest.raises(DataError):
+        lm_pattern_types(np.zeros((3, 3)), np.zeros(2))
+
+
+def test_final_type_is_read_at_the_last_measurement_and_missing_without_the_entropy(tmp_path):
+    from headlab.analysis.lm_heads import CAUSAL_ENTROPY
+
+    folder = tmp_path / "0"
+    folder.mkdir()
+    # step 0: all near-uniform; step 300: head 0 previous-token, head 1 induction, head 2 still uniform, head 3 a sink
+    by_step = {0: ([[0.1] * 3] * 4, [0.99] * 4),
+               300: ([[0.9, 0.0, 0.0], [0.0, 0.2, 0.7], [0.1, 0.1, 0.1], [0.2, 0.1, 0.1]], [0.2, 0.4, 0.97, 0.1])}
+    for step, (heads, entropy) in by_step.items():
+        scores = np.asarray(heads, float)
+        layer = {name: scores[:, i] for i, name in enumerate(LM_PATTERN_SCORES)} | {CAUSAL_ENTROPY: np.asarray(entropy)}
+        append_part(folder / HEAD_METRICS, step, head_metric_rows("0", step, 0, [layer]))
+    frame = pd.concat(pd.read_parquet(p) for p in sorted((folder / HEAD_METRICS).glob("*.parquet")))
+    heads = head_summary(Run("0", folder, "completed", head_metrics=with_lm_roles(frame)), None).set_index("head")
+    assert heads["final_type"].tolist() == ["local_diagonal", "distant_points", "uniform", "untyped"]
+    old = _lm_run(tmp_path / "old", "old", {0: [[0.9, 0.0, 0.0]], 300: [[0.9, 0.0, 0.0]]})  # measured before the entropy
+    assert head_summary(old, None)["final_type"].isna().all()

@@ -22,7 +22,7 @@ def test_induction_experiment_trains_measures_and_summarises(tmp_path, one_threa
     assert 0 <= summary["val_acc"] <= 1 and summary["n_measurements"] == 4  # steps 0, 4, 8 and fit end (10)
     rows = pd.read_parquet(run / "head_metrics.parquet")
     assert set(rows["metric"]) == {"prev_token_score", "duplicate_score", "induction_score", "copying_score",
-                                   "rep_induction_score"}  # the last: the standard test, every measurement
+                                   "causal_entropy_norm", "rep_induction_score"}  # the last: the standard test, every measurement
     assert sorted(rows["step"].unique()) == [0, 4, 8, 10]
     assert rows[rows.metric != "copying_score"]["value"].between(0, 1).all()
     assert len(summary["lm"]["final_roles"]) == 2

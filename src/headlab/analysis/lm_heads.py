@@ -85,6 +85,28 @@ def lm_pattern_score_sums(pattern: Tensor, tokens: Tensor, *, exclude_bos: bool 
     return sums
 
 
+CAUSAL_ENTROPY = "causal_entropy_norm"
+
+
+def causal_entropy_norm_sums(pattern: Tensor) -> Tensor:
+    """Per-head sum over the chunk's sequences of the normalised attention entropy under the causal
+    mask, `[head]` (float64): per query i >= 1, -sum_j A_ij log A_ij / log(i + 1) (query i sees the
+    i + 1 keys 0..i, BOS included), averaged over the queries. 1 for uniform attention over the
+    keys a query sees, 0 for a head on one key (a BOS sink or a previous-token head).
+
+    This is DESIGN's `entropy_norm` with the causal mask's key count; it carries its own name so
+    the classifier descriptor metrics that read `entropy_norm` (sweep matching, bifurcation) do
+    not start reading it in LM runs. pattern: `[batch, head, q, k]` post-softmax, q = k.
+    """
+    if not isinstance(pattern, Tensor) or pattern.ndim != 4 or pattern.size(-1) != pattern.size(-2) or pattern.size(-1) < 2:
+        got = list(pattern.shape) if isinstance(pattern, Tensor) else type(pattern).__name__
+        raise DataError("pattern", f"expected a float tensor [batch, head, q, k] with q = k >= 2, got {got}")
+    a = pattern.detach().to(torch.float64)
+    entropy = -torch.xlogy(a, a).sum(-1)[..., 1:]  # [batch, head, q - 1]: queries 1.. (query 0 sees one key)
+    n_keys = torch.arange(2, a.size(-1) + 1, device=a.device, dtype=torch.float64)
+    return (entropy / n_keys.log()).mean(-1).sum(0)
+
+
 def lm_pattern_scores(pattern: Tensor, tokens: Tensor, **options: bool) -> dict[str, Tensor]:
     """Each score of `LM_PATTERN_SCORES`, `[head]`: the mean over the batch's sequences."""
     sums = lm_pattern_score_sums(pattern, tokens, **options)

@@ -1,4 +1,4 @@
-"""The LM probe measurement: per-head pattern and copying scores, per-position loss, ICL score.
+"""The LM probe measurement: per-head pattern, copying and causal-entropy scores, per-position loss, ICL score.
 
 The one seam for language models, as `measure_probe` is for classifiers: the probe runs through
 the weight path in eval mode under `no_grad`, chunk by chunk, and `headlab.analysis.lm_heads`
@@ -15,8 +15,9 @@ import torch
 
 from scipy import stats
 
-from headlab.analysis.lm_heads import (LM_PATTERN_SCORES, icl_differences, lm_pattern_score_sums, ov_copying_score,
-                                       per_position_loss, repeated_stripe_score_sums)
+from headlab.analysis.lm_heads import (CAUSAL_ENTROPY, LM_PATTERN_SCORES, causal_entropy_norm_sums, icl_differences,
+                                       lm_pattern_score_sums, ov_copying_score, per_position_loss,
+                                       repeated_stripe_score_sums)
 
 REPEATED_INDUCTION = "rep_induction_score"
 
@@ -75,7 +76,7 @@ def measure_lm_probe(net: torch.nn.Module, probe: torch.Tensor, half_len: int, c
 def _pattern_scores(net: torch.nn.Module, probe: torch.Tensor,
                     chunk_size: int) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
     """Per layer the probe's pattern scores `[head]`, and every sequence's per-position loss `[n, seq - 1]` (float64)."""
-    sums = [{name: 0.0 for name in LM_PATTERN_SCORES} for _ in net.blocks]
+    sums = [{name: 0.0 for name in (*LM_PATTERN_SCORES, CAUSAL_ENTROPY)} for _ in net.blocks]
     losses, device = [], next(net.parameters()).device
     for chunk in probe.split(chunk_size):
         chunk = chunk.to(device)
@@ -84,6 +85,7 @@ def _pattern_scores(net: torch.nn.Module, probe: torch.Tensor,
             for name, value in lm_pattern_score_sums(pattern, chunk).items():
                 if name != "n_sequences":
                     sums[layer][name] = sums[layer][name] + value.cpu()
+            sums[layer][CAUSAL_ENTROPY] = sums[layer][CAUSAL_ENTROPY] + causal_entropy_norm_sums(pattern).cpu()
         losses.append(per_position_loss(out.logits, chunk).double().cpu())
     return [{name: value / probe.size(0) for name, value in layer.items()} for layer in sums], torch.cat(losses)
 

@@ -26,8 +26,11 @@ QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-syntheti
                  "init_scale-synthetic": 145, "data_size-synthetic": 88, "c17-minilm-en_news": 27,
                  "distill-zh_reviews": 174,
                  # the exploratory lm_roles sweep of 2026-12-03 (8 jobs, seeds 0-1): its jobs' CPU seconds, one thread each
-                 "lm-roles": 367}
-MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles: 2026-12-03)"
+                 "lm-roles": 367,
+                 # C2's lm-types sweep: one cell of lm_roles' grid, the same 3,000-step jobs, so lm-roles' 46 s a
+                 # job; its own exploratory 2 jobs (2026-12-03) took 87 and 80 s beside other work (load average 4)
+                 "lm-types": 92}
+MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types: 2026-12-03)"
 # seconds per step of make reproduce-cpu on 2 cores, two lanes, 2026-12-02: each job's summary.json
 # wall_s plus its start (about 2 s), and the per-job commands (headlab-importance about 16 s,
 # headlab-prune about 70 s); the jobs that ran beside the test suite are counted at the speed of

@@ -22,6 +22,7 @@ from headlab.analysis.lm_heads import LM_PATTERN_SCORES, LM_ROLE_THRESHOLD
 from headlab.analysis.movement_importance import movement_importance_correlation
 from headlab.analysis.roles import ROLES
 from headlab.errors import HeadlabError
+from headlab.sweep.lm_roles import final_lm_types
 from headlab.sweep.matching import DESCRIPTOR_METRICS, ROLE_METRIC, config_finals, final_values, match_layer
 from headlab.sweep.runs import Run
 
@@ -53,6 +54,7 @@ def head_summary(run: Run, importance: pd.Series | None) -> pd.DataFrame:
     (`cum_grad_norm` at the last measurement at or before that step; NaN when that is step 0).
 
     `washout` (a causal LM's heads): `washout`, the share of its role a head lost after its peak.
+    `final_type` (a causal LM's heads): its pattern type at the last measurement (`sweep.lm_roles.lm_pattern_types`).
 
     `specificity = 1 - entropy_norm` at the last step: the attention-specificity importance proxy.
     `ablation_dloss`: `importance`, the measured importance (val loss increase when the head is
@@ -82,6 +84,7 @@ def head_summary(run: Run, importance: pd.Series | None) -> pd.DataFrame:
     heads["final_role"] = final.get(ROLE_METRIC, pd.Series(dtype=float)).reindex(heads.index).map(_role_name)
     kept = heads["final_role"].notna() & (heads["final_role"] == heads["initial_role"])
     heads["acquired_role"] = heads["final_role"].where(~kept, KEPT_ROLE)
+    heads["final_type"] = final_lm_types(final).reindex(heads.index)  # a causal LM's pattern type (C2)
     for column in ("cum_grad_norm", "dist_from_init", "entropy_norm", "confidence"):
         heads[column] = final[column].reindex(heads.index) if column in final else math.nan
     heads["specificity"] = 1.0 - heads["entropy_norm"]

@@ -99,10 +99,9 @@ def first_line(err: BaseException) -> str:
 
 
 def schema_fields(schema: type) -> dict[str, Any]:
-    """A schema's user-facing fields (not `_target_`) and their types: the type hint, or
-    `metadata["type"]` for a union OmegaConf cannot hold (the field is then `Any`)."""
+    """A schema's user-facing fields (not `_target_`) and their types."""
     hints = typing.get_type_hints(schema)
-    return {f.name: f.metadata.get("type", hints[f.name]) for f in dataclasses.fields(schema) if not f.name.startswith("_")}
+    return {f.name: hints[f.name] for f in dataclasses.fields(schema) if not f.name.startswith("_")}
 
 
 def unknown_key(path: str, value: Any, known: list[str], owner: str | None = None) -> ConfigError:

@@ -14,20 +14,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, List, Literal, Optional, Union
+from typing import List, Literal, Optional, Union
 
 
 @dataclass
 class TrainKeys:
-    """train.yaml's own keys. `resume` (true, false or auto) and `threads` (an int, auto or null)
-    are unions OmegaConf cannot type: `headlab.config.validate` checks them."""
+    """train.yaml's own keys and their types (`headlab.config.validate` checks the values)."""
 
     seed: int = 42
-    resume: Any = field(default=False, metadata={"type": Union[bool, Literal["auto"]]})
+    resume: Union[bool, Literal["auto"]] = False
     test: bool = True
     figures: bool = True  # the per-run figures at fit end (each measuring callback's `figures` reads it)
     sweep_name: Optional[str] = None
-    threads: Any = field(default=None, metadata={"type": Union[int, Literal["auto"], None]})
+    threads: Union[int, Literal["auto"], None] = None
     tags: List[str] = field(default_factory=list)
     resume_allow: List[str] = field(default_factory=list)
     overwrite: bool = False  # a fresh start in a run dir that holds a run replaces it (else refused)

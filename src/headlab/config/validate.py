@@ -18,14 +18,16 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from headlab.config.messages import first_line, schema_fields, unknown_key
-from headlab.config.signature import UNRESOLVED, check_target, check_value, locate
+from headlab.config.signature import SUPPLIED, UNRESOLVED, check_target, check_value, locate
 from headlab.config.train_schema import TrainKeys, top_level_keys
 from headlab.config.values import check_threads
 from headlab.errors import ConfigError
 
 # Groups whose targets are cheap constructors that check their own values: built here (Lightning's Trainer
 # refuses trainer.devices=0 and the like in its constructor, before a run folder exists).
-_BUILT_TO_CHECK = ("data", "callbacks", "optim", "trainer")
+_BUILT_TO_CHECK = ("data", "model", "callbacks", "optim", "trainer")
+# Stand-ins for what the code passes itself (the data's sizes): the smallest values the network takes.
+_STAND_INS = {"vocab_size": 4, "n_classes": 2}
 _MISSING_EXAMPLES = {"data.files.train": "data=files data.files.train=/path/to/train.csv (CSV or JSONL with text, label)"}
 
 
@@ -167,7 +169,6 @@ def _check_ranges(plain: dict[str, Any]) -> None:
     if isinstance(seed, int) and seed < 0:
         raise ConfigError("seed", seed, "an integer >= 0")
     check_threads(plain.get("threads"))
-    _check_model(plain)
     for group in ("optim", "model"):  # inf / nan trains and diverges (or never ends): refused as a class
         _check_finite(group, plain.get(group))
     lr = (plain.get("optim") or {}).get("lr")
@@ -209,18 +210,6 @@ def _check_accelerator(trainer: dict[str, Any]) -> None:
                           "found): cpu or auto")
 
 
-def _check_model(plain: dict[str, Any]) -> None:
-    """ModelConfig checks the model's values; the data supplies vocab, classes and max_len."""
-    from headlab.model import ModelConfig
-
-    max_len = (plain.get("data") or {}).get("max_len")
-    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 2:
-        raise ConfigError("data.max_len", max_len, "an integer >= 2")
-    fields = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size", "n_classes", "max_len"}
-    model = plain.get("model") or {}
-    ModelConfig(vocab_size=4, n_classes=2, max_len=max_len, **{k: v for k, v in model.items() if k in fields})
-
-
 def _check_trainer(trainer: dict[str, Any], callbacks: dict[str, Any]) -> None:
     _check_accelerator(trainer)
     max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps", -1)
@@ -246,6 +235,8 @@ def _build_to_check(group: str, node: Any) -> None:
             continue
         kwargs = {k: (None if v is UNRESOLVED else v) for k, v in member.items() if not k.startswith("_")}
         target = locate(f"{path}._target_", member["_target_"])
+        takes = inspect.signature(target).parameters
+        kwargs.update({k: _STAND_INS[k] for k in SUPPLIED.get(member["_target_"], ()) if k in _STAND_INS and k in takes})
         if not _all_required_given(target, kwargs):
             continue  # completed by train() (an optimiser's params, the data's vocab_size): not built here
         quiet = logging.getLogger("lightning.pytorch")  # its "GPU available" lines are the run's to print

@@ -214,6 +214,9 @@ class RunCheckpoint(Checkpoint):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._log_pending_row(trainer)
         self._take_signals()
+        if self.stop_requested is not None:  # arrived during the setup: no step has run since the checkpoint
+            last = self.last_path if self.last_path.is_file() else None
+            raise RunInterrupted(self.stop_requested, int(trainer.global_step), str(last) if last else None)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._release_signals()
@@ -227,7 +230,7 @@ class RunCheckpoint(Checkpoint):
             raise RunInterrupted(self.stop_requested, int(trainer.global_step), str(self.last_path))
 
     def _release_signals(self) -> None:
-        if self.signals is None:
+        if self.signals is None or not self._owns_signals:  # the run's handlers stay deferred to train()'s end
             return
         self.signals.deferred = False
         if self._owns_signals:

@@ -13,7 +13,7 @@ from headlab.lit.signals import RunInterrupted
 from headlab.tasks.train import train
 from tests._runs import RESUMABLE, compose_train_config
 
-pytestmark = pytest.mark.slow  # four tiny trainings in this process: ~20 s on a shared CPU
+pytestmark = pytest.mark.slow  # four tiny trainings per test in this process: ~20 s each on a shared CPU
 
 
 def _cells(run) -> pd.DataFrame:
@@ -48,3 +48,27 @@ def test_a_stop_at_a_step_end_and_at_an_epoch_end_loses_no_row(tmp_path, monkeyp
         assert stopped.value.step == step
     train(compose_train_config(run, [*RESUMABLE, "resume=true"]))
     pd.testing.assert_frame_equal(_cells(run), _cells(reference))  # parent commit: steps 3 and 9 (train/acc) lost
+
+
+def test_a_stop_during_an_epochs_last_batch_waits_for_the_epoch_end_and_resumes_exactly(tmp_path, monkeypatch, one_thread):
+    """SIGTERM during step 10, the last batch of epoch 0: the stop waits for the epoch's validation and epoch-end
+    save. Saved at the batch end instead, the resume skipped epoch 0's best checkpoint (best step 20, not 10), and
+    after a second stop at step 12 trained epoch 1 for 12 batches (global step 22 of 20)."""
+    want = train(compose_train_config(tmp_path / "reference", RESUMABLE))
+    run = tmp_path / "run"
+    batch_end = RunCheckpoint.on_train_batch_end
+    for i, step in enumerate((10, 12)):
+        def stopping(self, trainer, *args, step=step):
+            if trainer.global_step == step:
+                self.signals.requested = "SIGTERM"
+            batch_end(self, trainer, *args)
+
+        with monkeypatch.context() as m:
+            m.setattr(RunCheckpoint, "on_train_batch_end", stopping)
+            with pytest.raises(RunInterrupted) as stopped:
+                train(compose_train_config(run, [*RESUMABLE, *(["resume=true"] if i else [])]))
+        assert stopped.value.step == step
+    got = train(compose_train_config(run, [*RESUMABLE, "resume=true"]))
+    keys = ("global_step", "best_step", "val_acc", "val_f1", "test_acc", "test_f1", "final_roles")
+    assert {k: got[k] for k in keys} == {k: want[k] for k in keys}  # parent commit: global_step 22, best_step 22
+    pd.testing.assert_frame_equal(_cells(run), _cells(tmp_path / "reference"))

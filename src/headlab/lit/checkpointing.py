@@ -197,9 +197,13 @@ class RunCheckpoint(Checkpoint):
         self.signals.deferred = True
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
-        self._stop_if_requested(trainer, epoch_end=False)
-        if self.every_n_train_steps and trainer.global_step % self.every_n_train_steps == 0:
-            self._save(trainer, epoch_end=False)
+        # After an epoch's last batch the stop and the save wait for the epoch end (validation, then the epoch-end
+        # save, a few hooks later): a checkpoint from between the two resumed inexactly in Lightning 2.6 (the epoch's
+        # validation and best checkpoint skipped, and a later mid-epoch resume trained extra batches: 23 steps of 20).
+        if batch_idx + 1 < trainer.num_training_batches:
+            self._stop_if_requested(trainer, epoch_end=False)
+            if self.every_n_train_steps and trainer.global_step % self.every_n_train_steps == 0:
+                self._save(trainer, epoch_end=False)
         if self.keep_every_n_train_steps and trainer.global_step % self.keep_every_n_train_steps == 0:
             self._keep(trainer)
 

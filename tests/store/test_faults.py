@@ -121,3 +121,31 @@ def test_an_existing_folder_is_asked_not_written_into(tmp_path, monkeypatch):
     before = tmp_path.stat().st_mtime_ns
     require_creatable(tmp_path)
     assert tmp_path.stat().st_mtime_ns == before and list(tmp_path.iterdir()) == []
+
+
+def _open_files_under(folder) -> list[str]:
+    """The files under `folder` this process still holds open (a removed one shows as 'PATH (deleted)')."""
+    import os
+
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if (target := os.readlink(f"/proc/self/fd/{fd}")).startswith(str(folder)):
+                found.append(target)
+    return found
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="reads the open files off /proc")
+def test_a_refused_checkpoint_write_lets_go_of_its_temporary_file(tmp_path):
+    """torch's writer closes its file only when destroyed, and the error's frames held it: the removed temporary
+    file kept its blocks while the error lived, so on a full disk (a 1.2 MB tmpfs) summary.json could not record
+    the failure (status left 'running'). The refused write frees them at once."""
+    import torch
+
+    from headlab.lit.checkpointing import AtomicCheckpointIO
+
+    with _file_size_limit(LIMIT), pytest.raises(StorageError) as info:
+        AtomicCheckpointIO().save_checkpoint({"state_dict": {"w": torch.zeros(10_000)}}, tmp_path / "last.ckpt")
+    assert "file too large" in str(info.value)
+    assert _open_files_under(tmp_path) == []  # parent commit: ['<tmp_path>/.last.ckpt.XXXXXXXX.tmp.ckpt (deleted)']
+    assert _temporary(tmp_path) == [] and not (tmp_path / "last.ckpt").exists()

@@ -102,3 +102,19 @@ def test_a_malformed_row_is_dropped_with_a_warning_and_the_rest_kept(tmp_path, c
             _logger_writes(tmp_path, range(6, 9))
     assert _read(tmp_path)["step"].tolist() == list(range(9))
     assert any("line 4 dropped: 4 field(s) where the header has 3" in r.getMessage() for r in caplog.records)
+
+
+def test_a_row_logged_again_after_a_kill_is_one_row_when_later_rows_add_a_column(tmp_path):
+    """The random-instant kill test's case: the rows after checkpoint 3 (step 3 among them) reach metrics.csv when
+    checkpoint 6 is being written, a kill leaves 6 unwritten, and the next resume from 3 logs step 3 again, then a
+    validation column the set-aside rows never had. The copies of that row are equal cell for cell."""
+    _logger_writes(tmp_path, range(0, 3))  # first segment, SIGKILLed after checkpoint 3
+    _stash(tmp_path, 3)  # resume 1 from 3 ...
+    _logger_writes(tmp_path, range(3, 6))  # ... flushes 3..5 before writing checkpoint 6, killed mid-write
+    with keep_csv_rows(RunDir(tmp_path), 3):  # resume 2, again from 3
+        later = _rows(range(3, 10)).assign(val_acc="")
+        later.loc[later["step"] == 9, "val_acc"] = "0.5"
+        later.to_csv(tmp_path / "metrics.csv", index=False)
+    got = _read(tmp_path)
+    assert got["step"].tolist() == list(range(10))  # parent commit: step 3 twice (NaN in val_acc != '')
+    assert got["val_acc"].tolist()[-1] == 0.5 and got["val_acc"].isna().sum() == 9

@@ -76,6 +76,37 @@ def rebase_best_tracking(state: dict[str, Any], dirpath: Path) -> bool:
     return True
 
 
+PENDING_ROW = "headlab_row_after_save"
+
+
+def _row_after_save(trainer: L.Trainer, epoch_end: bool) -> dict[str, Any] | None:
+    """The logger row Lightning writes for this step only after the hook that saves last.ckpt: a step's train
+    row (train/loss) after `on_train_batch_end`, an epoch's (train/acc) after `on_train_epoch_end`. A resume never
+    runs that step or epoch end again, so a stop right after the save (SIGTERM: always; SIGKILL: a kill in that
+    millisecond) lost the row. Computed as Lightning's logger connector computes it; None when none is due."""
+    from lightning.fabric.utilities.apply_func import convert_tensors_to_scalars
+
+    connector, results = trainer._logger_connector, trainer._results  # noqa: SLF001 - no public access to the due row
+    loop = trainer.fit_loop.epoch_loop
+    if not trainer.loggers or results is None:
+        return None
+    if epoch_end:
+        step = loop._batches_that_stepped - 1  # noqa: SLF001 - as Lightning's update_train_epoch_metrics steps back
+    else:
+        accumulating = trainer.fit_loop._should_accumulate() and trainer.lightning_module.automatic_optimization  # noqa: SLF001
+        if accumulating or not connector.should_update_logs:
+            return None
+        step = loop._batches_that_stepped  # noqa: SLF001
+    metrics = convert_tensors_to_scalars(results.metrics(not epoch_end)["log"])
+    if not metrics:
+        return None
+    if "step" in metrics:
+        step = int(metrics.pop("step"))
+    else:
+        metrics.setdefault("epoch", trainer.current_epoch)
+    return {"step": int(step), "metrics": {k: float(v) if isinstance(v, float) else v for k, v in metrics.items()}}
+
+
 class RunCheckpoint(Checkpoint):
     """`last.ckpt` at every training-epoch end, every `every_n_train_steps` steps, and on SIGTERM / SIGINT.
 
@@ -108,6 +139,8 @@ class RunCheckpoint(Checkpoint):
         self.signals: RunSignals | None = None  # the run's handlers (`use_signals`), else its own during fit
         self._owns_signals = False
         self.saved_step: int | None = None
+        self._pending_row: dict[str, Any] | None = None  # written into the checkpoint being saved
+        self._restored_row: dict[str, Any] | None = None  # read from the checkpoint resumed from
 
     @property
     def last_path(self) -> Path:
@@ -140,8 +173,21 @@ class RunCheckpoint(Checkpoint):
             state = states.get(callback.state_key) if isinstance(callback, ModelCheckpoint) else None
             if isinstance(state, dict) and callback.dirpath:
                 rebase_best_tracking(state, Path(callback.dirpath))
+        row = checkpoint.get(PENDING_ROW)
+        self._restored_row = row if isinstance(row, dict) else None
 
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+    def _log_pending_row(self, trainer: L.Trainer) -> None:
+        """The row the checkpoint's own step logged after the checkpoint was written (see `_row_after_save`), logged
+        now: Lightning does not run that step again. When the earlier process did write it, metrics.csv has it twice
+        with equal cells, and the resume's merge (`headlab.tasks.csv_metrics`) keeps one."""
+        row, self._restored_row = self._restored_row, None
+        if row is None or not trainer.loggers:
+            return
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics=dict(row["metrics"]), step=int(row["step"]))
+            logger.save()
+
+    def _take_signals(self) -> None:
         # Lightning registers its SIGTERM notifier just before training starts: take over again here.
         if not self.handle_signals:
             return
@@ -151,15 +197,30 @@ class RunCheckpoint(Checkpoint):
         self.signals.deferred = True
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
-        self._stop_if_requested(trainer)
-        if self.every_n_train_steps and trainer.global_step % self.every_n_train_steps == 0:
-            self._save(trainer)
+        # After an epoch's last batch the stop and the save wait for the epoch end (validation, then the epoch-end
+        # save, a few hooks later): a checkpoint from between the two resumed inexactly in Lightning 2.6 (the epoch's
+        # validation and best checkpoint skipped, and a later mid-epoch resume trained extra batches: 23 steps of 20).
+        if batch_idx + 1 < trainer.num_training_batches:
+            self._stop_if_requested(trainer, epoch_end=False)
+            if self.every_n_train_steps and trainer.global_step % self.every_n_train_steps == 0:
+                self._save(trainer, epoch_end=False)
         if self.keep_every_n_train_steps and trainer.global_step % self.keep_every_n_train_steps == 0:
             self._keep(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._stop_if_requested(trainer)  # a signal during the epoch-end validation
-        self._save(trainer)
+        self._stop_if_requested(trainer, epoch_end=True)  # a signal during the epoch-end validation
+        self._save(trainer, epoch_end=True)
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        if self._pending_row is not None:
+            checkpoint[PENDING_ROW] = self._pending_row
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._log_pending_row(trainer)
+        self._take_signals()
+        if self.stop_requested is not None:  # arrived during the setup: no step has run since the checkpoint
+            last = self.last_path if self.last_path.is_file() else None
+            raise RunInterrupted(self.stop_requested, int(trainer.global_step), str(last) if last else None)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._release_signals()
@@ -167,13 +228,13 @@ class RunCheckpoint(Checkpoint):
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self._release_signals()
 
-    def _stop_if_requested(self, trainer: L.Trainer) -> None:
+    def _stop_if_requested(self, trainer: L.Trainer, epoch_end: bool) -> None:
         if self.stop_requested is not None:
-            self._save(trainer)
+            self._save(trainer, epoch_end)
             raise RunInterrupted(self.stop_requested, int(trainer.global_step), str(self.last_path))
 
     def _release_signals(self) -> None:
-        if self.signals is None:
+        if self.signals is None or not self._owns_signals:  # the run's handlers stay deferred to train()'s end
             return
         self.signals.deferred = False
         if self._owns_signals:
@@ -189,8 +250,12 @@ class RunCheckpoint(Checkpoint):
         # through the trainer's checkpoint IO: AtomicCheckpointIO in headlab-train, so atomic too
         trainer.save_checkpoint(self.kept_path(int(trainer.global_step)), weights_only=False)
 
-    def _save(self, trainer: L.Trainer) -> None:
+    def _save(self, trainer: L.Trainer, epoch_end: bool) -> None:
         for logger in trainer.loggers:  # rows logged up to this step reach metrics.csv before the checkpoint
             logger.save()  # says they did: a resume from it never re-logs them, so a kill must not lose them
-        trainer.save_checkpoint(self.last_path, weights_only=False)
+        self._pending_row = _row_after_save(trainer, epoch_end)
+        try:
+            trainer.save_checkpoint(self.last_path, weights_only=False)
+        finally:
+            self._pending_row = None
         self.saved_step = int(trainer.global_step)

@@ -1,10 +1,12 @@
 """SIGTERM / SIGINT for a whole run, one mechanism: stop with `RunInterrupted`, never lose a checkpoint.
 
-`RunSignals` owns the handlers from the first line of `train()` to its last. Outside training a
-signal raises `RunInterrupted` at once (nothing is lost: no step has run since the last save).
-While training (`RunCheckpoint` turns `deferred` on in `on_train_start`), a signal is only
-recorded: `RunCheckpoint` finishes the training batch, writes `last.ckpt`, then raises, so a stop
-always lands on a batch boundary that resumes exactly. A second signal raises at once.
+`RunSignals` owns the handlers from the first line of `train()` to its last. While `deferred` (all of
+`train()`: the setup, training and the final evaluation), a signal is only recorded and the run stops
+where that is safe: `RunCheckpoint` stops at training start (no step run since the checkpoint resumed
+from) or after the training batch, writing `last.ckpt`, so a stop always lands on a batch boundary
+that resumes exactly. Not raised inside the setup, since a library's `except Exception` there turned
+it into another error (a resume's checkpoint "cannot be read safely", Hydra's instantiation error:
+exit 1 or 2 instead of 143). A second signal raises at once.
 SIGUSR1 (Lightning's SLURM auto-requeue signal) is left to Lightning.
 """
 

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import tempfile
+import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -44,12 +45,27 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, target)
     except (OSError, RuntimeError) as err:
         refused = as_storage_error(err, target)
+        if refused is not None:
+            # The failed writer's frames still hold its open file (torch's PyTorchFileWriter closes it only when
+            # destroyed): the unlinked temp file would keep its blocks, and on a full disk the run's record of the
+            # failure (summary.json) could not be written either. The error names the cause; its locals are not needed.
+            _release_frames(err)
         if refused is None or refused is err:
             raise
         raise refused from err
     finally:
         if tmp is not None and tmp.exists():
             tmp.unlink()
+
+
+def _release_frames(err: BaseException) -> None:
+    """Clear the finished frames of `err` and of the errors it was raised during or from (torch's writer fails
+    twice: the write, then its end-of-file record), so the objects only they hold are freed now."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        traceback.clear_frames(err.__traceback__)
+        err = err.__cause__ or err.__context__
 
 
 # `atomic_path`'s temporary names: "." + the target's name + mkstemp's 8 random characters + ".tmp" + its suffix

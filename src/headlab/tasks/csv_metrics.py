@@ -86,7 +86,16 @@ def _all_rows(output_dir: Path):
     if current is None:
         return kept
     # a row of the resumed step flushed after its checkpoint is logged again by the resume: same cells
-    return pd.concat([kept, current], ignore_index=True).drop_duplicates(ignore_index=True)
+    return _union(kept, current)
+
+
+def _union(*frames):
+    """The rows of `frames` in order, each once. A column one frame lacks is an empty cell there, as in the file:
+    left as NaN, a row repeated by a resume would differ from its copy wherever the later rows added a column
+    (a validation metric) and be kept twice."""
+    import pandas as pd
+
+    return pd.concat(frames, ignore_index=True).fillna("").drop_duplicates(ignore_index=True)
 
 
 def _stash(output_dir: Path, step: int) -> Path | None:
@@ -104,7 +113,6 @@ def _stash(output_dir: Path, step: int) -> Path | None:
 def _restore(output_dir: Path, stash: Path) -> None:
     merged = _all_rows(output_dir)
     if merged is not None:
-        merged = merged.drop_duplicates(ignore_index=True)
-    if merged is not None:
+        merged = _union(merged)
         atomic_write_with(output_dir / METRICS_CSV, lambda tmp: merged.to_csv(tmp, index=False))
     stash.unlink(missing_ok=True)  # a kill before this line: the next resume sees metrics.csv starts with it

@@ -24,6 +24,15 @@ from headlab.store import RunDir
 
 # run folder (resolved) -> the open lock file this process holds on it (the lock lives as long as the file)
 _HELD: dict[Path, IO[str]] = {}
+# run folder (resolved) -> its entries before this start's Hydra wrote into it (None: the folder was not there)
+_BEFORE_START: dict[Path, set[str] | None] = {}
+
+
+def entries_before_start(run_dir: Path) -> tuple[bool, set[str] | None]:
+    """(known, the folder's entries before this process's Hydra run start wrote `.hydra/`, `train.log`, `.lock`,
+    None when the folder was not there): what a start refused before training takes away again."""
+    key = run_dir.resolve()
+    return key in _BEFORE_START, _BEFORE_START.get(key)
 
 
 class RunDirBusy(HeadlabError):
@@ -83,7 +92,9 @@ class LockRunDir(Callback):
 
         if not is_rank_zero():  # DDP ranks > 0 share rank 0's folder and lock
             return
-        lock = RunLock(RunDir(Path(str(config.hydra.run.dir))))
+        run_dir = Path(str(config.hydra.run.dir))
+        _BEFORE_START[run_dir.resolve()] = {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else None
+        lock = RunLock(RunDir(run_dir))
         try:
             self._lock = lock.__enter__()
         except HeadlabError as err:

@@ -101,8 +101,11 @@ class RunRecord:
         refused = _refused_write(err, self.run)  # disk full, a file-size limit, ...: one line, not a traceback
         converted = refused if refused is not None and refused is not err else None
         err = converted or err
-        if isinstance(err, HeadlabError) and self._before_training() and self.fresh and not self.cfg.get("resume"):
-            self._remove_run_dir()  # a config mistake before the first training step: leave nothing behind
+        refused = isinstance(err, HeadlabError) and self._before_training()
+        if refused and self.fresh:  # a mistake before the first step where no run was (a resume of a missing folder too)
+            self._remove_run_dir()  # leave nothing behind
+        elif refused and not self.summary:  # a refused resume of a folder of other files: take this start's files away
+            self._remove_startup_files()
         elif self.summary:  # else an error before start() (a refused resume): the run's record stays as it was
             self._finish(err)
         if converted is not None:
@@ -137,6 +140,17 @@ class RunRecord:
 
     def _before_training(self) -> bool:
         return (self.trainer is None or self.trainer.global_step == 0) and not self.run.checkpoints_dir.exists()
+
+    def _remove_startup_files(self) -> None:
+        from headlab.tasks.lock import entries_before_start
+
+        known, before = entries_before_start(self.run.path)
+        if not known or before is None or self.run.has_summary:
+            return
+        for name in _HYDRA_STARTUP - before:
+            path = self.run.path / name
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        log.debug("%s: removed this start's %s", self.run.path, ", ".join(sorted(_HYDRA_STARTUP - before)))
 
     def _remove_run_dir(self) -> None:
         # Hydra's train.log handler may still hold its file open: unlinking it is fine on POSIX

@@ -64,26 +64,30 @@ def _train(cfg: DictConfig, run: RunDir) -> dict[str, Any]:
         from headlab.lit.signals import RunSignals
 
         resume = find_resume(cfg, run)  # refuses a changed model or settings before anything is rewritten
-        record.start(resume)
-        with RunSignals() as signals, closing_wandb(), keep_csv_rows(run, resume.step if resume and is_rank_zero() else None):
-            L.seed_everything(cfg.seed, workers=True)
-            datamodule = instantiate(cfg.data)
-            datamodule.setup("fit")
-            module = build_module(cfg, datamodule)
-            if resume:
-                resume.check_data_shape(module.net.config)
-            if is_rank_zero():
-                datamodule.tokenizer.save(run.vocab_path)
-            loggers = build_loggers(cfg, record.run_id)
-            record.trainer = trainer = instantiate(cfg.trainer, callbacks=build_callbacks(cfg, run, signals, record.run_id),
-                                                   logger=loggers or False, plugins=[AtomicCheckpointIO()])
-            log_config(loggers, cfg)
-            trainer.fit(module, datamodule=datamodule, ckpt_path=resume.path if resume else None, weights_only=True)
-            last = last_checkpoint_text(run)
-            if signals.requested:  # the signal came after the last training step
-                raise RunInterrupted(signals.requested, int(trainer.global_step), last)
-            record.summary["last"] = last_state(trainer, last)
-            record.complete(evaluate_best(cfg, trainer, module, datamodule))
+        with RunSignals() as signals:  # from before this start's record: a signal anywhere after is a clean stop
+            signals.deferred = True  # a signal in the setup stops the run at training start (headlab.lit.signals)
+            record.start(resume)
+            with closing_wandb(), keep_csv_rows(run, resume.step if resume and is_rank_zero() else None):
+                L.seed_everything(cfg.seed, workers=True)
+                datamodule = instantiate(cfg.data)
+                datamodule.setup("fit")
+                module = build_module(cfg, datamodule)
+                if resume:
+                    resume.check_data_shape(module.net.config)
+                if is_rank_zero():
+                    datamodule.tokenizer.save(run.vocab_path)
+                loggers = build_loggers(cfg, record.run_id)
+                record.trainer = trainer = instantiate(cfg.trainer, callbacks=build_callbacks(cfg, run, signals, record.run_id),
+                                                       logger=loggers or False, plugins=[AtomicCheckpointIO()])
+                log_config(loggers, cfg)
+                trainer.fit(module, datamodule=datamodule, ckpt_path=resume.path if resume else None, weights_only=True)
+                last = last_checkpoint_text(run)
+                if signals.requested:  # the signal came after the last training step
+                    raise RunInterrupted(signals.requested, int(trainer.global_step), last)
+                record.summary["last"] = last_state(trainer, last)
+                record.complete(evaluate_best(cfg, trainer, module, datamodule))
+                if signals.requested:
+                    log.warning("%s arrived during the final evaluation: the run completed first", signals.requested)
     if is_rank_zero() and record.summary.get("status") == "completed":
         if (line := overfitting_line(record.summary)) is not None:
             log.warning("%s", line)

@@ -206,7 +206,7 @@ def test_all_18_shipped_specs_load_as_typed_objects_with_the_schemas_defaults():
     assert c17.evidence.run is RunCommand.analyze_hf and c17.run_command("full") == ("data=en_news", "threads=1")
     assert c17.statistics["deeper_farther"].a == {"layer": [3, 4, 5]} and c17.statistics["deeper_farther"].metric == "distance_norm"
     assert specs["C9"].statistics["earlier"].reduce is Reduction.median
-    assert specs["C9"].statistics["earlier"].exclude == {"acquired_role": ["kept", "mixed", "broad"]}
+    assert specs["C9"].statistics["earlier"].exclude == {"final_role": ["mixed"]}  # version 5: every head that ends with a role
     assert specs["C8"].statistics["gap"].kind is StatisticKind.paired_difference and specs["C8"].notes.startswith("A real")
 
 

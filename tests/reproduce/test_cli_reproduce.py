@@ -27,6 +27,9 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert lines[-1].startswith("# 10 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
     assert lines[lines.index("# lm-types: C2") + 1].endswith(  # C2 v3 on the induction LM, exploratory seeds 400-401
         "optim=adamw_constant optim.lr=0.003 seed=400,401 sweep_name=lm-types figures=false")
+    assert lines[lines.index("# lm-init: C9") + 1].endswith(  # C9 v5 on the induction LM, exploratory seeds 300-301
+        "optim=adamw optim.lr=0.003 optim.warmup_ratio=0.1 model.init_scale=1.0,1.5 seed=300,301 sweep_name=lm-init figures=false")
+    assert "# init_scale-synthetic: C9" not in lines
     assert main(["jobs=true", "scale=full", f"specs={SPECS}"]) == 0
     full = capsys.readouterr().out.splitlines()
     commands = [line for line in full if " -m sweep=" in line]
@@ -119,7 +122,7 @@ def test_only_selects_claims_in_any_case_and_order_of_the_specs():
 
 def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_time(capsys):
     """make reproduce-cpu: seeds 10-17 (10-19 on the heads synthetic sweep, run first; C6's version 5
-    on fresh seeds 20-35; the LM sweep of C3, C4, C13, C14 on 300-307, C2 v3 on 410-419), zh reviews at max_len 128 with cls pooling, a wall time from the 2026-12-02
+    on fresh seeds 20-35; the LM sweep of C3, C4, C13, C14 on 300-307, C2 v3 on 410-419, C9 v5 on 520-524; C18 v6 on 600-609), zh reviews at max_len 128 with cls pooling, a wall time from the 2026-12-02
     run's measured step times, look 2 included, that stays under 2 hours on 2 cores; look 2: fresh seeds only."""
     import re
 
@@ -127,15 +130,20 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     lines = capsys.readouterr().out.splitlines()
     header = lines.index("# look 2, only for the claims look 1 leaves inconclusive: fresh seeds, read on their own")
     sweeps = [line for line in lines[:header] if " -m sweep=" in line]
-    ten, eight, fresh = "seed=10,11,12,13,14,15,16,17,18,19", "seed=10,11,12,13,14,15,16,17 ", "seed=" + ",".join(map(str, range(20, 36)))
+    ten, eight, fresh = "seed=" + ",".join(map(str, range(600, 610))) + " ", "seed=10,11,12,13,14,15,16,17 ", "seed=" + ",".join(map(str, range(20, 36)))
     assert len(sweeps) == 10
     types = "seed=" + ",".join(map(str, range(410, 420))) + " "  # C2 v3 on the LM: fresh seeds 410-419
     assert [line for line in sweeps if types in line] == [line for line in sweeps if "sweep_name=lm-types-cpu" in line]
-    assert [line for line in sweeps if ten in line] == [line for line in sweeps if "sweep_name=heads-synthetic-cpu" in line]
+    # C18 v6: fresh seeds 600-609, the 4-head models its statistics read
+    assert [line for line in sweeps if ten in line] == [line for line in sweeps if "sweep_name=heads-synthetic-cpu-v6" in line]
+    assert "model.n_heads=4 " in next(line for line in sweeps if ten in line)
+    init = "seed=" + ",".join(map(str, range(520, 525))) + " "  # C9 v5 on the LM: fresh seeds 520-524, both gains, 10 % warm-up
+    assert [line for line in sweeps if init in line] == [line for line in sweeps if "sweep_name=lm-init-cpu" in line]
+    assert "optim=adamw optim.lr=0.003 optim.warmup_ratio=0.1 model.init_scale=1.0,1.5 " in next(line for line in sweeps if init in line)
     assert [line for line in sweeps if fresh in line] == [line for line in sweeps if "sweep_name=posenc-synthetic-cpu-v5" in line]
     lm = "seed=" + ",".join(map(str, range(300, 308))) + " "   # the roles claims moved to the LM: fresh seeds 300-307
     assert [line for line in sweeps if lm in line] == [line for line in sweeps if "sweep_name=lm-roles-cpu" in line]
-    assert all(eight in line for line in sweeps if ten not in line and fresh not in line and lm not in line and types not in line)
+    assert all(eight in line for line in sweeps if not any(seeds in line for seeds in (ten, fresh, lm, types, init)))
     zh = next(line for line in sweeps if "sweep_name=heads-zh_reviews-cpu" in line)
     assert "data.max_len=128" in zh and "model.pooling=cls" in zh
     assert "model.template=positional" in next(line for line in sweeps if "sweep=templates" in line)

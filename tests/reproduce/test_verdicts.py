@@ -229,16 +229,21 @@ def test_a_missing_secondary_is_shown_missing_and_the_claim_is_still_decided_on_
     from headlab.reproduce.evidence import _decided
 
     spec = load_spec(SPECS / "c09_init_scale.yaml")
-    # every head kept its step-0 role or ended mixed: no settle step for `earlier` (secondary) to read
+    # every head of the x1.5 arm ends mixed: no settle step there for `earlier` (secondary) to read
     rows = [{"job": f"{scale}-{seed}", "seed": seed, "model.init_scale": scale, "optim.warmup_ratio": 0.1, "layer": 0,
-             "head": h, "acquired_role": ("kept" if h % 2 else "mixed"), "role_bifurcation_step": 40.0, "test_acc": 0.9 + 0.01 * seed}
+             "head": h, "initial_role": "mixed", "final_role": ("induction" if scale == 1.0 and h <= seed else "mixed"),
+             "role_bifurcation_step": 40.0, "test_acc": 0.2 + 0.01 * seed}
             for scale in (1.0, 1.5) for seed in range(4) for h in range(4)]
     result = _decided(spec, _spec_table(rows), "table")
     assert result.verdict not in (NOT_MEASURED, NOT_TESTABLE)
     assert result.statistics["earlier"].n == 0 and result.statistics["earlier"].unit.startswith("missing: no rows left")
-    # every seed gives the same share in both arms: no spread over the seeds, so no interval (heads are never pooled)
+    # the primary is one share per seed and arm (1/4 ... 4/4 of the x1.0 heads, none of the x1.5 ones),
+    # paired over the 4 seeds: mean -0.625, t interval with 3 degrees of freedom, clipped to a difference of shares
     fuller = result.statistics["fuller"]
-    assert math.isnan(fuller.ci_high) and "no spread" in fuller.method and result.verdict == INCONCLUSIVE
+    half = 3.182446 * pd.Series([-0.25, -0.5, -0.75, -1.0]).std() / 2
+    assert fuller.n == 4 and fuller.mean == pytest.approx(-0.625)
+    assert (fuller.ci_low, fuller.ci_high) == pytest.approx((-1.0, -0.625 + half), abs=1e-5)
+    assert result.verdict == "reversed"
 
 
 def test_a_missing_statistic_the_prerequisite_reads_makes_the_claim_not_testable_with_why():

@@ -29,19 +29,27 @@ QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-syntheti
                  "lm-roles": 367,
                  # C2's lm-types sweep: one cell of lm_roles' grid, the same 3,000-step jobs, so lm-roles' 46 s a
                  # job; its own exploratory 2 jobs (2026-12-03) took 87 and 80 s beside other work (load average 4)
-                 "lm-types": 92}
-MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types: 2026-12-03)"
+                 "lm-types": 92,
+                 # C9 v5's lm-init sweep (2 gains x 2 seeds): its exploratory jobs (2026-12-03) took 125 and 127 CPU
+                 # seconds per pair, one thread each, beside other work
+                 "lm-init": 252}
+MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03)"
 # seconds per step of make reproduce-cpu on 2 cores, two lanes, 2026-12-02: each job's summary.json
 # wall_s plus its start (about 2 s), and the per-job commands (headlab-importance about 16 s,
 # headlab-prune about 70 s); the jobs that ran beside the test suite are counted at the speed of
 # the same config's unloaded jobs. A step whose grid differs from the one measured is not here.
-CPU_SECONDS = {"heads-synthetic-cpu": 860, "templates-synthetic-cpu": 496,
+CPU_SECONDS = {"templates-synthetic-cpu": 496,
                "posenc-synthetic-cpu-v5": 762, "domains-multidomain-cpu": 536, "heads-zh_reviews-cpu": 4200,
-               "init_scale-synthetic-cpu": 480, "data_size-synthetic-cpu": 298, "distill-zh_reviews-cpu": 504,
+               "data_size-synthetic-cpu": 298, "distill-zh_reviews-cpu": 504,
                "c17-minilm-en_news-cpu": 33, "templates-synthetic-rep": 982, "data_size-synthetic-rep": 1750,
                # 2026-12-03 (docs/results/2026-12-03-lm-roles.md): 939 s and 354 s with two jobs side by side on
                # the 2 cores; a lane runs one job at a time on one core, so twice that
-               "lm-roles-cpu": 1878, "lm-roles-rep": 708}
+               "lm-roles-cpu": 1878, "lm-roles-rep": 708,
+               # C9 v5 (docs/results/2026-12-03-c9-c18.md): the same 3,000-step LM jobs as lm-roles-cpu, 10 of them;
+               # its own run shared the 2 cores with other work (load average 9), so lm-roles-cpu's time a job
+               "lm-init-cpu": 587}
+# heads-synthetic-cpu (C18 up to v5, 860 s) and init_scale-synthetic-cpu (C9 up to v4, 480 s) left the plan:
+# C18 v6 runs heads-synthetic-cpu-v6 (4 heads only), C9 v5 the LM
 CPU_MEASURED = "make reproduce-cpu, 2026-12-02, 2 cores"
 
 

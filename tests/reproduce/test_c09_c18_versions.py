@@ -1,0 +1,102 @@
+"""C9 v5 (the induction LM, every head counted whatever its step-0 role) and C18 v6 (version 5's rule
+frozen before fresh seeds): the shipped specs decided on hand-built tables against intervals computed
+here with scipy, and their seed lists checked against the committed history of the same spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scipy import stats
+
+from headlab.reproduce.spec import load_spec
+from headlab.reproduce.statistics import table_statistic
+from headlab.reproduce.verdict import NOT_TESTABLE, REVERSED
+from tests.reproduce.test_verdicts import SPECS
+
+C9 = load_spec(SPECS / "c09_init_scale.yaml")
+C18 = load_spec(SPECS / "c18_gradients.yaml")
+
+
+def _lm_heads(roles: dict[tuple[int, float], list[str]], initial: str = "mixed") -> pd.DataFrame:
+    """A sweep_heads.csv of 2-layer, 4-head LM runs: per (seed, init_scale) the 8 heads' final roles."""
+    return pd.DataFrame([{"job": f"{seed}-{scale}", "seed": seed, "usable": True, "model.init_scale": scale,
+                          "optim.warmup_ratio": 0.1, "layer": h // 4, "head": h % 4, "initial_role": initial,
+                          "final_role": role, "role_bifurcation_step": 1000.0 + 100 * h, "test_acc": 0.25}
+                         for (seed, scale), heads in roles.items() for h, role in enumerate(heads)])
+
+
+def _decided(spec, table: pd.DataFrame):
+    """The runner's reading of a table: a statistic with no rows left is shown missing, not raised."""
+    from headlab.reproduce.evidence import _decided as decided
+
+    return decided(spec, table, "hand-built")
+
+
+P, I, D, M = "previous_token", "induction", "duplicate", "mixed"
+X10 = {0: [P, P, M, M, I, I, M, M], 1: [P, M, M, M, I, D, I, M], 2: [P, P, P, M, I, I, I, M],
+       3: [M, M, M, M, I, M, M, M], 4: [P, P, M, M, I, I, I, I]}       # 4, 4, 6, 1, 6 of 8 heads with a role
+X15 = {0: [M] * 8, 1: [P, M, M, M, M, M, M, M], 2: [M] * 8, 3: [M] * 8, 4: [M, M, M, M, I, M, M, M]}
+
+
+def test_c9_counts_every_head_that_ends_with_a_role_paired_over_seeds():
+    table = _lm_heads({**{(s, 1.0): r for s, r in X10.items()}, **{(s, 1.5): r for s, r in X15.items()}})
+    per_seed = [(b - a) / 8 for a, b in zip([4, 4, 6, 1, 6], [0, 1, 0, 0, 1])]  # x1.5 minus x1.0
+    mean = sum(per_seed) / 5
+    low, high = stats.t.interval(0.95, 4, loc=mean, scale=stats.sem(per_seed))
+    fuller = table_statistic(C9.statistics["fuller"], table)
+    assert (fuller.n, fuller.mean) == (5, pytest.approx(mean))
+    assert (fuller.ci_low, fuller.ci_high) == pytest.approx((low, high))
+    result = _decided(C9, table)
+    assert result.verdict == REVERSED and high < 0
+    # reversed: the one-sided test that the difference lies below no effect (0)
+    assert result.p_value == pytest.approx(stats.ttest_1samp(per_seed, 0.0, alternative="less").pvalue)
+
+
+def test_c9_does_not_drop_heads_by_their_step_0_role():
+    """Version 4 dropped heads that ended in their step-0 role; version 5's primary reads the end only,
+    so the same final roles give the same value whatever the heads held at step 0."""
+    roles = {**{(s, 1.0): r for s, r in X10.items()}, **{(s, 1.5): r for s, r in X10.items()}}
+    roles[(2, 1.5)] = [P, P, P, P, I, I, I, M]
+    as_mixed = table_statistic(C9.statistics["fuller"], _lm_heads(roles))
+    as_kept = _lm_heads(roles)
+    as_kept["initial_role"] = as_kept["final_role"]  # every head already held its final role at step 0
+    kept = table_statistic(C9.statistics["fuller"], as_kept)
+    assert (kept.mean, kept.ci_low, kept.ci_high) == (as_mixed.mean, as_mixed.ci_low, as_mixed.ci_high)
+    assert kept.mean == pytest.approx(1 / 8 / 5)
+    assert table_statistic(C9.statistics["role_at_init"], as_kept).mean > 0 == table_statistic(
+        C9.statistics["role_at_init"], _lm_heads(roles)).mean
+
+
+def test_c9_is_not_testable_when_the_x10_arm_forms_no_role():
+    table = _lm_heads({(s, scale): [M] * 8 for s in range(5) for scale in (1.0, 1.5)})
+    result = _decided(C9, table)
+    assert result.verdict == NOT_TESTABLE and result.reason.startswith("prerequisite `formed_x10.ci_low > 0`")
+
+
+def test_c18_needs_models_past_the_one_feature_shortcut():
+    def runs(acc):
+        return pd.DataFrame([{"job": str(s), "seed": s, "usable": True, "model.n_heads": 4, "test_acc": a,
+                              "rho_early_grad_ablation": 0.2 + 0.1 * (s % 3), "rho_grad_ablation": 0.3,
+                              "rho_dist_ablation": 0.3} for s, a in enumerate(acc)])
+
+    assert _decided(C18, runs([0.74, 0.76, 0.75, 0.77, 0.74])).verdict == NOT_TESTABLE
+    result = _decided(C18, runs([0.95, 0.96, 0.97, 0.95, 0.96]))
+    assert result.verdict != NOT_TESTABLE and result.spec.margin.value == 0.3
+
+
+def test_the_new_versions_list_fresh_seeds_no_earlier_version_of_the_claim_read():
+    from headlab.reproduce import spec_history as sh
+    from headlab.reproduce.freeze import version_lines
+
+    for spec, version, fresh in ((C9, 5, range(520, 525)), (C18, 6, range(600, 610))):
+        raw = sh.read_raw(Path(spec.path))
+        assert raw["version"] == version and raw["seeds"]["confirmatory"] == list(fresh)
+        history = sh.history(spec.path)
+        if not history:
+            pytest.skip("the specs are not in a git checkout")
+        assert version_lines(spec.claim, raw, history) == []
+        earlier = set().union(*(v.seeds("exploratory", "confirmatory", "replication") for v in history
+                                if isinstance(v.number, int) and v.number < version))
+        assert earlier and not earlier & set(fresh)

@@ -59,6 +59,7 @@ def test_a_bin_that_would_run_code_is_refused_in_one_line_and_nothing_runs_or_is
     assert main([f"model.path={folder}", f"run_dir={tmp_path / 'run'}"] + SMALL) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "pytorch_model.bin is refused" in lines[0], lines
+    assert "\x1b" not in lines[0]  # torch's terminal bold codes are not passed on
     assert not marker.exists() and not (tmp_path / "run").exists()
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,8 @@ def check_pickle_weights(path: Path, key: str, shown: str) -> None:
     try:
         torch.load(path, map_location="cpu", weights_only=True, mmap=_is_zip(path))
     except Exception as exc:  # noqa: BLE001 - whatever weights_only refuses or cannot read (UnpicklingError among them)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # torch bolds parts of its message for a terminal
+        first = (text.strip().splitlines() or [type(exc).__name__])[0]
         raise ConfigError(key, shown, f"weights torch.load reads with weights_only=True ({path.name} is refused: "
                           f"{first[:200]})") from None
 

@@ -126,3 +126,13 @@ def test_a_key_added_with_plus_is_refused_naming_the_close_key(script, call):
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err[-800:]
     assert f"invalid config {added[1:].split('=')[0]}=" in lines[0] and f"did you mean {close}?" in lines[0], lines
+
+
+@pytest.mark.parametrize("script", ["headlab-reproduce", "headlab-view"])
+def test_a_flag_no_command_knows_is_one_line_exit_2(call, script):
+    """argparse's own report is the 8-line usage; `--evidence heads=DIR` (a spelling from before every
+    command was a Hydra app) gets one line that says how settings are written."""
+    code, out, err = call(script, "--evidence", "heads=/tmp/x")
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [f"{script}: error: unrecognized arguments: --evidence (settings are key=value "
+                                        f"overrides; `{script} --help` lists the keys)"]

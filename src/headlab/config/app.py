@@ -71,6 +71,11 @@ def run_hydra(prog: str, config_name: str, hydra_main: Callable[[], Any], args: 
     from headlab.config.run_check import ConfigRefused
 
     register_configs()
+    unknown = _unknown_flags(args)
+    if unknown:
+        print(f"{prog}: error: unrecognized arguments: {' '.join(unknown)} (settings are key=value "
+              f"overrides; `{prog} --help` lists the keys)", file=sys.stderr)
+        return EXIT_CONFIG
     saved_env, saved_argv = os.environ.get("HYDRA_FULL_ERROR"), sys.argv
     os.environ["HYDRA_FULL_ERROR"] = "1"
     sys.argv = [prog, *args]
@@ -96,6 +101,22 @@ def run_hydra(prog: str, config_name: str, hydra_main: Callable[[], Any], args: 
             os.environ["HYDRA_FULL_ERROR"] = saved_env
     print(f"{prog}: error: {mistake}", file=sys.stderr)
     return EXIT_CONFIG
+
+
+def _unknown_flags(args: Sequence[str]) -> list[str]:
+    """The flags Hydra's own parser does not know (`--evidence`): argparse's report of them is its usage, 8 lines."""
+    import contextlib
+    import io
+
+    from hydra._internal.utils import get_args_parser
+
+    if not any(a.startswith("-") for a in args):
+        return []
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # a flag's bad value: Hydra reports it as it runs
+            return get_args_parser().parse_known_args(list(args))[1]
+    except SystemExit:
+        return []
 
 
 # ---- Hydra's and OmegaConf's errors in one line -------------------------------------------------------

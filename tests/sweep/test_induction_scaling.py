@@ -68,10 +68,14 @@ def test_without_any_onset_only_the_prediction_is_drawn():
     assert labels == ["prediction N = T sqrt(BC), T = 10^5.7"]
 
 
-def _lm_run(tmp_path: Path, job: str, batch_size: int, context: int, onset: int | None) -> Run:
+def _lm_run(tmp_path: Path, job: str, batch_size: int, context: int, onset: int | None,
+            segments: tuple[int, int] | None = None) -> Run:
     run_dir = tmp_path / job
     (run_dir / ".hydra").mkdir(parents=True)
-    OmegaConf.save(OmegaConf.create({"data": {"batch_size": batch_size, "max_len": context}}), run_dir / ".hydra" / "config.yaml")
+    data = {"batch_size": batch_size, "max_len": context}
+    if segments:
+        data.update(min_segment=segments[0], max_segment=segments[1])
+    OmegaConf.save(OmegaConf.create({"data": data}), run_dir / ".hydra" / "config.yaml")
     lm = {"induction_onset_steps": {"L1H0": onset}, "loss_drop_step": onset, "icl_jump_step": onset,
           "max_induction_score_overall": 0.6, "onsets_coincide_with_loss_drop": True}
     return Run(job=job, run_dir=run_dir, status="completed", summary={"lm": lm},
@@ -84,6 +88,8 @@ def test_written_from_run_dirs_only_when_the_runs_span_several_b_c(tmp_path):
     assert [p.name for p in written] == [SCALING_CSV, "induction_scaling.png"]
     table = pd.read_csv(written[0])
     assert table["onset_tokens_mean"].tolist() == [2000 * 16 * 33, 1000 * 64 * 33]
+    assert table["loss_drop_step_mean"].tolist() == [2000, 1000]  # the helper's loss drop = its onset
+    assert table["repeat_density"].isna().all()  # the helper's config names no segments
     one_grid_point = [_lm_run(tmp_path / "single", str(i), 32, 33, 1500) for i in range(2)]
     assert write_induction_scaling(tmp_path / "agg2", {"x": one_grid_point}) == []
     classifier = Run(job="c", run_dir=tmp_path / "c", status="completed", summary={"val_acc": 0.9})
@@ -210,16 +216,28 @@ def test_no_fit_unless_the_cells_with_an_onset_span_b_and_c():
     assert scaling_fit(three_cells).empty  # as many cells as coefficients: nothing left to test against
     with pytest.raises(ValueError, match="method"):
         scaling_fit(per_run, "robust")
+    with pytest.raises(ValueError, match="measure"):
+        scaling_fit(per_run, measure="midpoint_step")
+
+
+def test_the_loss_drop_is_fitted_from_its_own_column():
+    per_run = _grid_runs()
+    swapped = per_run.assign(loss_drop_step=per_run["onset_step"], onset_step=500)
+    by_drop = scaling_fit(swapped, measure="loss_drop_step").drop(columns="measure")
+    pd.testing.assert_frame_equal(by_drop, scaling_fit(per_run).drop(columns="measure"))
 
 
 def test_the_grid_writes_its_fit_beside_the_table(tmp_path):
-    runs = [_lm_run(tmp_path, f"{b}_{c}", b, c, round(30_000 / math.sqrt(b * c)) * 1)
+    segments = {17: (3, 8), 33: (4, 16)}
+    runs = [_lm_run(tmp_path, f"{b}_{c}", b, c, round(30_000 / math.sqrt(b * c)), segments[c])
             for b in (16, 32, 64) for c in (17, 33)]
     written = write_induction_scaling(tmp_path / "aggregate", {r.config: [r] for r in runs}, figures=False)
     assert [p.name for p in written] == [SCALING_CSV, FIT_CSV]
+    assert pd.read_csv(written[0])["repeat_density"].tolist() == pytest.approx([0.28125] * 6)  # from each saved config
     fit = pd.read_csv(written[1])
-    assert sorted(set(fit["method"])) == ["cell_means", "cluster"] and len(fit) == 6
-    slopes = fit[fit["method"] == "cell_means"].set_index("term")["estimate"]
+    assert sorted(set(fit["method"])) == ["cell_means", "cluster"] and len(fit) == 12
+    assert sorted(set(fit["measure"])) == ["loss_drop_step", "onset_step"]
+    slopes = fit[(fit["method"] == "cell_means") & (fit["measure"] == "onset_step")].set_index("term")["estimate"]
     assert slopes["log10_B"] == pytest.approx(0.5, abs=0.01) and slopes["log10_C"] == pytest.approx(0.5, abs=0.01)
 
 

@@ -37,6 +37,8 @@ GRIDS = {
                  "seed": SEEDS}, 18),
     "induction": ({"model.n_layers": [1, 2], "model.attn_only": [True, False], "seed": [0, 1, 2, 3, 4]}, 20),
     "induction_scaling": ({"data.batch_size": [16, 32, 64], "data.max_len": [33, 65], "seed": [0]}, 6),
+    "induction_scaling_grid": ({"seed": SEEDS, "data.batch_size": [16, 32, 64],
+                                "+sweep/induction_scaling_context": ["c17", "c25", "c33"]}, 27),
 }
 
 
@@ -93,7 +95,7 @@ def test_seeds_on_the_command_line_replace_the_sweeps_default_three():
 
 
 # The classifier sweeps: sweep=induction and induction_scaling train a causal LM on repeat_tokens (their grids are checked above).
-CLASSIFIER_SWEEPS = sorted(set(GRIDS) - {"induction", "induction_scaling", "lm_roles"})  # those three train the causal LM
+CLASSIFIER_SWEEPS = sorted(set(GRIDS) - {"induction", "induction_scaling", "induction_scaling_grid", "lm_roles"})  # the causal LM
 
 
 def test_every_induction_scaling_job_fits_its_probe_and_segments():

@@ -10,7 +10,9 @@ from pathlib import Path
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-HIDDEN = ("schema", "hf", "reproduce", "suite", "optim/scheduler", "hydra")  # suite: headlab-analyze-hf's
+# suite: headlab-analyze-hf's; sweep/induction_scaling_context: the scaling grid's per-C data settings, as
+# optim/scheduler is optim's (selected by the sweep file, not by a user first)
+HIDDEN = ("schema", "hf", "reproduce", "suite", "optim/scheduler", "hydra", "sweep/induction_scaling_context")
 
 
 def test_help_lists_every_user_group_with_its_options_and_no_internal_group():

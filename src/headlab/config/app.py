@@ -71,7 +71,7 @@ def run_hydra(prog: str, config_name: str, hydra_main: Callable[[], Any], args: 
     from headlab.config.run_check import ConfigRefused
 
     register_configs()
-    unknown = _unknown_flags(args)
+    unknown = _read_argv(args)[1]
     if unknown:
         print(f"{prog}: error: unrecognized arguments: {' '.join(unknown)} (settings are key=value "
               f"overrides; `{prog} --help` lists the keys)", file=sys.stderr)
@@ -103,27 +103,26 @@ def run_hydra(prog: str, config_name: str, hydra_main: Callable[[], Any], args: 
     return EXIT_CONFIG
 
 
-def _unknown_flags(args: Sequence[str]) -> list[str]:
-    """The flags Hydra's own parser does not know (`--evidence`): argparse's report of them is its usage, 8 lines."""
+def _read_argv(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Hydra's own parser on `args`: the overrides, and the flags it does not know (`--evidence`: argparse's
+    report of them is its usage, 8 lines); nothing of either when a flag's value is bad (Hydra reports that
+    as it runs)."""
     import contextlib
     import io
 
     from hydra._internal.utils import get_args_parser
 
-    if not any(a.startswith("-") for a in args):
-        return []
     try:
-        with contextlib.redirect_stderr(io.StringIO()):  # a flag's bad value: Hydra reports it as it runs
-            return get_args_parser().parse_known_args(list(args))[1]
+        with contextlib.redirect_stderr(io.StringIO()):
+            parsed, rest = get_args_parser().parse_known_args(list(args))
     except SystemExit:
-        return []
+        return [], []
+    flags = [a for a in rest if a.startswith("-")]
+    return [*parsed.overrides, *(a for a in rest if not a.startswith("-"))], flags
 
 
 # ---- Hydra's and OmegaConf's errors in one line -------------------------------------------------------
 _GRAMMAR_DOC = "https://hydra.cc/docs/advanced/override_grammar/basic/"
-_FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name", "-cd",
-                     "--config-dir"}
-_INFO_VALUES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
 
 
 def explain(err: BaseException, overrides: Sequence[str]) -> ConfigError | None:
@@ -251,17 +250,8 @@ _NOTHING = object()
 
 
 def override_args(args: Sequence[str]) -> list[str]:
-    """The arguments Hydra reads as overrides (not flags, not a flag's value)."""
-    overrides, skip = [], False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-        elif arg.startswith("-"):
-            skip = "=" not in arg and (arg in _FLAGS_WITH_VALUE or (
-                arg in ("-i", "--info") and i + 1 < len(args) and args[i + 1] in _INFO_VALUES))
-        else:
-            overrides.append(arg)
-    return overrides
+    """The arguments Hydra reads as overrides (not flags, not a flag's value), as its own parser reads them."""
+    return _read_argv(args)[0]
 
 
 def flatten(err: BaseException) -> str:

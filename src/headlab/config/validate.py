@@ -235,9 +235,13 @@ def _build_to_check(group: str, node: Any) -> None:
             continue
         kwargs = {k: (None if v is UNRESOLVED else v) for k, v in member.items() if not k.startswith("_")}
         target = locate(f"{path}._target_", member["_target_"])
-        takes = inspect.signature(target).parameters
+        try:
+            takes = inspect.signature(target).parameters
+        except (TypeError, ValueError):
+            continue  # no signature to build it by
         kwargs.update({k: _STAND_INS[k] for k in SUPPLIED.get(member["_target_"], ()) if k in _STAND_INS and k in takes})
-        if not _all_required_given(target, kwargs):
+        if not all(p.name in kwargs for p in takes.values()
+                   if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)):
             continue  # completed by train() (an optimiser's params, the data's vocab_size): not built here
         quiet = logging.getLogger("lightning.pytorch")  # its "GPU available" lines are the run's to print
         level = quiet.level
@@ -253,12 +257,3 @@ def _build_to_check(group: str, node: Any) -> None:
                               f"a value {target.__module__}.{target.__qualname__} accepts ({first_line(err)})") from None
         finally:
             quiet.setLevel(level)
-
-
-def _all_required_given(target: Any, kwargs: dict[str, Any]) -> bool:
-    try:
-        parameters = inspect.signature(target).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return all(p.name in kwargs for p in parameters
-               if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))

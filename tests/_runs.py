@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
@@ -36,7 +38,7 @@ TINY = [
 def compose_train_config(run_dir: Path, overrides: list[str]) -> DictConfig:
     """The config `headlab-train` would see, with its outputs in `run_dir`, checked as headlab-train
     checks it before the run starts (a mistake is a ConfigError here)."""
-    from headlab.config.validate import validate_config
+    from headlab.tasks.train_config import validate_config
 
     GlobalHydra.instance().clear()
     with initialize_config_module("headlab.conf", version_base="1.3"):
@@ -106,3 +108,17 @@ def run_cli(tmp_path: Path, *overrides: str, timeout: int = 600) -> subprocess.C
 
 def summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
+
+
+def compose_command(config_name: str, overrides: Sequence[str], config_module: str = "headlab.conf",
+                    schema: Any = None) -> Any:
+    """The config a command composes from `overrides`,
+    checked as a run checks it before anything is written; a bad override is one ConfigError."""
+    from headlab.config.app import compose_checked, composing, store_schema
+    from headlab.config.run_check import check_composed
+
+    store_schema(config_name, schema)
+    with composing(config_module):
+        cfg = compose_checked(compose, config_name, overrides)
+    check_composed(cfg)
+    return cfg

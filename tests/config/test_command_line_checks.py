@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from headlab.config.app import compose_train
-from headlab.config.validate import validate_config
+from headlab.tasks.train_config import validate_config
 from headlab.errors import ConfigError
 
 

@@ -13,7 +13,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from headlab.config.app import compose_train
-from headlab.config.validate import validate_config
+from headlab.tasks.train_config import validate_config
 from headlab.errors import ConfigError
 
 # One config per data source, with every logger and the default callbacks.

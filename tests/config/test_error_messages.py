@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from headlab.config.validate import validate_config
+from headlab.tasks.train_config import validate_config
 from headlab.distill.teacher import teacher_checkpoint
 from headlab.errors import ConfigError
 from headlab.store import RunDir

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("gensim")
 
 from headlab.config.app import compose_train  # noqa: E402
-from headlab.config.validate import validate_config  # noqa: E402
+from headlab.tasks.train_config import validate_config  # noqa: E402
 from headlab.data.datamodule import EnPolarityDataModule  # noqa: E402
 from headlab.reload.inputs import build_datamodule  # noqa: E402
 

@@ -12,7 +12,7 @@ import pytest
 
 from headlab.analysis import ROLES
 from headlab.cli.analyze_hf import main
-from headlab.config.app import compose_command
+from tests._runs import compose_command
 from headlab.tasks.pretrained import CONFIG_MODULE, AnalyzeHFConfig
 from headlab.errors import ConfigError
 from headlab.hf import AnalyzeSettings, HFEncoder

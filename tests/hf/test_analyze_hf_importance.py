@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from headlab.cli.analyze_hf import main
-from headlab.config.app import compose_command
+from tests._runs import compose_command
 from headlab.tasks.pretrained import CONFIG_MODULE, AnalyzeHFConfig
 from headlab.tasks.pretrained import analyze_pretrained as run
 from headlab.errors import ConfigError, DataError

@@ -110,7 +110,7 @@ def test_a_decoder_folder_gets_the_run_contract_and_the_lm_scores(neox_dir, tmp_
 
 
 def test_importance_on_a_decoder_is_refused(neox_dir, tmp_path):
-    from headlab.config.app import compose_command
+    from tests._runs import compose_command
     from headlab.tasks.pretrained import CONFIG_MODULE, AnalyzeHFConfig, analyze_pretrained
 
     with pytest.raises(ConfigError) as err:

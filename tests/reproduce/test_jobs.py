@@ -9,7 +9,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from headlab.config.validate import validate_config
+from headlab.tasks.train_config import validate_config
 from headlab.errors import ConfigError
 from headlab.reproduce.jobs import run_jobs, sweep_jobs
 from headlab.reproduce.spec import load_spec, load_specs
@@ -73,7 +73,7 @@ def test_two_specs_giving_one_folder_different_overrides_are_refused(tmp_path):
 
 @pytest.mark.parametrize("scale", ["quick", "cpu", "full"])
 def test_every_run_job_is_a_valid_headlab_analyze_hf_config(scale):
-    from headlab.config.app import compose_command
+    from tests._runs import compose_command
     from headlab.tasks.pretrained import CONFIG_MODULE, AnalyzeHFConfig
 
     jobs = run_jobs(SPEC_LIST, scale)

@@ -46,7 +46,7 @@ def test_analyze_hf_refuses_a_file_as_run_dir(tmp_path, capsys):
 @pytest.mark.parametrize("extra", [[], ["data=en_polarity"]])
 def test_default_data_is_one_minilm_reads(extra):
     """The bare command (README's line) must not be refused for [UNK]: its default is English."""
-    from headlab.config.app import compose_command
+    from tests._runs import compose_command
     from headlab.tasks.pretrained import CONFIG_MODULE, AnalyzeHFConfig
 
     cfg = compose_command("analyze", extra, config_module=CONFIG_MODULE, schema=AnalyzeHFConfig)

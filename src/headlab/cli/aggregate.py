@@ -14,7 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from headlab.config.app import positional_arg, run_app
+from headlab.cli import positional_arg
+from headlab.config.app import run_app
 from headlab.errors import DataError
 from headlab.store import SweepDir
 from headlab.sweep.aggregate import AggregateCommand

@@ -14,7 +14,8 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from headlab.config.app import compose_train, override_args, positional_arg, quote, run_app
+from headlab.cli import positional_arg, quote
+from headlab.config.app import compose_train, override_args, run_app
 from headlab.doctor import DoctorCommand
 from headlab.errors import DataError
 
@@ -51,7 +52,7 @@ def doctor(cmd) -> int:
     if cmd.target is not None and not Path(cmd.target).is_dir():  # before the heavy imports
         raise DataError(cmd.target, "no such directory (expected a run directory, a sweep directory or key=value "
                                     "overrides)")
-    from headlab.config.validate import validate_config
+    from headlab.tasks.train_config import validate_config
     from headlab.doctor import FAIL, diagnose, format_diagnosis
     from headlab.doctor.plan import diagnose_plan
 

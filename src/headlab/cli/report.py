@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from headlab.config.app import positional_arg, run_app
+from headlab.cli import positional_arg
+from headlab.config.app import run_app
 from headlab.report import ReportCommand
 
 PROG = "headlab-report"

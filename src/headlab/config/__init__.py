@@ -1,12 +1,17 @@
-"""The CheckedSweeper and `--help`'s group list, registered before any composition.
+"""The Hydra-app machinery every command shares: the CheckedSweeper and `--help`'s group list, registered
+before any composition, and `instantiate`.
 
 Every entry point calls `register_configs()` before composing (conf/__init__.py does too, so a
 composition from the headlab.conf package in a test or notebook finds them as well). Each command's
-schema lives beside the work it configures; `headlab.config.app.run_app` stores it.
+schema and checks live beside the work it configures (headlab-train's: headlab.tasks.train_config);
+`headlab.config.app.run_app` stores a tool command's schema.
 """
 
 from __future__ import annotations
 
+import functools
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 _registered = False
@@ -23,8 +28,6 @@ def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
     from hydra.core.plugins import Plugins
     from omegaconf import OmegaConf
-
-    from headlab.config.train_schema import help_groups
 
     OmegaConf.register_new_resolver("headlab_groups", help_groups, replace=True)  # headlab-train --help
     open_node = OmegaConf.create({})  # `- /open@_here_` in a data file: data.train_fraction=0.2 needs no `+`
@@ -60,3 +63,23 @@ def instantiate(node: Any, **kwargs: Any) -> Any:
         if cause is None:
             raise
         raise cause from None
+
+
+def _conf_dir() -> Path:
+    """conf/ (the package headlab.conf), found without importing it: its import registers the configs."""
+    return Path(find_spec("headlab.conf").submodule_search_locations[0])
+
+
+# conf/'s folders that are no headlab-train group: Hydra's, and those of headlab-analyze-hf and headlab-reproduce.
+_NOT_TRAIN_GROUPS = ("hydra", "hf", "reproduce", "suite", "__pycache__")
+
+
+@functools.lru_cache(maxsize=None)
+def config_groups() -> tuple[str, ...]:
+    """headlab-train's config groups as a user selects them (`data=...`, `+distill=...`)."""
+    return tuple(sorted(p.name for p in _conf_dir().iterdir() if p.is_dir() and p.name not in _NOT_TRAIN_GROUPS))
+
+
+def help_groups() -> str:
+    """`headlab-train --help`'s list: each group with the options conf/ ships (`group: a, b`), one a line."""
+    return "\n".join(f"{g}: " + ", ".join(sorted(f.stem for f in (_conf_dir() / g).glob("*.yaml"))) for g in config_groups())

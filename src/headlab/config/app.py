@@ -164,7 +164,7 @@ def schema_error(err: BaseException, values: dict[str, Any]) -> ConfigError | No
     from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ConfigTypeError, ValidationError
 
-    from headlab.config.train_schema import TrainKeys, top_level_keys
+    from headlab.config import config_groups
 
     full_key = str(getattr(err, "full_key", "") or "")
     node = getattr(err, "parent_node", None)
@@ -178,15 +178,13 @@ def schema_error(err: BaseException, values: dict[str, Any]) -> ConfigError | No
     if not isinstance(node, DictConfig):
         return None
     schema = OmegaConf.get_type(node)
-    if not dataclasses.is_dataclass(schema) and node._get_parent() is None:  # noqa: SLF001 - the one untyped
-        schema = TrainKeys  # top level: headlab-train's, kept open
     fields = schema_fields(schema) if dataclasses.is_dataclass(schema) else {}
     if leaf in fields and not isinstance(err, (ConfigAttributeError, ConfigKeyError)):
         return ConfigError(key, value, describe(fields[leaf]))
     if leaf not in node.keys():
         known = [str(k) for k in node.keys() if str(k) != "hydra"]
-        if schema is TrainKeys:  # headlab-train's top level: also a group not selected (debugg=fast -> debug)
-            known = top_level_keys(known)
+        if node._get_parent() is None and not fields:  # noqa: SLF001 - headlab-train's open top level: also a
+            known += [g for g in config_groups() if g not in known]  # group not selected (debugg=fast -> debug)
         return unknown_key(key, value, known)
     return None
 
@@ -319,49 +317,8 @@ def store_tool_config(prog: str, config_name: str, header: str, footer: str) -> 
     ConfigStore.instance().store(name=config_name, node={"defaults": defaults, "hydra": hydra})
 
 
-def compose_command(config_name: str, overrides: Sequence[str], config_module: str = CONFIG_MODULE,
-                    schema: Any = None) -> Any:
-    """The config a command composes from `overrides` (for tests and the reproduce runner's checks),
-    checked as a run checks it before anything is written; a bad override is one ConfigError."""
-    from hydra import compose
-
-    from headlab.config.run_check import check_composed
-
-    store_schema(config_name, schema)
-    with composing(config_module):
-        cfg = compose_checked(compose, config_name, overrides)
-    check_composed(config_name, cfg)
-    return cfg
-
-
 def _multirun() -> bool:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-def positional_arg(args: Sequence[str], key: str) -> list[str]:
-    """The one short form: a leading argument that is neither an override nor a flag is `key=ARG`, so
-    `headlab-view RUN` is `headlab-view path=RUN`; everything else is Hydra's own grammar.
-
-    >>> positional_arg(["my runs/a", "checkpoint=all"], "run_dir"), positional_arg(["--cfg", "job"], "run_dir")
-    (["run_dir='my runs/a'", 'checkpoint=all'], ['--cfg', 'job'])
-    """
-    if args and not args[0].startswith("-") and "=" not in args[0]:
-        return [f"{key}={quote(args[0])}", *args[1:]]
-    return list(args)
-
-
-_PLAIN = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:~+@%")
-
-
-def quote(value: str) -> str:
-    """A path as a value Hydra's override grammar reads back unchanged.
-
-    >>> quote("logs/runs/2026-12-01_10-00-00_000001"), quote("my runs/a,b")
-    ('logs/runs/2026-12-01_10-00-00_000001', "'my runs/a,b'")
-    """
-    if value and set(value) <= _PLAIN:
-        return value
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -10,11 +10,13 @@ BaseException like SystemExit, to `headlab.config.app.run_hydra`, which prints i
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from headlab.config.messages import schema_fields, unknown_key
 from headlab.errors import HeadlabError
 
 
@@ -24,16 +26,16 @@ class ConfigRefused(BaseException):  # noqa: N818 - a refusal, not an error Hydr
         self.error = error
 
 
-def check_composed(config_name: str, cfg: DictConfig) -> None:
-    """ConfigError for the first mistake in a composed config: headlab-train's by `validate_config`
-    (its values, ranges and the `_target_`s it builds), another command's by its typed schema."""
-    if config_name == "train":
-        from headlab.config.validate import validate_config
+def check_composed(cfg: DictConfig) -> None:
+    """ConfigError for the first mistake in a composed config: by the check its Hydra config names
+    (`hydra.callbacks.check_config.check`: headlab-train's `validate_config`), else by its typed schema
+    (a tool command's, whose `__post_init__` checks run)."""
+    check = OmegaConf.select(cfg, "hydra.callbacks.check_config.check")
+    if check:
+        from hydra.utils import get_object
 
-        validate_config(cfg)
+        get_object(str(check))(cfg)
         return
-    from headlab.config.validate import refuse_unknown_keys
-
     task = copy.deepcopy(cfg)
     if "hydra" in task:
         with open_dict(task):
@@ -63,12 +65,14 @@ class CheckConfig(Callback):
     log folder that holds the caches): a file in the way or a read-only file system is one line before
     Hydra makes anything, and the caches point there before a check imports Lightning; then the config."""
 
+    def __init__(self, check: str | None = None) -> None:
+        self.check = check  # the command's own check; check_composed reads it from the config (the sweeper too)
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         _refused_unless(lambda: _prepare_folders(config, config.hydra.sweep.dir))  # the sweeper checks each job
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _refused_unless(lambda: (_prepare_folders(config, config.hydra.run.dir),
-                                 check_composed(str(config.hydra.job.config_name), config)))
+        _refused_unless(lambda: (_prepare_folders(config, config.hydra.run.dir), check_composed(config)))
 
 
 def _prepare_folders(config: DictConfig, folder: Any) -> None:
@@ -90,3 +94,19 @@ def _refused_unless(check: Any) -> None:
         check()
     except HeadlabError as err:
         raise ConfigRefused(err) from None
+
+
+def refuse_unknown_keys(node: DictConfig, path: str = "") -> None:
+    """A key added with `+` to a node a command's schema types must be one of its fields."""
+    if "_target_" in node:
+        return
+    schema = OmegaConf.get_type(node)
+    if dataclasses.is_dataclass(schema):
+        fields = schema_fields(schema)
+        for key in node.keys():
+            if key not in fields:
+                raise unknown_key(f"{path}{key}", node._get_node(key)._value(), list(fields))  # noqa: SLF001 - as typed
+    for key in node.keys():
+        child = node._get_node(key)  # noqa: SLF001 - the node, its value unresolved
+        if isinstance(child, DictConfig) and key != "hydra":
+            refuse_unknown_keys(child, f"{path}{key}.")

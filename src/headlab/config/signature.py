@@ -1,7 +1,7 @@
 """Every `_target_` node of a composed config checked against its target's signature: every key a
 parameter, every value of the declared type. The signature is the schema (no copy of it is kept), so a
 config cannot drift from the code it configures; a flat knob (`optim.lr`) is checked through the
-parameter it is interpolated into (`optim.optimizer.lr`) and named as itself (headlab.config.validate).
+parameter it is interpolated into (`optim.optimizer.lr`) and named as itself (headlab.tasks.train_config).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ class DistillModule(HeadClassifierModule):
         teacher_checkpoint: ``best`` or ``last`` checkpoint of the teacher run.
     """
 
-    trains_on_unlabelled = True  # headlab.config.validate: data.train_unlabelled needs a module that says so
+    trains_on_unlabelled = True  # headlab.tasks.train_config: data.train_unlabelled needs a module that says so
 
     def __init__(
         self,

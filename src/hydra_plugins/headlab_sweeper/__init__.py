@@ -33,5 +33,5 @@ class CheckedSweeper(BasicSweeper):
 
         name = str(self.config.hydra.job.config_name)
         for job in jobs:
-            check_composed(name, compose_checked(compose, name, list(job)))
+            check_composed(compose_checked(compose, name, list(job)))
         return super().sweep(arguments)

@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 
 from headlab.config.app import compose_train
 from headlab.config.signature import SUPPLIED, check_target, parameters
-from headlab.config.train_schema import TrainKeys
-from headlab.config.validate import validate_config
+from headlab.tasks.train_config import TrainKeys
+from headlab.tasks.train_config import validate_config
 from headlab.errors import ConfigError
 from headlab.model import ModelConfig
 from headlab.model.lm import LMConfig
@@ -25,7 +25,7 @@ from headlab.model.lm import LMConfig
 # sha1 of each command line's composed config (its YAML without hydra:, then hydra.runtime.choices),
 # composed by the code before the schemas (commit 96b4cca, /work/base); regenerate only for a
 # change that means to alter what a command line composes (it changes config_digest and resume).
-BEFORE = json.loads((Path(__file__).parent / "composed_before_schemas.json").read_text())
+BEFORE = json.loads((Path(__file__).parents[1] / "config" / "composed_before_schemas.json").read_text())
 
 
 @pytest.mark.parametrize(("option", "config"), [("default", ModelConfig), ("lm", LMConfig)])

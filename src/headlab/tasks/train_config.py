@@ -1,10 +1,12 @@
-"""`validate_config`: headlab-train's composed config checked before any data is loaded or file written.
+"""headlab-train's own config: its top-level keys (`TrainKeys`) and `validate_config`, the check of the
+composed config before any data is loaded or file written (Hydra's CheckConfig callback runs it, named in
+conf/hydra/default.yaml; the CheckedSweeper runs it on every job of a -m).
 
 Its groups have no schema of their own: every `_target_` node is checked against its target's signature
 (keys and types, headlab.config.signature), a key of a node no class takes (optim's flat knobs) must be
-read by an interpolation, the top level is train.yaml's (TrainKeys), missing values and broken
-interpolations are named by key, and the value ranges are checked by building the objects whose
-constructors own them (ModelConfig, the datamodule, the callbacks, Lightning's Trainer).
+read by an interpolation, missing values and broken interpolations are named by key, and the value
+ranges are checked by building the objects whose constructors own them (ModelConfig, the datamodule,
+the callbacks, Lightning's Trainer).
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ import dataclasses
 import inspect
 import logging
 import re
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, List, Literal, Optional, Union
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from headlab.config import config_groups
 from headlab.config.messages import first_line, schema_fields, unknown_key
 from headlab.config.signature import SUPPLIED, UNRESOLVED, check_target, check_value, locate
-from headlab.config.train_schema import TrainKeys, top_level_keys
 from headlab.config.values import check_threads
 from headlab.errors import ConfigError
 
@@ -29,6 +33,29 @@ _BUILT_TO_CHECK = ("data", "model", "callbacks", "optim", "trainer")
 # Stand-ins for what the code passes itself (the data's sizes): the smallest values the network takes.
 _STAND_INS = {"vocab_size": 4, "n_classes": 2}
 _MISSING_EXAMPLES = {"data.files.train": "data=files data.files.train=/path/to/train.csv (CSV or JSONL with text, label)"}
+
+
+@dataclass
+class TrainKeys:
+    """train.yaml's own keys and their types (`validate_config` checks the values)."""
+
+    seed: int = 42
+    resume: Union[bool, Literal["auto"]] = False
+    test: bool = True
+    figures: bool = True  # the per-run figures at fit end (each measuring callback's `figures` reads it)
+    sweep_name: Optional[str] = None
+    threads: Union[int, Literal["auto"], None] = None
+    tags: List[str] = field(default_factory=list)
+    resume_allow: List[str] = field(default_factory=list)
+    overwrite: bool = False  # a fresh start in a run dir that holds a run replaces it (else refused)
+
+
+def top_level_keys(present: Iterable[str]) -> list[str]:
+    """The keys headlab-train's top level may hold, those `present` first in their order: train.yaml's own
+    (TrainKeys), the module, each config group's node (also one not selected: `debugg=` names `debug`), and
+    the teacher run headlab-distill's group (conf/distill/) adds."""
+    allowed = ["module", *(f.name for f in dataclasses.fields(TrainKeys)), "teacher", *config_groups()]
+    return list(dict.fromkeys([*(k for k in present if k in allowed), *allowed]))
 
 
 def validate_config(cfg: DictConfig) -> None:
@@ -84,22 +111,6 @@ def _refuse_unread_knobs(cfg: DictConfig) -> None:
                 raise unknown_key(full, _raw(node, key), known)
 
     walk(cfg, "")
-
-
-def refuse_unknown_keys(node: DictConfig, path: str = "") -> None:
-    """A key added with `+` to a node a command's schema types must be one of its fields."""
-    if "_target_" in node:
-        return
-    schema = OmegaConf.get_type(node)
-    if dataclasses.is_dataclass(schema):
-        fields = schema_fields(schema)
-        for key in node.keys():
-            if key not in fields:
-                raise unknown_key(f"{path}{key}", _raw(node, key), list(fields))
-    for key in node.keys():
-        child = node._get_node(key)  # noqa: SLF001 - the node, its value unresolved
-        if isinstance(child, DictConfig) and key != "hydra":
-            refuse_unknown_keys(child, f"{path}{key}.")
 
 
 def _check_targets(path: str, node: Any) -> None:

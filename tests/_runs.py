@@ -122,3 +122,24 @@ def compose_command(config_name: str, overrides: Sequence[str], config_module: s
         cfg = compose_checked(compose, config_name, overrides)
     check_composed(cfg)
     return cfg
+
+
+def train_in_process(tmp_path: Path, monkeypatch, capfd, *args: str) -> tuple[int, str]:
+    """`headlab-train args...` through its `main` in this process (the path a real process takes up to its
+    exit, without the seconds of a fresh interpreter's imports): (exit code, stderr)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from headlab.cli.train import main
+
+    monkeypatch.setattr(sys, "argv", ["headlab-train", *args])
+    monkeypatch.setenv("HEADLAB_LOG_DIR", str(tmp_path / "logs"))
+    monkeypatch.chdir(tmp_path)
+    capfd.readouterr()
+    code = 0
+    try:
+        main()
+    except SystemExit as exited:
+        code = int(exited.code or 0)
+    finally:
+        GlobalHydra.instance().clear()
+    return code, capfd.readouterr().err

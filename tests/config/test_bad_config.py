@@ -7,7 +7,7 @@ import pytest
 from headlab.config.app import compose_train
 from headlab.tasks.train import train
 from headlab.errors import ConfigError
-from tests._runs import run_cli
+from tests._runs import run_cli, train_in_process
 
 # (override, key in the message, value in the message); tests/tasks/test_train.py covers
 # model.n_heads=3, model.pos_encoding=spiral, optim.lr=0, data.max_len=1, every_n_steps=0.
@@ -69,9 +69,10 @@ def test_unknown_data_name_in_a_real_process_is_one_line_exit_2(tmp_path):
     assert not (tmp_path / "logs").exists()  # nothing was created
 
 
-def test_probe_larger_than_split_in_a_real_process_is_one_line_exit_2(tmp_path):
-    result = run_cli(tmp_path, "data=synthetic", "data.synthetic.n=200", "data.probe_size=500", timeout=300)
-    assert result.returncode == 2
-    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+def test_probe_larger_than_split_through_main_is_one_line_exit_2(tmp_path, monkeypatch, capfd):
+    """Refused when the data are split, inside the job (the config check cannot know the split's size)."""
+    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, "data=synthetic", "data.synthetic.n=200", "data.probe_size=500")
+    assert code == 2
+    errors = [line for line in stderr.splitlines() if "error" in line.lower()]
     assert len(errors) == 1 and errors[0].startswith("headlab-train: error: invalid config data.probe_size=500")
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in stderr

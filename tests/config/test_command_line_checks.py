@@ -18,6 +18,7 @@ import pytest
 from headlab.config.app import compose_train
 from headlab.tasks.train_config import validate_config
 from headlab.errors import ConfigError
+from tests._runs import train_in_process
 
 
 def check_overrides(overrides: list[str]) -> None:
@@ -121,23 +122,38 @@ def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
                           env=env, timeout=300, cwd=tmp_path)
 
 
-@pytest.mark.parametrize("overrides, first_words", [
-    (["data=synthetic", "foo=1"], "invalid config foo=1"),
-    (["callbacks.head_metrics.query_tokens=[的,！]"], "invalid config callbacks.head_metrics.query_tokens="),
-    (["data=files"], "invalid config data.files.train='???'"),
-    (["data=synthetic", "trainer.max_epochs=abc"], "invalid config trainer.max_epochs='abc'"),
-    pytest.param(["data=synthetic", "optim.betas=[0.9]"], "invalid config optim.betas=[0.9]", marks=pytest.mark.slow),
-    pytest.param(["data=synthetic", "trainer.enable_progress_bar=false"],
-                 "invalid config trainer.enable_progress_bar=False", marks=pytest.mark.slow),
-], ids=["unknown-key", "non-ascii", "missing", "text-for-int", "list-length", "progress-bar"])
-def test_a_mistake_on_the_command_line_is_one_line_exit_2_and_nothing_written(tmp_path, overrides, first_words):
-    result = _run(tmp_path, *overrides)
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"headlab-train: error: {first_words}"), result.stderr[-2000:]
+MISTAKES = {
+    "unknown-key": (["data=synthetic", "foo=1"], "invalid config foo=1"),
+    "non-ascii": (["callbacks.head_metrics.query_tokens=[的,！]"], "invalid config callbacks.head_metrics.query_tokens="),
+    "missing": (["data=files"], "invalid config data.files.train='???'"),
+    "text-for-int": (["data=synthetic", "trainer.max_epochs=abc"], "invalid config trainer.max_epochs='abc'"),
+    "list-length": (["data=synthetic", "optim.betas=[0.9]"], "invalid config optim.betas=[0.9]"),
+    "progress-bar": (["data=synthetic", "trainer.enable_progress_bar=false"], "invalid config trainer.enable_progress_bar=False"),
+    "heads-not-dividing": (["data=synthetic", "model.n_heads=3"], "invalid config model.n_heads=3"),
+}
+
+
+def _one_line_and_nothing_written(tmp_path: Path, code: int, stderr: str, first_words: str) -> None:
+    assert code == 2, stderr[-2000:]
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"headlab-train: error: {first_words}"), stderr[-2000:]
     written = [p for p in (tmp_path / "logs").rglob("*") if p.suffix in (".ckpt", ".parquet")] if (tmp_path / "logs").exists() else []
     assert written == []
+
+
+def test_a_mistake_in_a_real_process_is_one_line_exit_2_and_nothing_written(tmp_path):
+    overrides, first_words = MISTAKES["unknown-key"]
+    result = _run(tmp_path, *overrides)
+    _one_line_and_nothing_written(tmp_path, result.returncode, result.stderr, first_words)
+
+
+@pytest.mark.parametrize("case", sorted(MISTAKES))
+def test_a_mistake_on_the_command_line_is_one_line_exit_2_and_nothing_written(case, tmp_path, monkeypatch, capfd):
+    """headlab-train's main in this process (the real process above shares its path up to the exit)."""
+    overrides, first_words = MISTAKES[case]
+    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, *overrides)
+    _one_line_and_nothing_written(tmp_path, code, stderr, first_words)
 
 
 def test_a_value_lightning_refuses_in_its_constructor_is_one_line_before_any_folder():

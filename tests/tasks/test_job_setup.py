@@ -13,6 +13,7 @@ import torch
 from headlab.tasks.threads import auto_threads, available_cores, resolve_threads
 from headlab.tasks.threads import set_torch_threads
 from headlab.errors import ConfigError
+from tests._runs import train_in_process
 
 
 @pytest.mark.parametrize(
@@ -55,11 +56,11 @@ def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           env=env, timeout=300, cwd=tmp_path)
 
 
-def test_a_sweep_without_multirun_is_a_one_line_error(tmp_path):
-    result = _train(tmp_path, "sweep=smoke")
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert "invalid config sweep='smoke'" in result.stderr and "headlab-train -m sweep=smoke" in result.stderr
-    assert "Traceback" not in result.stderr
+def test_a_sweep_without_multirun_is_a_one_line_error(tmp_path, monkeypatch, capfd):
+    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, "sweep=smoke")
+    assert code == 2, stderr[-2000:]
+    assert "invalid config sweep='smoke'" in stderr and "headlab-train -m sweep=smoke" in stderr
+    assert "Traceback" not in stderr
     runs = list((tmp_path / "logs" / "runs").glob("*/summary.json"))
     assert all('"completed"' not in p.read_text() for p in runs)
 

@@ -13,7 +13,7 @@ from headlab.analysis import ROLES
 from headlab.store import RunDir
 from headlab.tasks.train import train
 from headlab.errors import ConfigError
-from tests._runs import run_cli, summary
+from tests._runs import summary, train_in_process
 
 QUIET = ("callbacks.head_metrics.figures=false", "test=false")
 
@@ -51,26 +51,26 @@ def test_listed_keys_may_change_and_every_segment_keeps_its_config(tmp_path, com
     assert third["global_step"] == 18 and len(third["config_history"]) == 3
 
 
-def test_a_refused_resume_in_a_real_process_keeps_the_first_starts_hydra_config(tmp_path):
+def test_a_refused_resume_through_main_keeps_the_first_starts_hydra_config(tmp_path, monkeypatch, capfd):
     run = tmp_path / "run"
     tiny = ["debug=fast", "data=synthetic", "data.synthetic.n=400", "data.probe_size=16", "model.d_model=16",
             "model.n_heads=2", "callbacks.head_metrics.figures=false", f"hydra.run.dir={run}"]
-    assert run_cli(tmp_path, *tiny, timeout=300).returncode == 0
+    assert train_in_process(tmp_path, monkeypatch, capfd, *tiny)[0] == 0
     hydra_before = {p.name: p.read_bytes() for p in (run / ".hydra").iterdir()}
-    result = run_cli(tmp_path, *tiny, "resume=true", "optim.lr=0.5", timeout=300)
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.strip().splitlines()[-1].startswith("headlab-train: error: invalid config resume=True: expected "
-                                                           "the settings the run was trained with (optim.lr: run 0.001 vs now 0.5")
+    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, *tiny, "resume=true", "optim.lr=0.5")
+    assert code == 2, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1].startswith("headlab-train: error: invalid config resume=True: expected "
+                                                    "the settings the run was trained with (optim.lr: run 0.001 vs now 0.5")
     assert {p.name: p.read_bytes() for p in (run / ".hydra").iterdir()} == hydra_before
     assert summary(run)["status"] == "completed"
 
 
-def test_a_config_mistake_leaves_logs_runs_unchanged(tmp_path):
+def test_a_config_mistake_leaves_logs_runs_unchanged(tmp_path, monkeypatch, capfd):
     runs = tmp_path / "logs" / "runs"
     runs.mkdir(parents=True)
     (runs / "earlier").mkdir()
-    result = run_cli(tmp_path, "data=synthetic", "model.n_heads=3", timeout=300)
-    assert result.returncode == 2 and "model.n_heads=3" in result.stderr
+    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, "data=synthetic", "model.n_heads=3")
+    assert code == 2 and "model.n_heads=3" in stderr
     assert [p.name for p in runs.iterdir()] == ["earlier"]
 
 

@@ -124,14 +124,16 @@ def compose_command(config_name: str, overrides: Sequence[str], config_module: s
     return cfg
 
 
-def train_in_process(tmp_path: Path, monkeypatch, capfd, *args: str) -> tuple[int, str]:
-    """`headlab-train args...` through its `main` in this process (the path a real process takes up to its
-    exit, without the seconds of a fresh interpreter's imports): (exit code, stderr)."""
+def train_in_process(tmp_path: Path, monkeypatch, capfd, *args: str, prog: str = "headlab-train") -> tuple[int, str]:
+    """`headlab-train args...` (or `prog="headlab-distill"`) through its `main` in this process (the path a real
+    process takes up to its exit, without the seconds of a fresh interpreter's imports): (exit code, stderr)."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from headlab.cli.train import main
+    from headlab.cli.distill import main as distill_main
+    from headlab.cli.train import main as train_main
 
-    monkeypatch.setattr(sys, "argv", ["headlab-train", *args])
+    main = {"headlab-train": train_main, "headlab-distill": distill_main}[prog]
+    monkeypatch.setattr(sys, "argv", [prog, *args])
     monkeypatch.setenv("HEADLAB_LOG_DIR", str(tmp_path / "logs"))
     monkeypatch.chdir(tmp_path)
     capfd.readouterr()

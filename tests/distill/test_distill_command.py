@@ -4,8 +4,6 @@ a zero-weight student bit-identical to a plain run, and one-line errors that lea
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +13,7 @@ import torch
 from headlab.tasks.train import train
 from headlab.errors import ConfigError
 from headlab.store import read_table
-from tests._runs import compose_train_config
+from tests._runs import compose_train_config, train_in_process
 
 DISTILL = ["+distill=default", "trainer.log_every_n_steps=1"]
 
@@ -87,19 +85,15 @@ def test_vocabulary_mismatch_names_both_sizes(tmp_path, tiny_config, teacher):
         train(_student(tiny_config, tmp_path / "bad", teacher, "distill.labels=200", "data.seed=3"))
 
 
-def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "headlab.cli.distill", f"hydra.run.dir={tmp_path / 'run'}",
-                           f"paths.log_dir={tmp_path}", *args], capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("args, key", [
     (("teacher=/x", "distill.layer_map=middle"), "distill.layer_map"),
     ((), "teacher"),
 ])
-def test_console_script_errors_are_one_line_exit_2(tmp_path, args, key):
-    done = _cli(tmp_path, "data=synthetic", *args)
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
+def test_console_script_errors_are_one_line_exit_2(tmp_path, args, key, monkeypatch, capfd):
+    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, f"hydra.run.dir={tmp_path / 'run'}",
+                                    f"paths.log_dir={tmp_path}", "data=synthetic", *args, prog="headlab-distill")
+    assert code == 2, stderr
+    lines = stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0], lines
     assert not (tmp_path / "run").exists()
 

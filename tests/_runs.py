@@ -124,9 +124,9 @@ def compose_command(config_name: str, overrides: Sequence[str], config_module: s
     return cfg
 
 
-def train_in_process(tmp_path: Path, monkeypatch, capfd, *args: str, prog: str = "headlab-train") -> tuple[int, str]:
+def train_in_process(tmp_path: Path, monkeypatch, capfd, *args: str, prog: str = "headlab-train") -> subprocess.CompletedProcess:
     """`headlab-train args...` (or `prog="headlab-distill"`) through its `main` in this process (the path a real
-    process takes up to its exit, without the seconds of a fresh interpreter's imports): (exit code, stderr)."""
+    process takes up to its exit, without the seconds of a fresh interpreter's imports), as `run_cli` reports it."""
     from hydra.core.global_hydra import GlobalHydra
 
     from headlab.cli.distill import main as distill_main
@@ -144,4 +144,5 @@ def train_in_process(tmp_path: Path, monkeypatch, capfd, *args: str, prog: str =
         code = int(exited.code or 0)
     finally:
         GlobalHydra.instance().clear()
-    return code, capfd.readouterr().err
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess([prog, *args], code, out, err)

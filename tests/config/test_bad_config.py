@@ -71,8 +71,8 @@ def test_unknown_data_name_in_a_real_process_is_one_line_exit_2(tmp_path):
 
 def test_probe_larger_than_split_through_main_is_one_line_exit_2(tmp_path, monkeypatch, capfd):
     """Refused when the data are split, inside the job (the config check cannot know the split's size)."""
-    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, "data=synthetic", "data.synthetic.n=200", "data.probe_size=500")
-    assert code == 2
-    errors = [line for line in stderr.splitlines() if "error" in line.lower()]
+    result = train_in_process(tmp_path, monkeypatch, capfd, "data=synthetic", "data.synthetic.n=200", "data.probe_size=500")
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
     assert len(errors) == 1 and errors[0].startswith("headlab-train: error: invalid config data.probe_size=500")
-    assert "Traceback" not in stderr
+    assert "Traceback" not in result.stderr

@@ -152,8 +152,8 @@ def test_a_mistake_in_a_real_process_is_one_line_exit_2_and_nothing_written(tmp_
 def test_a_mistake_on_the_command_line_is_one_line_exit_2_and_nothing_written(case, tmp_path, monkeypatch, capfd):
     """headlab-train's main in this process (the real process above shares its path up to the exit)."""
     overrides, first_words = MISTAKES[case]
-    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, *overrides)
-    _one_line_and_nothing_written(tmp_path, code, stderr, first_words)
+    result = train_in_process(tmp_path, monkeypatch, capfd, *overrides)
+    _one_line_and_nothing_written(tmp_path, result.returncode, result.stderr, first_words)
 
 
 def test_a_value_lightning_refuses_in_its_constructor_is_one_line_before_any_folder():

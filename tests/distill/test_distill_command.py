@@ -90,10 +90,10 @@ def test_vocabulary_mismatch_names_both_sizes(tmp_path, tiny_config, teacher):
     ((), "teacher"),
 ])
 def test_console_script_errors_are_one_line_exit_2(tmp_path, args, key, monkeypatch, capfd):
-    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, f"hydra.run.dir={tmp_path / 'run'}",
-                                    f"paths.log_dir={tmp_path}", "data=synthetic", *args, prog="headlab-distill")
-    assert code == 2, stderr
-    lines = stderr.strip().splitlines()
+    result = train_in_process(tmp_path, monkeypatch, capfd, f"hydra.run.dir={tmp_path / 'run'}",
+                              f"paths.log_dir={tmp_path}", "data=synthetic", *args, prog="headlab-distill")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0], lines
     assert not (tmp_path / "run").exists()
 

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -50,23 +46,17 @@ def test_null_threads_leaves_torch_alone_and_an_int_sets_it():
         torch.set_num_threads(before)
 
 
-def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HEADLAB_LOG_DIR": str(tmp_path / "logs")}
-    return subprocess.run([sys.executable, "-m", "headlab.cli.train", *args], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=tmp_path)
-
-
 def test_a_sweep_without_multirun_is_a_one_line_error(tmp_path, monkeypatch, capfd):
-    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, "sweep=smoke")
-    assert code == 2, stderr[-2000:]
-    assert "invalid config sweep='smoke'" in stderr and "headlab-train -m sweep=smoke" in stderr
-    assert "Traceback" not in stderr
+    result = train_in_process(tmp_path, monkeypatch, capfd, "sweep=smoke")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "invalid config sweep='smoke'" in result.stderr and "headlab-train -m sweep=smoke" in result.stderr
+    assert "Traceback" not in result.stderr
     runs = list((tmp_path / "logs" / "runs").glob("*/summary.json"))
     assert all('"completed"' not in p.read_text() for p in runs)
 
 
-def test_an_unknown_sweep_lists_the_shipped_ones(tmp_path):
-    result = _train(tmp_path, "-m", "sweep=hedas")
+def test_an_unknown_sweep_lists_the_shipped_ones(tmp_path, monkeypatch, capfd):
+    result = train_in_process(tmp_path, monkeypatch, capfd, "-m", "sweep=hedas")
     assert result.returncode == 2
     assert "sweep='hedas'" in result.stderr and "heads_fixed_dhead" in result.stderr and "smoke" in result.stderr
     assert not (tmp_path / "logs" / "sweeps").exists()

@@ -7,15 +7,15 @@ import shutil
 
 import pytest
 
-from tests._runs import RESUMABLE, run_cli
+from tests._runs import RESUMABLE, train_in_process
 
 
 @pytest.mark.parametrize("resume", ["true", "auto"])
-def test_resuming_a_completed_run_appends_no_rows(reference, tmp_path, resume):
+def test_resuming_a_completed_run_appends_no_rows(reference, tmp_path, resume, monkeypatch, capfd):
     run = tmp_path / "run"
     shutil.copytree(reference, run)
     rows, summary = (run / "metrics.csv").read_bytes(), (run / "summary.json").read_bytes()
-    result = run_cli(tmp_path, *RESUMABLE, f"hydra.run.dir={run}", f"resume={resume}")
+    result = train_in_process(tmp_path, monkeypatch, capfd, *RESUMABLE, f"hydra.run.dir={run}", f"resume={resume}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "completed already" in result.stdout and result.stdout.strip().splitlines()[-1] == str(run)
     # on the parent commit, resume=true: 2 more rows (the final val and test rows logged again)

@@ -55,11 +55,11 @@ def test_a_refused_resume_through_main_keeps_the_first_starts_hydra_config(tmp_p
     run = tmp_path / "run"
     tiny = ["debug=fast", "data=synthetic", "data.synthetic.n=400", "data.probe_size=16", "model.d_model=16",
             "model.n_heads=2", "callbacks.head_metrics.figures=false", f"hydra.run.dir={run}"]
-    assert train_in_process(tmp_path, monkeypatch, capfd, *tiny)[0] == 0
+    assert train_in_process(tmp_path, monkeypatch, capfd, *tiny).returncode == 0
     hydra_before = {p.name: p.read_bytes() for p in (run / ".hydra").iterdir()}
-    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, *tiny, "resume=true", "optim.lr=0.5")
-    assert code == 2, stderr[-2000:]
-    assert stderr.strip().splitlines()[-1].startswith("headlab-train: error: invalid config resume=True: expected "
+    result = train_in_process(tmp_path, monkeypatch, capfd, *tiny, "resume=true", "optim.lr=0.5")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith("headlab-train: error: invalid config resume=True: expected "
                                                     "the settings the run was trained with (optim.lr: run 0.001 vs now 0.5")
     assert {p.name: p.read_bytes() for p in (run / ".hydra").iterdir()} == hydra_before
     assert summary(run)["status"] == "completed"
@@ -69,8 +69,8 @@ def test_a_config_mistake_leaves_logs_runs_unchanged(tmp_path, monkeypatch, capf
     runs = tmp_path / "logs" / "runs"
     runs.mkdir(parents=True)
     (runs / "earlier").mkdir()
-    code, stderr = train_in_process(tmp_path, monkeypatch, capfd, "data=synthetic", "model.n_heads=3")
-    assert code == 2 and "model.n_heads=3" in stderr
+    result = train_in_process(tmp_path, monkeypatch, capfd, "data=synthetic", "model.n_heads=3")
+    assert result.returncode == 2 and "model.n_heads=3" in result.stderr
     assert [p.name for p in runs.iterdir()] == ["earlier"]
 
 

@@ -50,6 +50,20 @@ def test_exact_null_of_two_pairs_is_one_third_each_partition():
     assert result.ari == 1.0 and result.p_value == pytest.approx(1 / 3) and result.layer_ari == 1.0
 
 
+def test_null_equals_sklearn_on_every_permutation():
+    import itertools
+
+    labels, roles = [0, 0, 1, 1, 2], ["p", "i", "i", "i", "o"]
+    expected = [adjusted_rand_score(labels, [roles[i] for i in order]) for order in itertools.permutations(range(5))]
+    np.testing.assert_allclose(ari_null(labels, roles), expected, atol=1e-12)
+    drawn = ari_null(labels * 2, roles * 2, n_draws=50, seed=3)  # 10! > 50: seeded draws, the same twice
+    np.testing.assert_array_equal(drawn, ari_null(labels * 2, roles * 2, n_draws=50, seed=3))
+    rng = np.random.default_rng(3)  # the same draws, scored one by one by sklearn
+    orders = [rng.permutation(10) for _ in range(50)]
+    np.testing.assert_allclose(drawn, [adjusted_rand_score(labels * 2, [(roles * 2)[i] for i in o]) for o in orders],
+                               atol=1e-12)
+
+
 def test_two_separated_groups_score_one_and_shuffled_roles_score_about_zero():
     rng = np.random.default_rng(1)
     early = [_sigmoid(500, h) + rng.normal(0, 0.01, STEPS.size) for h in (0.3, 0.8, 1.5, 0.5)]

@@ -58,14 +58,10 @@ def adjusted_rand_index(a: Sequence, b: Sequence) -> float:
     x, y = _codes(a), _codes(b)
     if x.size != y.size:
         raise DataError("ari", f"two labelings of different length ({x.size} and {y.size})")
-    n = x.size
     table = np.zeros((x.max() + 1, y.max() + 1), dtype=np.int64)
     np.add.at(table, (x, y), 1)
     pairs = _pairs(table)
-    rows, cols = _pairs(table.sum(axis=1)), _pairs(table.sum(axis=0))
-    total = n * (n - 1) / 2
-    expected = rows * cols / total if total else 0.0
-    top = (rows + cols) / 2
+    expected, top = _chance(x, y)
     if top == expected:  # both partitions trivial (one group, or every item alone): nothing to adjust
         return 1.0
     return (pairs - expected) / (top - expected)
@@ -78,11 +74,19 @@ def ari_null(labels: Sequence, roles: Sequence, n_draws: int = N_DRAWS, seed: in
     if x.size != y.size:
         raise DataError("ari", f"two labelings of different length ({x.size} and {y.size})")
     if math.factorial(x.size) <= n_draws:
-        orders = itertools.permutations(range(x.size))
+        orders = np.array(list(itertools.permutations(range(x.size))), dtype=np.int64).reshape(-1, x.size)
     else:
         rng = np.random.default_rng(seed)
-        orders = (rng.permutation(x.size) for _ in range(n_draws))
-    return np.array([adjusted_rand_index(x, y[list(order)]) for order in orders])
+        orders = np.stack([rng.permutation(x.size) for _ in range(n_draws)])
+    # a permutation keeps both labelings' group sizes, so only the agreeing pairs change: count them per row
+    ny = int(y.max()) + 1
+    cells = x[None, :] * ny + y[orders]
+    counts = np.zeros((orders.shape[0], (int(x.max()) + 1) * ny), dtype=np.int64)
+    np.add.at(counts, (np.arange(orders.shape[0])[:, None], cells), 1)
+    expected, top = _chance(x, y)
+    if top == expected:
+        return np.ones(orders.shape[0])
+    return ((counts * (counts - 1) // 2).sum(axis=1) - expected) / (top - expected)
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,13 @@ def _series(steps: Sequence[float], curve: Sequence[float]) -> tuple[np.ndarray,
     if not np.isfinite(y).all():
         raise DataError("curve", "a missing (NaN) or infinite value")
     return s, y
+
+
+def _chance(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """The ARI's expected agreeing pairs under chance and its maximum, from the two labelings' group sizes."""
+    rows, cols = _pairs(np.bincount(x)), _pairs(np.bincount(y))
+    total = x.size * (x.size - 1) / 2
+    return (rows * cols / total if total else 0.0), (rows + cols) / 2
 
 
 def _pairs(counts: np.ndarray) -> float:

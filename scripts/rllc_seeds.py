@@ -54,14 +54,19 @@ def seed_record(path: Path, steps: list[int] | None = None) -> dict:
         wide = wide[sorted(steps)]
     heads = [f"L{layer}H{head}" for layer, head in wide.index]
     roles = {f"L{li}H{hi}": role for li, layer in enumerate(lm["final_roles"]) for hi, role in enumerate(layer)}
-    whole = read_parquet_file(run.path / "llc.parquet")
+    estimates = read_parquet_file(run.path / "llc.parquet")
+    head_rows = estimates[estimates["head"] >= 0]
+    if steps is not None:
+        head_rows = head_rows[head_rows.step.isin(steps)]
+    not_flat = int((~head_rows["flat"].astype(bool)).sum()) if "flat" in head_rows else 0
+    whole = estimates
     whole = whole[(whole["layer"] == -1) & (whole["head"] == -1)].sort_values("step")
     if steps is not None:
         whole = whole[whole.step.isin(steps)]
     return {"seed": run.path.name, "steps": [int(s) for s in wide.columns], "heads": heads,
             "layers": [int(layer) for layer, _ in wide.index], "roles": [roles[h] for h in heads],
             "curves": wide.to_numpy(dtype=np.float64), "onsets": lm.get("induction_onset_steps") or {},
-            "loss_drop": lm.get("loss_drop_step"),
+            "loss_drop": lm.get("loss_drop_step"), "n_estimates": int(len(head_rows)), "not_flat": not_flat,
             "llc_steps": whole.step.astype(int).tolist(), "llc": whole.value.astype(float).tolist()}
 
 
@@ -152,6 +157,8 @@ def report(records: list[dict], results: list[dict]) -> tuple[str, dict]:
     d2 = [r["d_half"] for r in results]
     dw = [r["llc_minus_drop"] for r in results]
     pi1, pi2 = prediction_interval(d1), prediction_interval(d2)
+    lines += ["", "| seed | head estimates | not flat |", "|---|---|---|"]
+    lines += [f"| {rec['seed']} | {rec['n_estimates']} | {rec['not_flat']} |" for rec in records]
     lines += ["", "| seed | heads with an onset | mean (steepest - onset) | mean (half - onset) | whole-model LLC steepest | loss drop | LLC - drop |",
               "|---|---|---|---|---|---|---|"]
     for rec, res in zip(records, results):
@@ -189,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                 return x.item()
             return str(x)
         per_seed = [{"seed": rec["seed"], "steps": rec["steps"], "heads": rec["heads"], "roles": rec["roles"],
-                     "curves": rec["curves"], "llc": rec["llc"],
+                     "curves": rec["curves"], "llc": rec["llc"], "not_flat": rec["not_flat"],
+                     "n_estimates": rec["n_estimates"],
                      **{k: ({kk: vv for kk, vv in v.items() if kk != "null"} if isinstance(v, dict) and "null" in v else v)
                         for k, v in res.items()}} for rec, res in zip(records, results)]
         args.json.write_text(json.dumps({"seeds": per_seed, "summary": summary}, indent=1, default=plain))

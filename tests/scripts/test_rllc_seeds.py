@@ -40,7 +40,10 @@ def _planted_run(folder: Path, seed: int) -> Path:
                              "value": float(curve[step_i] + rng.normal(0, 0.005))})
         append_part(folder / "head_metrics.parquet", step, pd.DataFrame(rows))
     whole = 5 + 10 / (1 + np.exp(-(s - 1300) / 60))
-    pd.DataFrame({"step": STEPS, "layer": -1, "head": -1, "metric": "llc", "value": whole}).to_parquet(folder / "llc.parquet")
+    rows = pd.DataFrame({"step": STEPS, "layer": -1, "head": -1, "metric": "llc", "value": whole, "flat": True})
+    heads = pd.DataFrame([{"step": st, "layer": li, "head": hi, "metric": "rllc", "value": 0.0, "flat": (st, li, hi) != (200, 1, 3)}
+                          for st in STEPS for li in range(2) for hi in range(4)])
+    pd.concat([rows, heads], ignore_index=True).to_parquet(folder / "llc.parquet")
     return folder
 
 
@@ -55,6 +58,8 @@ def test_planted_runs_separate_and_date_their_stages(tmp_path, capsys):
     assert summary["stages"]["d_steepest"] == [100.0, 100.0, 100.0]
     assert summary["stages"]["llc_minus_drop"] == [100.0, 100.0, 100.0]
     assert "| seed0 |" in capsys.readouterr().out
+    seed = json.loads(out.read_text())["seeds"][0]
+    assert seed["n_estimates"] == 88 and seed["not_flat"] == 1
 
 
 def test_a_run_without_rllc_rows_is_one_line_exit_2(tmp_path, capsys):

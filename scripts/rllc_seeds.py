@@ -173,10 +173,45 @@ def report(records: list[dict], results: list[dict]) -> tuple[str, dict]:
     return "\n".join(lines), summary
 
 
+ROLE_COLOURS = {"previous": "#1f77b4", "induction": "#d62728", "duplicate": "#2ca02c", "other": "#7f7f7f"}
+
+
+def draw(records: list[dict], results: list[dict], path: Path) -> None:
+    """One panel per seed: every head's rLLC divided by its largest |value| (what is clustered), coloured by
+    its final role, layer 0 dashed; each induction onset as a dotted tick in the head's role colour."""
+    import os
+    import tempfile
+
+    os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="rllc_seeds-mpl-"))  # never the home directory
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(records), figsize=(3.2 * len(records), 3.0), sharey=True, squeeze=False)
+    for ax, rec, res in zip(axes[0], records, results):
+        scale = np.abs(rec["curves"]).max(axis=1, keepdims=True)
+        for i, head in enumerate(rec["heads"]):
+            colour = ROLE_COLOURS.get(rec["roles"][i], "#000000")
+            ax.plot(rec["steps"], rec["curves"][i] / scale[i], color=colour, ls="--" if rec["layers"][i] == 0 else "-",
+                    marker="o", ms=3, lw=1.2, label=f"{head} {rec['roles'][i]}")
+            onset = res["stages"][head]["onset"]
+            if onset is not None:
+                ax.axvline(onset, color=colour, ls=":", lw=0.8)
+        ax.set_title(f"{rec['seed']}", fontsize=10)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=5.5, loc="lower right")
+    axes[0][0].set_ylabel("rLLC / its max")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--json", type=Path, default=None, help="write every number here")
+    parser.add_argument("--figure", type=Path, default=None, help="draw the normalised curves per seed here (png)")
     parser.add_argument("--steps", type=lambda v: [int(x) for x in v.split(",")], default=None,
                         help="comma-separated sampled steps to keep (the grid every seed has), e.g. 200,600,1000")
     args = parser.parse_args(argv)
@@ -188,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     results = [analyse(r) for r in records]
     text, summary = report(records, results)
     print(text)
+    if args.figure:
+        draw(records, results, args.figure)
     if args.json:
         def plain(x):
             if isinstance(x, np.ndarray):

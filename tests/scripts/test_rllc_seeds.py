@@ -50,7 +50,8 @@ def _planted_run(folder: Path, seed: int) -> Path:
 def test_planted_runs_separate_and_date_their_stages(tmp_path, capsys):
     runs = [str(_planted_run(tmp_path / f"seed{s}", s)) for s in range(3)]
     out = tmp_path / "out.json"
-    assert rllc_seeds.main([*runs, "--json", str(out)]) == 0
+    assert rllc_seeds.main([*runs, "--json", str(out), "--figure", str(tmp_path / "f.png")]) == 0
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
     summary = json.loads(out.read_text())["summary"]
     assert summary["primary"]["aris"] == [1.0, 1.0, 1.0] and summary["primary"]["n_seeds"] == 3
     assert summary["layer1"]["aris"] == [1.0, 1.0, 1.0]  # the flat 'other' head sits apart from the induction heads

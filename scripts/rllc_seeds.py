@@ -111,8 +111,12 @@ def _fmt(x: float, digits: int = 2) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
 
 
-def _ci(values: list[float], digits: int = 2, what: str = "mean") -> str:
-    c = mean_ci(values)
+def _ci(values: list[float], digits: int = 2, bounds: tuple[float, float] = (-np.inf, np.inf)) -> str:
+    """Mean [95 % t-interval over seeds]; every seed equal is said in words, never a zero-width interval."""
+    c = mean_ci(values, bounds=bounds)
+    finite = [v for v in values if v is not None and np.isfinite(v)]
+    if len(finite) >= 2 and np.ptp(finite) == 0:
+        return f"{_fmt(c.mean, digits)} in every seed (n = {c.n}; no spread, so no t-interval)"
     return f"{_fmt(c.mean, digits)} [{_fmt(c.low, digits)}, {_fmt(c.high, digits)}] (n = {c.n})"
 
 
@@ -138,10 +142,10 @@ def report(records: list[dict], results: list[dict]) -> tuple[str, dict]:
             excess = paired_ci([s["ari"] - s["null_mean"] for s in ok])
             p = combined_ari_p(aris, [s["null"] for s in ok])
             layer = [s["layer_ari"] for s in ok]
-            lines += ["", f"- mean ARI over seeds: {_ci(aris)} (95 % t-interval, seeds the unit)",
+            lines += ["", f"- mean ARI over seeds: {_ci(aris, bounds=(-1.0, 1.0))} (95 % t-interval, seeds the unit)",
                       f"- ARI minus the seed's shuffled mean: {_fmt(excess.estimate)} [{_fmt(excess.low)}, {_fmt(excess.high)}] ({excess.method})",
                       f"- combined p (sum of ARIs against sums of per-seed shuffles, 10,000 draws): {p:.4f}",
-                      f"- layer-split ARI on the same heads: {_ci(layer)}", ""]
+                      f"- layer-split ARI on the same heads: {_ci(layer, bounds=(-1.0, 1.0))}", ""]
             summary[name] = {"aris": aris, "mean_ci": mean_ci(aris).__dict__, "excess": excess.__dict__,
                              "combined_p": p, "layer_aris": layer, "n_seeds": len(ok)}
         else:

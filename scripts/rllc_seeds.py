@@ -66,6 +66,7 @@ def seed_record(path: Path, steps: list[int] | None = None) -> dict:
     return {"seed": run.path.name, "steps": [int(s) for s in wide.columns], "heads": heads,
             "layers": [int(layer) for layer, _ in wide.index], "roles": [roles[h] for h in heads],
             "curves": wide.to_numpy(dtype=np.float64), "onsets": lm.get("induction_onset_steps") or {},
+            "midpoints": lm.get("induction_midpoint_steps") or {},
             "loss_drop": lm.get("loss_drop_step"), "n_estimates": int(len(head_rows)), "not_flat": not_flat,
             "llc_steps": whole.step.astype(int).tolist(), "llc": whole.value.astype(float).tolist()}
 
@@ -101,6 +102,14 @@ def analyse(rec: dict) -> dict:
     out["d_steepest"] = float(np.mean([stages[h]["steepest"] - stages[h]["onset"] for h in formed])) if formed else math.nan
     out["d_half"] = float(np.mean([stages[h]["half"] - stages[h]["onset"] for h in formed])) if formed else math.nan
     out["n_onsets"] = len(formed)
+    # exploratory (not in the method fixed beforehand): against the change-point midpoint, and the
+    # previous-token heads' stage against the induction heads' within the seed
+    mids = [h for h in formed if rec["midpoints"].get(h) is not None]
+    out["d_steepest_midpoint"] = (float(np.mean([stages[h]["steepest"] - rec["midpoints"][h] for h in mids]))
+                                  if mids else math.nan)
+    prev = [s["steepest"] for s in stages.values() if s["role"] == "previous"]
+    ind = [s["steepest"] for s in stages.values() if s["role"] == "induction"]
+    out["prev_minus_induction_stage"] = float(np.mean(prev) - np.mean(ind)) if prev and ind else math.nan
     whole = steepest_rise_step(rec["llc_steps"], rec["llc"]) if len(rec["llc"]) >= 2 else math.nan
     out["llc_stage"] = whole
     out["llc_minus_drop"] = whole - rec["loss_drop"] if rec["loss_drop"] is not None else math.nan
@@ -171,6 +180,13 @@ def report(records: list[dict], results: list[dict]) -> tuple[str, dict]:
     lines += ["", f"- steepest rise - onset: mean {_ci(d1, 0)}; new seed {_fmt(pi1.low, 0)} to {_fmt(pi1.high, 0)}",
               f"- half rise - onset: mean {_ci(d2, 0)}; new seed {_fmt(pi2.low, 0)} to {_fmt(pi2.high, 0)}",
               f"- whole-model LLC steepest rise - loss-drop start: mean {_ci(dw, 0)}"]
+    dm = [r["d_steepest_midpoint"] for r in results]
+    dp = [r["prev_minus_induction_stage"] for r in results]
+    lines += ["", "Exploratory (not in the method fixed beforehand):",
+              f"- steepest rise - change-point midpoint (`induction_midpoint_steps`, heads that have one): mean {_ci(dm, 0)}",
+              f"- previous-token heads' steepest rise - induction heads' (means within the seed): mean {_ci(dp, 0)}",
+              "  per seed: " + ", ".join(f"{rec['seed']} {_fmt(v, 0)}" for rec, v in zip(records, dp))]
+    summary["exploratory"] = {"d_steepest_midpoint": dm, "prev_minus_induction_stage": dp}
     summary["stages"] = {"d_steepest": d1, "d_steepest_ci": mean_ci(d1).__dict__, "d_steepest_pi": pi1.__dict__,
                          "d_half": d2, "d_half_ci": mean_ci(d2).__dict__, "d_half_pi": pi2.__dict__,
                          "llc_minus_drop": dw, "llc_minus_drop_ci": mean_ci(dw).__dict__}

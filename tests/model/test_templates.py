@@ -173,3 +173,27 @@ def test_pruning_keeps_each_surviving_heads_template():
     assert net.blocks[0].attn.template == ["previous", "free", "last"]
     out = net(torch.randint(3, 12, MASK.shape), MASK, return_patterns=True)
     assert torch.equal(out.patterns[0][:, 2], build_template("last", MASK))
+
+
+def test_local_head1_preset_templates_only_the_first_head_of_every_layer():
+    assert resolve_template("local_head1", 2, 4) == [["local:2", "free", "free", "free"]] * 2
+    assert resolve_template("local_head1", 1, 1) == [["local:2"]]
+
+
+def test_local_head1_soft_kl_is_the_first_heads_kl_to_a_hand_built_window_averaged_over_layers():
+    torch.manual_seed(0)
+    net = HeadlabClassifier(_config(template="local_head1", template_mode="soft")).eval()
+    ids = torch.randint(3, 12, MASK.shape)
+    out = net(ids, MASK, return_patterns=True, template_kl=True)
+    per_layer = []
+    for pattern in out.patterns:  # [batch, head, q, k]; only head 0 is constrained
+        total, queries = 0.0, 0
+        for b, n in enumerate((4, 6)):
+            for i in range(n):
+                keys = [j for j in range(n) if abs(i - j) <= 2]  # the local:2 window over real keys
+                t = 1.0 / len(keys)
+                total += sum(t * (torch.log(torch.tensor(t)) - torch.log(pattern[b, 0, i, j])).item() for j in keys)
+                queries += 1
+        per_layer.append(total / queries)
+    assert out.template_kl.item() == pytest.approx(sum(per_layer) / 2, rel=1e-4)
+    assert [block.attn._heads("soft") for block in net.blocks] == [[0], [0]]

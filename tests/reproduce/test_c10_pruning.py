@@ -91,4 +91,7 @@ def test_the_runner_prunes_the_8_head_jobs_quick_and_the_12_head_jobs_full():
     assert spec.per_job("quick") == (PerJob("headlab-prune", args, (("model.n_heads", 8),)),)
     assert spec.per_job("full") == (PerJob("headlab-prune", args, (("model.n_heads", 12),)),)
     assert spec.per_job("cpu") == (PerJob("headlab-prune", args, (("model.n_heads", 8),)),)
-    assert not spec.proxy and spec.version >= 5 and spec.rules_frozen == "2026-12-02"
+    assert not spec.proxy and spec.version >= 6 and spec.rules_frozen == "2026-12-03"
+    # version 6: version 5's rule on 65 fresh seeds (statsmodels at 0.025 / 18), the 8-head jobs only
+    assert spec.confirmatory_seeds == tuple(range(900, 965))
+    assert "model.n_heads=8" in spec.overrides("cpu")

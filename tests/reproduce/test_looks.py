@@ -15,7 +15,28 @@ from headlab.reproduce.statistics import Statistic
 from headlab.reproduce.verdict import INCONCLUSIVE, NOT_TESTABLE, SUPPORTED, ClaimResult
 
 SPECS = Path(__file__).resolve().parents[2] / "conf" / "reproduce"
+
+
+def _with_second_look(claim: str, seeds: list[int]) -> object:
+    """A shipped spec given a look 2 on `seeds` (its cpu grid, alpha 0.0125 + 0.0125): since C5 v4 and
+    C12 v6 (one look each) only C14 ships one, and the mechanism is tested on two claims."""
+    import tempfile
+
+    import yaml
+
+    path = next(SPECS.glob(f"c{int(claim[1:]):02d}_*.yaml"))
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    cpu = data["evidence"]["cpu"]
+    overrides = ["seed=" + ",".join(map(str, seeds)) if o.startswith("seed=") else o for o in cpu["overrides"]]
+    data["evidence"]["replication"] = {"sweep_name": cpu["sweep_name"] + "-rep", "overrides": overrides}
+    data["seeds"].update(replication=seeds, alpha=[0.0125, 0.0125])
+    out = Path(tempfile.mkdtemp()) / path.name
+    out.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    return load_spec(out)
+
+
 BY_CLAIM = {s.claim: s for s in load_specs(SPECS)}
+BY_CLAIM.update(C5=_with_second_look("C5", list(range(720, 736))), C12=_with_second_look("C12", list(range(820, 836))))
 
 
 def _result(claim: str, verdict: str, p: float) -> ClaimResult:
@@ -66,13 +87,13 @@ def test_nothing_to_retry_leaves_the_results_as_they_were():
 
 
 @pytest.mark.parametrize("seeds, words", [
-    ("[17, 20, 21]", "fresh seeds, in neither the exploratory nor the confirmatory list (not [17])"),
+    ("[303, 330, 331]", "fresh seeds, in neither the exploratory nor the confirmatory list (not [303])"),
     ("[]", "the second look's seeds exactly when evidence.replication is given"),
 ])
 def test_a_second_look_must_name_fresh_seeds(tmp_path, seeds, words):
-    text = (SPECS / "c05_templates.yaml").read_text(encoding="utf-8")
+    text = (SPECS / "c14_seeds.yaml").read_text(encoding="utf-8")
     start = text.index("  replication: [")
-    path = tmp_path / "c05_templates.yaml"
+    path = tmp_path / "c14_seeds.yaml"
     path.write_text(text[:start] + f"  replication: {seeds}\n" + text[text.index("\n", start) + 1:], encoding="utf-8")
     with pytest.raises(ConfigError, match=words.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
         load_spec(path)
@@ -82,7 +103,7 @@ def test_the_report_says_which_look_decided_and_states_the_design(tmp_path):
     from headlab.reproduce.report import write_report
 
     def evaluate(spec, root, explicit, scale):
-        stat = Statistic(0.06, 0.04, 0.08, 16, "test_acc", "paired t over seeds", sd=0.04, se=0.01, df=15, seeds=tuple(range(20, 36)))
+        stat = Statistic(0.06, 0.04, 0.08, 16, "test_acc", "paired t over seeds", sd=0.04, se=0.01, df=15, seeds=tuple(range(720, 736)))
         return ClaimResult(spec, SUPPORTED, "beyond the margin", {spec.primary: stat}, p_value=0.001, tests={"above": 0.001})
 
     out = with_second_look(_look1(), "root", {}, evaluate=evaluate)
@@ -90,7 +111,7 @@ def test_the_report_says_which_look_decided_and_states_the_design(tmp_path):
     md = (tmp_path / "claims.md").read_text(encoding="utf-8")
     assert "| C5 | 3.1 | supported (look 2) |" in md and "| C7 | 5.4 | supported |" not in md
     assert "Adaptive allocation: look 2" in md and "familywise error over both is at most 0.025" in md
-    assert "decided on seeds 20,21" in md and "(fresh, look 2)" in md
+    assert "decided on seeds 720,721" in md and "(fresh, look 2)" in md
     import pandas as pd
 
     table = pd.read_csv(tmp_path / "claims.csv").set_index("claim")
@@ -124,11 +145,9 @@ def test_the_runner_gets_each_look_two_sweep_after_its_claims_look_one_sweep():
         return _result(spec.claim, *verdicts[spec.claim])
 
     items = {d.job.sweep_name: d for d in deferred_second_look(specs, "root", {}, evaluate=evaluate)}
-    assert {name: d.after for name, d in items.items()} == {
-        "templates-synthetic-rep": ("templates-synthetic-cpu",), "data_size-synthetic-rep": ("data_size-synthetic-cpu",),
-        "lm-roles-rep": ("lm-roles-cpu",)}
+    c5, c12 = "templates-synthetic-cpu-v4", "data_size_steps-synthetic-cpu"
+    assert {name: d.after for name, d in items.items()} == {f"{c5}-rep": (c5,), f"{c12}-rep": (c12,), "lm-roles-rep": ("lm-roles-cpu",)}
     assert read == []  # nothing is read before a lane takes the item
     # 18 specs with a primary: the bar is 0.05 / 18 = 0.0028
-    assert [items[n].needed() for n in ("templates-synthetic-rep", "data_size-synthetic-rep", "lm-roles-rep")] == \
-        [True, False, True]
+    assert [items[n].needed() for n in (f"{c5}-rep", f"{c12}-rep", "lm-roles-rep")] == [True, False, True]
     assert read == [("C5", "cpu"), ("C12", "cpu"), ("C14", "cpu")]

@@ -34,13 +34,16 @@ LOCAL = "local"
 FREE = "free"
 TemplateMode = Literal["hard", "soft", "free"]
 MODES: tuple[str, ...] = get_args(TemplateMode)  # free: the template is not applied (the control arm of sweep=templates)
-# Named presets: the cycle of patterns given to the heads of each templated layer.
-# `synthetic` names the patterns that read the synthetic task's planted features (previous
-# token before the marker, the two ends, the final punctuation) plus a broad head.
-PRESETS: dict[str, tuple[tuple[str, ...], str]] = {
-    "synthetic": (("previous", "first", "last", "uniform"), "all"),
-    "synthetic_layer0": (("previous", "first", "last", "uniform"), "first"),
-    "positional": (("previous", "next", "local:2", "uniform"), "all"),
+# Named presets: (the cycle of patterns given to the heads of each templated layer, which layers
+# are templated, which heads). `synthetic` names the patterns that read the synthetic task's
+# planted features (previous token before the marker, the two ends, the final punctuation) plus a
+# broad head. `local_head1` is the article's own example (claim 3.1): head 1 of each layer pulled
+# to the local neighbourhood, every other head free; with template_mode=soft a constraint term.
+PRESETS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "synthetic": (("previous", "first", "last", "uniform"), "all", "all"),
+    "synthetic_layer0": (("previous", "first", "last", "uniform"), "first", "all"),
+    "positional": (("previous", "next", "local:2", "uniform"), "all", "all"),
+    "local_head1": (("local:2",), "all", "first"),
 }
 _KEY = "model.template"
 
@@ -69,9 +72,9 @@ def resolve_template(spec: str | Sequence[Sequence[str]] | None, n_layers: int, 
     if isinstance(spec, str):
         if spec not in PRESETS:
             raise ConfigError(_KEY, spec, f"a per-layer list of pattern names or a preset: {', '.join(PRESETS)}")
-        cycle, layers = PRESETS[spec]
-        rows = [[cycle[h % len(cycle)] if layers == "all" or layer == 0 else FREE for h in range(n_heads)]
-                for layer in range(n_layers)]
+        cycle, layers, heads = PRESETS[spec]
+        rows = [[cycle[h % len(cycle)] if (layers == "all" or layer == 0) and (heads == "all" or h == 0) else FREE
+                 for h in range(n_heads)] for layer in range(n_layers)]
     else:
         rows = _checked_rows(spec, n_layers, n_heads)
     return None if all(name == FREE for row in rows for name in row) else rows

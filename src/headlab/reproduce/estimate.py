@@ -48,6 +48,12 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
                # C9 v5 (docs/results/2026-12-03-c9-c18.md): the same 3,000-step LM jobs as lm-roles-cpu, 10 of them;
                # its own run shared the 2 cores with other work (load average 9), so lm-roles-cpu's time a job
                "lm-init-cpu": 587}
+# Steps not yet run at the cpu scale whose jobs are the measured jobs of a sweep above, timed from them
+# (shown as "from measured jobs"): C5 v4 is templates-synthetic-cpu's job (496 s / 16) x 32 jobs; C12 v6
+# trains both arms 600 steps, data_size-synthetic-cpu's full-data job (about 33 s) x 24 jobs; C10 v6 is
+# heads-zh_reviews-cpu's 8-head job ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) plus its prune (70 s) x 65
+DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992, "data_size_steps-synthetic-cpu": 792,
+                   "heads-zh_reviews-cpu-c10v6": 14430}
 # heads-synthetic-cpu (C18 up to v5, 860 s) and init_scale-synthetic-cpu (C9 up to v4, 480 s) left the plan:
 # C18 v6 runs heads-synthetic-cpu-v6 (4 heads only), C9 v5 the LM
 CPU_MEASURED = "make reproduce-cpu, 2026-12-02, 2 cores"
@@ -106,6 +112,9 @@ def step_estimates(quick_sweeps, sweeps, runs, scale: str) -> list[StepEstimate]
     for job in sweeps:
         if scale == "cpu" and job.sweep_name in CPU_SECONDS:
             out.append(StepEstimate(job.sweep_name, float(CPU_SECONDS[job.sweep_name]), "measured"))
+            continue
+        if scale == "cpu" and job.sweep_name in DERIVED_SECONDS:
+            out.append(StepEstimate(job.sweep_name, float(DERIVED_SECONDS[job.sweep_name]), "from measured jobs"))
             continue
         twin = next((twin_of[c] for c in job.claims if c in twin_of), None)
         if twin is None or twin.sweep_name not in QUICK_SECONDS:
@@ -172,7 +181,7 @@ def estimate_line(quick_sweeps, sweeps, runs, scale: str, lanes: int, deferred=(
     steps = step_estimates(quick_sweeps, [*sweeps, *(d.job for d in deferred)], runs, scale)
     total = wall_seconds(steps, sweeps, lanes, after={d.job.sweep_name: d.after for d in deferred})
     longest = sorted(steps, key=lambda s: -s.seconds)[:3]
-    sources = sorted({CPU_MEASURED if s.how == "measured" else MEASURED for s in steps if s.seconds == s.seconds})
+    sources = sorted({CPU_MEASURED if s.how in ("measured", "from measured jobs") else MEASURED for s in steps if s.seconds == s.seconds})
     return (f"# estimated wall time on 2 cores with {lanes} lanes{', look 2 included' if deferred else ''}: "
             f"{total / 60:.0f} min ({total:.0f} s; from {' and '.join(sources)}); "
             f"longest steps: " + ", ".join(f"{s.name} {s.seconds / 60:.0f} min ({s.how})" for s in longest))

@@ -22,7 +22,10 @@ class ReproduceCommand:
     run: bool = False  # run the sweeps and commands first (resumable), then report
     jobs: bool = False  # print the commands run=true would run at this scale and exit (= run + dry_run)
     dry_run: bool = False  # with run=true: print the commands, run nothing
-    scale: str = "quick"  # quick: exploratory CPU run; cpu: the confirmatory CPU run (make reproduce-cpu); full: the article's scale
+    # quick: exploratory CPU run; cpu: the confirmatory CPU run (make reproduce-cpu); full: the article's scale;
+    # suites: public checkpoint suites measured by headlab-analyze-hf (the specs' evidence.suites)
+    scale: str = "quick"
+    suite: Optional[str] = None  # scale=suites: this suite (a conf/suite/ name or a folder) instead of each spec's
     specs: Optional[str] = None  # folder of claim specs (null: the shipped conf/reproduce)
     sweeps_root: Optional[str] = None  # where sweeps live (null: $HEADLAB_LOG_DIR/sweeps, else logs/sweeps)
     evidence: Dict[str, str] = field(default_factory=dict)  # SWEEP_NAME: DIR, this sweep folder for that sweep
@@ -35,6 +38,8 @@ class ReproduceCommand:
     def __post_init__(self) -> None:
         check_choice("scale", self.scale, SCALES)
         check_int("lanes", self.lanes, 1)
+        if self.suite is not None and self.scale != "suites":
+            raise ConfigError("suite", self.suite, "only with scale=suites (the suite the claims read there)")
         bad = [o for o in self.override if "=" not in o]
         if bad:
             raise ConfigError("override", bad[0], "KEY=VALUE")
@@ -79,7 +84,15 @@ def plan_for(cmd) -> Plan:
         plan.runner = Runner(root, run_root(root), cmd.scale, cmd.launcher or LAUNCHERS[cmd.scale], cmd.lanes,
                              tuple(cmd.override), dry_run=cmd.jobs or cmd.dry_run)
         plan.sweeps, plan.runs = sweep_jobs(plan.specs, cmd.scale), run_jobs(plan.specs, cmd.scale)
+        if cmd.scale == "suites":
+            from headlab.reproduce.jobs import suite_jobs
+
+            plan.runs = suite_jobs(plan.specs, cmd.suite)
         _freeze(plan, cmd)
+    if cmd.scale == "suites" and cmd.suite is not None:
+        from headlab.hf.suite import load_suite
+
+        load_suite(cmd.suite)  # a suite that cannot be read: one line, before anything runs
     return plan
 
 
@@ -89,9 +102,11 @@ def _freeze(plan: Plan, cmd) -> None:
     from headlab.reproduce.freeze import check_start, freeze_entries
 
     starts = not plan.runner.dry_run
-    check_start(plan.specs, cmd.scale, starts, plan.runner.say)
+    # at the suites scale only the claims with a suites block read anything
+    specs = [s for s in plan.specs if s.evidence.suites is not None] if cmd.scale == "suites" else plan.specs
+    check_start(specs, cmd.scale, starts, plan.runner.say)
     if starts:
-        plan.runner.freeze = freeze_entries(plan.specs)
+        plan.runner.freeze = freeze_entries(specs)
 
 
 def claim_specs(folder: str | None, only: list[str]) -> list:
@@ -113,6 +128,8 @@ def evidence_names(specs: list, scale: str) -> list[str]:
     the sweeps their jobs take a teacher from: the names `evidence.NAME=DIR` may give a folder for."""
     scales = (scale, "replication") if scale == "cpu" else (scale,)
     names = set()
+    if scale == "suites":
+        return sorted({str(s.evidence.suites.sweep_name) for s in specs if s.evidence.suites is not None and not s.not_measured})
     for spec in specs:
         for at in scales:
             settings = getattr(spec.evidence, at, None)
@@ -140,6 +157,10 @@ def plan_summary(plan: Plan) -> str:
     """The last line of a job list: how much it runs, and which claims need no training or have no evidence yet."""
     computed = [s.claim for s in plan.specs if s.evidence.kind == "computed"]
     pending = [s.claim for s in plan.specs if s.not_measured]
+    if plan.runner is not None and plan.runner.scale == "suites":
+        without = [s.claim for s in plan.specs if s.evidence.suites is None or s.not_measured]
+        return (f"# {len(plan.runs)} suites measured by headlab-analyze-hf; claims without a suites block "
+                f"(not measured at this scale): {', '.join(without) or '-'}")
     line = (f"# {len(plan.sweeps)} sweeps, {len(plan.runs)} runs; computed without training: {', '.join(computed) or '-'}; "
             f"no evidence yet (not measured): {', '.join(pending) or '-'}")
     if plan.runner is not None and plan.runner.scale == "cpu":

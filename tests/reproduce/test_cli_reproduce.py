@@ -73,7 +73,7 @@ def _printed_config(capsys, *args: str) -> dict:
 
 
 DEFAULTS = {"run": False, "jobs": False, "dry_run": False, "scale": "quick", "specs": None, "sweeps_root": None,
-            "evidence": {}, "out": None, "only": [], "launcher": None, "lanes": 2, "override": []}
+            "evidence": {}, "out": None, "only": [], "launcher": None, "lanes": 2, "override": [], "use_suite": None}
 
 
 def test_cfg_job_prints_every_key_and_help_shows_the_forms(capsys):
@@ -85,7 +85,7 @@ def test_cfg_job_prints_every_key_and_help_shows_the_forms(capsys):
     assert exited.value.code == 0
     printed = capsys.readouterr().out
     assert printed.startswith("headlab-reproduce: every claim of the founding article as a verdict")
-    assert "headlab-reproduce jobs=true [scale=quick|cpu|full]" in printed and "[evidence.NAME=DIR ...]" in printed
+    assert "headlab-reproduce jobs=true [scale=quick|cpu|full|suites]" in printed and "[evidence.NAME=DIR ...]" in printed
     assert all(f"\n{key}: " in printed for key in DEFAULTS)
 
 

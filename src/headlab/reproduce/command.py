@@ -25,7 +25,9 @@ class ReproduceCommand:
     # quick: exploratory CPU run; cpu: the confirmatory CPU run (make reproduce-cpu); full: the article's scale;
     # suites: public checkpoint suites measured by headlab-analyze-hf (the specs' evidence.suites)
     scale: str = "quick"
-    suite: Optional[str] = None  # scale=suites: this suite (a conf/suite/ name or a folder) instead of each spec's
+    # scale=suites: this suite (a conf/suite/ name or a folder, e.g. a local tiny suite) instead of each spec's
+    # (not `suite=`: that name is headlab's config group of suites, which Hydra would try to compose)
+    use_suite: Optional[str] = None
     specs: Optional[str] = None  # folder of claim specs (null: the shipped conf/reproduce)
     sweeps_root: Optional[str] = None  # where sweeps live (null: $HEADLAB_LOG_DIR/sweeps, else logs/sweeps)
     evidence: Dict[str, str] = field(default_factory=dict)  # SWEEP_NAME: DIR, this sweep folder for that sweep
@@ -38,8 +40,8 @@ class ReproduceCommand:
     def __post_init__(self) -> None:
         check_choice("scale", self.scale, SCALES)
         check_int("lanes", self.lanes, 1)
-        if self.suite is not None and self.scale != "suites":
-            raise ConfigError("suite", self.suite, "only with scale=suites (the suite the claims read there)")
+        if self.use_suite is not None and self.scale != "suites":
+            raise ConfigError("use_suite", self.use_suite, "only with scale=suites (the suite the claims read there)")
         bad = [o for o in self.override if "=" not in o]
         if bad:
             raise ConfigError("override", bad[0], "KEY=VALUE")
@@ -87,12 +89,12 @@ def plan_for(cmd) -> Plan:
         if cmd.scale == "suites":
             from headlab.reproduce.jobs import suite_jobs
 
-            plan.runs = suite_jobs(plan.specs, cmd.suite)
+            plan.runs = suite_jobs(plan.specs, cmd.use_suite)
         _freeze(plan, cmd)
-    if cmd.scale == "suites" and cmd.suite is not None:
+    if cmd.scale == "suites" and cmd.use_suite is not None:
         from headlab.hf.suite import load_suite
 
-        load_suite(cmd.suite)  # a suite that cannot be read: one line, before anything runs
+        load_suite(cmd.use_suite)  # a suite that cannot be read: one line, before anything runs
     return plan
 
 

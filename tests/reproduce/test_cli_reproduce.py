@@ -90,11 +90,12 @@ def test_cfg_job_prints_every_key_and_help_shows_the_forms(capsys):
 
 
 def test_each_key_composes_as_written(capsys):
-    printed = _printed_config(capsys, "run=true", "dry_run=true", "jobs=true", "scale=full", "specs='my specs'",
+    printed = _printed_config(capsys, "run=true", "dry_run=true", "jobs=true", "specs='my specs'",
                               "sweeps_root=r", "out=o", "launcher=basic", "lanes=3",
                               "override=['trainer.accelerator=gpu','seed=0,1']", "only=[c8,C10]",
-                              "evidence={heads-zh:/d3,heads-synthetic:/d2}")
-    assert printed == {"run": True, "jobs": True, "dry_run": True, "scale": "full", "specs": "my specs",
+                              "evidence={heads-zh:/d3,heads-synthetic:/d2}", "scale=suites", "use_suite=logs/tiny-suite")
+    assert printed == {"run": True, "jobs": True, "dry_run": True, "scale": "suites", "specs": "my specs",
+                       "use_suite": "logs/tiny-suite",
                        "sweeps_root": "r", "out": "o", "launcher": "basic", "lanes": 3,
                        "override": ["trainer.accelerator=gpu", "seed=0,1"], "only": ["c8", "C10"],
                        "evidence": {"heads-zh": "/d3", "heads-synthetic": "/d2"}}

@@ -255,7 +255,7 @@ def test_make_reproduce_suites_runs_the_tiny_suite_end_to_end(tmp_path):
         subprocess.run([*git, *args], check=True, capture_output=True)
     root = tmp_path / "logs" / "sweeps"
     cmd = [sys.executable, "-m", "headlab.cli.reproduce", "run=true", "scale=suites", f"use_suite={suite}",
-           f"specs={specs}", f"sweeps_root={root}", "override=[data.probe_size=32,lm.probe_size=16]"]
+           f"specs={specs}", f"sweeps_root={root}", "override=['data.probe_size=32','lm.probe_size=16']"]
     first = subprocess.run([*cmd, f"out={tmp_path / 'r1'}"], capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stdout + first.stderr
     folder = root / "polypythia-70m-en_news" / "reproduce"

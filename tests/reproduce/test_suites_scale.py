@@ -128,7 +128,9 @@ def test_claims_that_give_one_folder_two_suites_are_refused(tmp_path):
     two = load_spec(_spec(tmp_path / "b", _suite_yaml(tmp_path / "s2")))
     with pytest.raises(ConfigError, match="a sweep_name of its own"):
         suite_jobs([one, two])
-    assert [j.suite for j in suite_jobs([one, two], suite="mine")] == ["mine"]  # use_suite= replaces both
+    mine = _suite_yaml(tmp_path / "s3", name="mine")
+    # use_suite= replaces both, in a folder named after it (the spec's tiny-suite-news names another suite)
+    assert [(j.suite, j.sweep_name) for j in suite_jobs([one, two], suite=str(mine))] == [(str(mine), "mine-tiny-suite-news")]
 
 
 # ---- the dry run ----------------------------------------------------------------------------------
@@ -194,6 +196,7 @@ def test_a_claim_without_a_suites_block_is_not_measured_at_that_scale():
     assert result.verdict == NOT_MEASURED and "no suites block" in result.reason
 
 
+@pytest.mark.slow  # trains a tokenizer and saves two tiny models: about 10 s
 def test_c1_reads_the_queries_of_each_seeds_step0_checkpoint(tmp_path):
     """C1 at the suites scale: the query cosines of every layer of each seed's step-0 checkpoint, checked
     against the GPT-NeoX weights read by hand (fused query_key_value, per head [q, k, v])."""
@@ -258,7 +261,7 @@ def test_make_reproduce_suites_runs_the_tiny_suite_end_to_end(tmp_path):
            f"specs={specs}", f"sweeps_root={root}", "override=['data.probe_size=32','lm.probe_size=16']"]
     first = subprocess.run([*cmd, f"out={tmp_path / 'r1'}"], capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stdout + first.stderr
-    folder = root / "polypythia-70m-en_news" / "reproduce"
+    folder = root / "tiny-suite-en_news" / "reproduce"  # the spec's polypythia-70m-en_news, named after this suite
     assert (folder / "aggregate" / "sweep_heads.csv").is_file() and (folder / "reproduce-freeze.json").is_file()
     report = pd.read_csv(tmp_path / "r1" / "claims.csv", keep_default_na=False).set_index("claim")
     # no head of this 64-step, 2-layer suite takes an LM role: the claims about roles are not testable
@@ -272,4 +275,4 @@ def test_make_reproduce_suites_runs_the_tiny_suite_end_to_end(tmp_path):
     assert "not testable at this scale" in (tmp_path / "r1" / "claims.md").read_text()
     second = subprocess.run([*cmd, f"out={tmp_path / 'r2'}"], capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert " skipped  suite polypythia-70m-en_news" in second.stdout
+    assert " skipped  suite tiny-suite-en_news" in second.stdout

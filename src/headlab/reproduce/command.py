@@ -77,7 +77,11 @@ def plan_for(cmd) -> Plan:
 
     root = Path(cmd.sweeps_root) if cmd.sweeps_root else default_log_dir() / "sweeps"
     specs = claim_specs(cmd.specs, cmd.only)
-    plan = Plan(specs, root, explicit_evidence(cmd.evidence, evidence_names(specs, cmd.scale)))
+    if cmd.scale == "suites" and cmd.use_suite is not None:
+        from headlab.hf.suite import load_suite
+
+        load_suite(cmd.use_suite)  # a suite that cannot be read: one line, before anything runs
+    plan = Plan(specs, root, explicit_evidence(cmd.evidence, evidence_names(specs, cmd.scale, cmd.use_suite)))
     if cmd.jobs or cmd.run:
         from headlab.reproduce.evidence import run_root
         from headlab.reproduce.jobs import LAUNCHERS, run_jobs, sweep_jobs
@@ -91,10 +95,6 @@ def plan_for(cmd) -> Plan:
 
             plan.runs = suite_jobs(plan.specs, cmd.use_suite)
         _freeze(plan, cmd)
-    if cmd.scale == "suites" and cmd.use_suite is not None:
-        from headlab.hf.suite import load_suite
-
-        load_suite(cmd.use_suite)  # a suite that cannot be read: one line, before anything runs
     return plan
 
 
@@ -125,13 +125,15 @@ def claim_specs(folder: str | None, only: list[str]) -> list:
     return [s for s in specs if s.claim in wanted]
 
 
-def evidence_names(specs: list, scale: str) -> list[str]:
+def evidence_names(specs: list, scale: str, suite: str | None = None) -> list[str]:
     """The sweep names the claims `specs` read at `scale` (at the cpu scale also their second look's), and
     the sweeps their jobs take a teacher from: the names `evidence.NAME=DIR` may give a folder for."""
     scales = (scale, "replication") if scale == "cpu" else (scale,)
     names = set()
     if scale == "suites":
-        return sorted({str(s.evidence.suites.sweep_name) for s in specs if s.evidence.suites is not None and not s.not_measured})
+        from headlab.reproduce.jobs import suites_name
+
+        return sorted({suites_name(s.evidence.suites, suite) for s in specs if s.evidence.suites is not None and not s.not_measured})
     for spec in specs:
         for at in scales:
             settings = getattr(spec.evidence, at, None)

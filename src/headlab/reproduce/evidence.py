@@ -142,10 +142,14 @@ def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Ma
 
 # ---- the suites scale ---------------------------------------------------------------------------
 
-def suite_folder(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None = None) -> Path:
-    """Where the runner measures the spec's suite: `<sweeps root>/<sweep_name>/reproduce`, or the folder
-    given with `evidence.SWEEP_NAME=DIR` (the suite folder itself, or its aggregate/)."""
-    name = str(spec.evidence.suites.sweep_name)
+def suite_folder(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None = None,
+                 suite: str | None = None) -> Path:
+    """Where the runner measures the spec's suite (or `suite`, use_suite=): `<sweeps root>/<name>/reproduce`
+    (`headlab.reproduce.jobs.suites_name`), or the folder given with `evidence.NAME=DIR` (the suite
+    folder itself, or its aggregate/)."""
+    from headlab.reproduce.jobs import suites_name
+
+    name = suites_name(spec.evidence.suites, suite)
     if explicit and name in explicit:
         folder = Path(explicit[name])
         return folder.parent if folder.name == AGGREGATE_DIR else folder
@@ -176,7 +180,10 @@ def _suite_evaluated(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: 
         return not_measured(spec, spec.not_measured), None, None
     if at is None:
         return not_measured(spec, "the spec has no suites block (evidence.suites): no checkpoint suite tests it yet"), None, None
-    folder = suite_folder(spec, sweeps_root, explicit)
+    try:
+        folder = suite_folder(spec, sweeps_root, explicit, suite)
+    except Exception as err:  # noqa: BLE001 - a use_suite= that cannot be read: not measured, with why
+        return not_measured(spec, f"the suite {suite!r} cannot be read ({err})"), None, None
     at_suite = replace(spec, statistics=suite_statistics(spec))
     try:
         provenance = _check_suite(folder, suite or at.suite)

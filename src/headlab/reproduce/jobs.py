@@ -109,6 +109,19 @@ class SuiteJob:
     program: str = "headlab-analyze-hf"
 
 
+def suites_name(at: Any, suite: str | None = None) -> str:
+    """The folder name of a suites block, and with `suite` (use_suite=) given, the name with that suite's
+    name in place of the spec's (polypythia-70m-en_news -> tiny-suite-en_news), so two suites never
+    share a folder."""
+    if suite is None:
+        return str(at.sweep_name)
+    from headlab.hf.suite import load_suite
+
+    mine, spec_suite = load_suite(suite).name, str(at.suite)
+    name = str(at.sweep_name)
+    return name.replace(spec_suite, mine) if spec_suite in name else f"{mine}-{name}"
+
+
 def suite_jobs(specs: list[ClaimSpec], suite: str | None = None) -> list[SuiteJob]:
     """One job per suites folder name, in first-claim order; `suite` (a name or folder) replaces every
     spec's suite (e.g. a local tiny suite). Two specs that give one folder different suites or
@@ -118,7 +131,7 @@ def suite_jobs(specs: list[ClaimSpec], suite: str | None = None) -> list[SuiteJo
         at = spec.evidence.suites
         if at is None or spec.not_measured:
             continue
-        job = SuiteJob(suite or at.suite, at.sweep_name, tuple(at.command), (spec.claim,))
+        job = SuiteJob(suite or at.suite, suites_name(at, suite), tuple(at.command), (spec.claim,))
         seen = jobs.get(job.sweep_name)
         if seen and (seen.suite, seen.command) != (job.suite, job.command):
             raise ConfigError(f"{spec.claim}: evidence.suites", job.sweep_name,

@@ -262,7 +262,7 @@ def test_make_reproduce_suites_runs_the_tiny_suite_end_to_end(tmp_path):
     first = subprocess.run([*cmd, f"out={tmp_path / 'r1'}"], capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stdout + first.stderr
     folder = root / "tiny-suite-en_news" / "reproduce"  # the spec's polypythia-70m-en_news, named after this suite
-    assert (folder / "aggregate" / "sweep_heads.csv").is_file() and (folder / "reproduce-freeze.json").is_file()
+    assert (folder / "aggregate" / "sweep_heads.csv").is_file() and (folder.parent / "reproduce-freeze.json").is_file()
     report = pd.read_csv(tmp_path / "r1" / "claims.csv", keep_default_na=False).set_index("claim")
     # no head of this 64-step, 2-layer suite takes an LM role: the claims about roles are not testable
     for claim in ("C2", "C4", "C14"):

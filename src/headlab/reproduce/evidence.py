@@ -204,7 +204,7 @@ def _suite_evaluated(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: 
         result.spec = spec
         dropped = f"; selection keys dropped (one training run per seed): {', '.join(at.not_swept)}" if at.not_swept else ""
         result.provenance = provenance + dropped
-        return result, folder, folder / FREEZE_FILE
+        return result, folder, folder.parent / FREEZE_FILE  # the runner's record lies beside the suite folder
     except EvidenceMissing as missing:
         return not_measured(spec, str(missing)), None, None
 

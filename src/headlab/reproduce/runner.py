@@ -217,7 +217,8 @@ class Runner:
             self.say(f"  then: {_shell([str(self.bin_dir / 'headlab-aggregate'), str(folder)])}")
             self._record(label, job.claims, "planned", started)
             return
-        self._record_freeze(folder / FREEZE_FILE, job.claims)
+        # beside the suite folder, not in it: headlab-analyze-hf writes only into a new folder or its own suite's
+        self._record_freeze(folder.parent / FREEZE_FILE, job.claims)
         before = _measured_parts(folder)
         measured_ok = self._call(argv, folder.parent / LOGS / "analyze-hf.log")
         ran = _measured_parts(folder) - before

@@ -17,6 +17,7 @@ help:
 	@echo "make sweep-smoke   8 tiny jobs through joblib, then headlab-aggregate (prints the sweep dir last)"
 	@echo "make sweep SWEEP=heads [LAUNCHER=joblib] [ARGS='seed=0,1,2,3,4 experiment=sweep_zh']"
 	@echo "make reproduce-quick   every claim of the article at CPU scale, exploratory (~25 min on 2 cores, resumable) -> reports/<date>/"
+	@echo "make reproduce SCALE=suites [SUITE=NAME|DIR] [DRY_RUN=1]   C1 C2 C4 C14 C17 on public checkpoint suites (docs/pretrained.md)"
 	@echo "make reproduce-cpu     the confirmatory CPU run: seeds 10-17 (heads synthetic: 10-19), zh max_len 128 + cls pooling (resumable)"
 	@echo "make reproduce [DRY_RUN=1] [LAUNCHER=slurm] [OVERRIDE='trainer.accelerator=gpu ...']   the article's scale"
 	@echo "make reproduce-jobs [SCALE=quick|cpu|full]   print the commands a reproduce target runs (runs nothing)"
@@ -80,6 +81,8 @@ sweep-smoke:
 # sweep, headlab-reproduce's override=[...]); DRY_RUN=1 prints its commands; ARGS: more key=value.
 # reproduce-cpu is the confirmatory run (seeds no earlier run used; `jobs=true scale=cpu` prints its plan
 # and the wall time estimated from the quick run's step times); LANES=N for more cores.
+# SCALE=suites: the claims with evidence.suites on public checkpoint suites (headlab-analyze-hf suite=...,
+# downloads with network); SUITE=NAME|DIR puts another suite, e.g. a local tiny one, in their place.
 .PHONY: reproduce reproduce-quick reproduce-cpu reproduce-jobs reproduce-report
 SCALE ?= quick
 LANES ?= 2
@@ -95,7 +98,7 @@ reproduce-cpu: $(STAMP)
 	$(BIN)/headlab-reproduce run=true scale=cpu lanes=$(LANES) $(override_arg) $(ARGS)
 
 reproduce: $(STAMP)
-	$(BIN)/headlab-reproduce run=true scale=full $(if $(DRY_RUN),dry_run=true) $(if $(filter-out joblib,$(LAUNCHER)),launcher=$(LAUNCHER)) $(override_arg) $(ARGS)
+	$(BIN)/headlab-reproduce run=true scale=$(if $(filter suites,$(SCALE)),suites,full) $(if $(SUITE),use_suite=$(SUITE)) $(if $(DRY_RUN),dry_run=true) $(if $(filter-out joblib,$(LAUNCHER)),launcher=$(LAUNCHER)) $(override_arg) $(ARGS)
 
 reproduce-jobs: $(STAMP)
 	$(BIN)/headlab-reproduce jobs=true scale=$(SCALE)

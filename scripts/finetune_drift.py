@@ -4,8 +4,10 @@
 
 Each seed fine-tunes all-MiniLM-L6-v2 (whole encoder + a linear head on mean-pooled states) on half
 of `en_polarity` (100 sentences, stratified, seeded) and measures every head at steps 0, 10, ..., 40
-(`headlab.hf.drift.finetune_drift`); rows go to `drift.csv`, per-layer means with 95% t-intervals
-over seeds to `layers.csv`, and the last-layer-vs-rest contrast to stdout.
+(`headlab.lit.hf_finetune.finetune_drift`: a LightningModule, a drift callback); rows go to `drift.csv`,
+per-layer means with 95% t-intervals over seeds to `layers.csv`, the last-layer-vs-rest contrast to
+stdout; head importance on the held-out half before (a linear probe on the frozen pretrained encoder)
+and after fine-tuning to `importance.csv`, per layer with seed intervals to `importance_layers.csv`.
 """
 
 from __future__ import annotations
@@ -29,17 +31,24 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     from headlab.hf import load_encoder, resolve_model_path
-    from headlab.hf.drift import DriftSettings, finetune_drift
+    from headlab.hf.drift import DriftSettings
+    from headlab.lit.hf_finetune import finetune_drift
     from headlab.hf.texts import load_labeled
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model, tok = load_encoder(resolve_model_path("minilm", None))
     data = load_labeled("en_polarity", None, 0, 0)
-    rows = []
+    rows, importance = [], []
     for seed in args.seeds:
-        rows += finetune_drift(model, tok, data, seed, DriftSettings(steps=args.steps))
+        drift, imp = finetune_drift(model, tok, data, seed, DriftSettings(steps=args.steps))
+        rows += drift
+        importance += imp
         print(f"seed {seed}: {rows[-1]['wall_s']} s, held-out acc {rows[-1]['test_acc']:.3f}", file=sys.stderr)
+    imp = pd.DataFrame(importance)
+    imp.to_csv(out / "importance.csv", index=False)
+    _importance_layers(imp, stats).to_csv(out / "importance_layers.csv", index=False)
+    print(_importance_layers(imp, stats).round(4).to_string(index=False))
     df = pd.DataFrame(rows)
     df.to_csv(out / "drift.csv", index=False)
     last = df[df.step == df.step.max()]
@@ -65,6 +74,29 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(diff)} seeds; last layer ranked first in {int((rank == 1).sum())} of {len(diff)} seeds")
     print(f"held-out acc at step {df.step.max()}: {last.groupby('seed').test_acc.first().round(3).tolist()}")
     return 0
+
+
+def _importance_layers(imp, stats):
+    """Per layer: the mean over seeds of each seed's layer mean of the ablation loss increase, before and
+    after fine-tuning and after minus before (paired over seeds), with 95 % t-intervals; and the share of
+    the positive ablation effect each layer holds (how importance moves between layers)."""
+    import pandas as pd
+
+    per_seed = imp.groupby(["seed", "when", "layer"]).ablation_dloss.mean().unstack("when").reset_index()
+    per_seed["change"] = per_seed["after"] - per_seed["before"]
+    for when in ("before", "after"):
+        positive = imp[imp.when == when].assign(pos=lambda d: d.ablation_dloss.clip(lower=0))
+        share = positive.groupby(["seed", "layer"]).pos.sum() / positive.groupby("seed").pos.sum()
+        per_seed[f"share_{when}"] = share.reindex(pd.MultiIndex.from_frame(per_seed[["seed", "layer"]])).to_numpy()
+    rows = []
+    for layer, g in per_seed.groupby("layer"):
+        row = {"layer": layer, "n_seeds": len(g)}
+        for col in ("before", "after", "change", "share_before", "share_after"):
+            m = g[col].mean()
+            h = stats.sem(g[col]) * stats.t.ppf(0.975, len(g) - 1) if len(g) > 1 else float("nan")
+            row.update({f"{col}_mean": m, f"{col}_lo": m - h, f"{col}_hi": m + h})
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ def test_the_walk_reaches_every_kind_of_field():
             "statistics.gap.field", "rule.supported_if", "notes", "evidence.cpu.sweep_name", "margin.value",
             "margin.direction", "prerequisite.rule", "seeds.confirmatory", "evidence.replication.sweep_name",
                 "seeds.replication", "evidence.per_job[0].replication_where"} <= keys
-    assert len(LEAVES) == 77  # 68 + the second look: a ScaleConfig (6), its per-job selection, its seeds; the alpha plan
+    assert len(LEAVES) == 84  # 68 + the second look: a ScaleConfig (6), its per-job selection, its seeds; the alpha plan;
+    # + the suites scale: a SuitesConfig (7)
 
 
 @pytest.mark.parametrize("path, tp", LEAVES, ids=[_key_text(p) for p, _ in LEAVES])

@@ -73,7 +73,7 @@ def _printed_config(capsys, *args: str) -> dict:
 
 
 DEFAULTS = {"run": False, "jobs": False, "dry_run": False, "scale": "quick", "specs": None, "sweeps_root": None,
-            "evidence": {}, "out": None, "only": [], "launcher": None, "lanes": 2, "override": []}
+            "evidence": {}, "out": None, "only": [], "launcher": None, "lanes": 2, "override": [], "use_suite": None}
 
 
 def test_cfg_job_prints_every_key_and_help_shows_the_forms(capsys):
@@ -85,16 +85,17 @@ def test_cfg_job_prints_every_key_and_help_shows_the_forms(capsys):
     assert exited.value.code == 0
     printed = capsys.readouterr().out
     assert printed.startswith("headlab-reproduce: every claim of the founding article as a verdict")
-    assert "headlab-reproduce jobs=true [scale=quick|cpu|full]" in printed and "[evidence.NAME=DIR ...]" in printed
+    assert "headlab-reproduce jobs=true [scale=quick|cpu|full|suites]" in printed and "[evidence.NAME=DIR ...]" in printed
     assert all(f"\n{key}: " in printed for key in DEFAULTS)
 
 
 def test_each_key_composes_as_written(capsys):
-    printed = _printed_config(capsys, "run=true", "dry_run=true", "jobs=true", "scale=full", "specs='my specs'",
+    printed = _printed_config(capsys, "run=true", "dry_run=true", "jobs=true", "specs='my specs'",
                               "sweeps_root=r", "out=o", "launcher=basic", "lanes=3",
                               "override=['trainer.accelerator=gpu','seed=0,1']", "only=[c8,C10]",
-                              "evidence={heads-zh:/d3,heads-synthetic:/d2}")
-    assert printed == {"run": True, "jobs": True, "dry_run": True, "scale": "full", "specs": "my specs",
+                              "evidence={heads-zh:/d3,heads-synthetic:/d2}", "scale=suites", "use_suite=logs/tiny-suite")
+    assert printed == {"run": True, "jobs": True, "dry_run": True, "scale": "suites", "specs": "my specs",
+                       "use_suite": "logs/tiny-suite",
                        "sweeps_root": "r", "out": "o", "launcher": "basic", "lanes": 3,
                        "override": ["trainer.accelerator=gpu", "seed=0,1"], "only": ["c8", "C10"],
                        "evidence": {"heads-zh": "/d3", "heads-synthetic": "/d2"}}

@@ -1,9 +1,12 @@
 """`headlab-reproduce`: every claim of the founding article as a verdict, from the sweeps on disk.
 
-    headlab-reproduce run=true [scale=quick|cpu|full] [dry_run=true] [launcher=L] [lanes=N] [override=[K=V,...]]
-    headlab-reproduce [scale=quick|cpu|full] [out=reports/<date>] [sweeps_root=logs/sweeps] [evidence.NAME=DIR ...]
-    headlab-reproduce jobs=true [scale=quick|cpu|full]   # = run=true dry_run=true: print the commands (and, cpu, the time estimate)
+    headlab-reproduce run=true [scale=quick|cpu|full|suites] [dry_run=true] [launcher=L] [lanes=N] [override=[K=V,...]]
+    headlab-reproduce [scale=quick|cpu|full|suites] [out=reports/<date>] [sweeps_root=logs/sweeps] [evidence.NAME=DIR ...]
+    headlab-reproduce jobs=true [scale=quick|cpu|full|suites]   # = run=true dry_run=true: print the commands (and, cpu, the time estimate)
 
+`scale=suites` reads public checkpoint suites instead (the specs' `evidence.suites`: `headlab-analyze-hf
+suite=...` into `<sweeps root>/<sweep_name>/reproduce`, then headlab-aggregate); `use_suite=NAME|DIR` puts
+another suite, e.g. a local tiny one, in place of each spec's.
 `run=true` first runs (resumably: `headlab.reproduce.runner`) every sweep and command the specs need
 at `scale` into fixed folders, `<sweeps root>/<sweep_name>/reproduce`, then writes the report
 from those folders. Without `run=true` it reads the specs (`conf/reproduce/cNN_*.yaml`, or
@@ -29,9 +32,10 @@ from headlab.reproduce.command import reproduce_schema
 PROG = "headlab-reproduce"
 # `--help`: this text, the keys with their defaults, then the doc named by `footer=`
 HELP = """headlab-reproduce: every claim of the founding article as a verdict, from the sweeps on disk.
-    headlab-reproduce run=true [scale=quick|cpu|full] [dry_run=true] [launcher=L] [lanes=N] ["override=['K=V',...]"]
-    headlab-reproduce [scale=quick|cpu|full] [out=reports/<date>] [sweeps_root=logs/sweeps] [evidence.NAME=DIR ...]
-    headlab-reproduce jobs=true [scale=quick|cpu|full]   # = run=true dry_run=true: print the commands, run nothing
+    headlab-reproduce run=true [scale=quick|cpu|full|suites] [dry_run=true] [launcher=L] [lanes=N] ["override=['K=V',...]"]
+    headlab-reproduce [scale=quick|cpu|full|suites] [out=reports/<date>] [sweeps_root=logs/sweeps] [evidence.NAME=DIR ...]
+    headlab-reproduce jobs=true [scale=quick|cpu|full|suites]   # = run=true dry_run=true: print the commands, run nothing
+    headlab-reproduce run=true scale=suites [use_suite=NAME|DIR]   # the claims with evidence.suites, on a checkpoint suite
 only=[C1,C2] limits the report to those claims.
 Exit 0: the report was written (or the job list printed); 1: written, but a step of run=true failed;
 2: a spec or argument is wrong."""
@@ -64,7 +68,7 @@ def reproduce(cmd) -> int:
         explicit = {**run_plan(plan.runner, plan.sweeps, plan.runs, early), **explicit}
         failed = any(r.status == "failed" for r in plan.runner.results)
         print(f"{PROG}: ran the plan in {time.monotonic() - started:.0f} s" + ("; some steps failed" if failed else ""))
-    results = control([evaluate_claim(spec, plan.sweeps_root, explicit, cmd.scale) for spec in plan.specs])
+    results = control([evaluate_claim(spec, plan.sweeps_root, explicit, cmd.scale, cmd.use_suite) for spec in plan.specs])
     if cmd.scale == "cpu":  # the second look: fresh seeds for what look 1 left inconclusive
         missing = [s for s in second_look_specs(results) if s.evidence.replication.sweep_name not in explicit]
         if cmd.run and missing:  # a look 2 the early start left out (it looked decided): run it now

@@ -13,12 +13,43 @@ suites (seeds x steps) into a sweep-shaped folder; `HFClassifier` adds a linear 
     summary = analyze(net, tokenizer, AnalyzeSettings(source="en_polarity"), run_dir)
 """
 
-from headlab.hf.adapter import EncoderOutput, HFEncoder, HFHeadAttention, HFModel
-from headlab.hf.classifier import HFClassifier, fit_linear_head, mean_pool
-from headlab.hf.analyze import AnalyzeSettings, analyze, layer_means
-from headlab.hf.loading import load_encoder, load_model, minilm_path, resolve_model_path
-from headlab.hf.probe import HFProbe, encode_probe, punctuation_ids
-from headlab.hf.texts import SOURCES, load_texts
+import sys
+import types
+from importlib import import_module
+from typing import Any
+
+# name -> the module defining it, imported on first use (PEP 562): `headlab.hf.suite` (a dry run of the
+# suites scale, the suite files) does not pay for transformers and torch's model code
+_WHERE = {
+    "EncoderOutput": "adapter", "HFEncoder": "adapter", "HFHeadAttention": "adapter", "HFModel": "adapter",
+    "HFClassifier": "classifier", "fit_linear_head": "classifier", "mean_pool": "classifier",
+    "AnalyzeSettings": "analyze", "analyze": "analyze", "layer_means": "analyze",
+    "load_encoder": "loading", "load_model": "loading", "minilm_path": "loading", "resolve_model_path": "loading",
+    "HFProbe": "probe", "encode_probe": "probe", "punctuation_ids": "probe",
+    "SOURCES": "texts", "load_texts": "texts",
+}
+
+
+class _Package(types.ModuleType):
+    """Keeps `headlab.hf.analyze` the function, as the eager imports left it: importing the submodule of
+    the same name would otherwise set the package's attribute to that module."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _WHERE and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'headlab.hf' has no attribute {name!r}")
+    value = getattr(import_module(f"headlab.hf.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AnalyzeSettings",

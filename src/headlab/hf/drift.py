@@ -2,8 +2,8 @@
 
 Kovaleva et al. (2019) and Hao et al. (2020) compared a BERT before and after fine-tuning, once,
 post hoc, and found the last layers change most. `finetune_drift` tracks every head during
-fine-tuning, from step 0, for one seed (call it per seed): the whole encoder and a linear head on
-its mean-pooled states trained with AdamW on a labelled set, and at each measurement, per head,
+fine-tuning, from step 0, for one seed: the whole encoder and a linear head on its mean-pooled
+states trained with AdamW on a labelled set, and at each measurement, per head,
 
 - `weight_drift`: ||W(t) - W(0)|| / ||W(0)|| over the head's W_Q, W_K, W_V, W_O together (Frobenius);
 - `js_from_pretrained`: the Jensen-Shannon divergence (nats) of the head's attention rows from the
@@ -12,23 +12,26 @@ its mean-pooled states trained with AdamW on a labelled set, and at each measure
 - `role` and `role_changed` (the role rule of `headlab.measure` against step 0's);
 
 plus the held-out accuracy. Pure functions (`weight_drift`, `pattern_js_sums`) work on tensors.
+
+Head importance before and after (`importance_rows`): single-head ablation (loss increase) and
+gradient importance on the held-out part, before with a linear head fitted on the frozen
+pretrained encoder's features of the train part (the `importance=true` probe of headlab-analyze-hf),
+after with the fine-tuned encoder and its own head. The fine-tuning itself runs through a
+LightningModule, `headlab.lit.hf_finetune` (`finetune_drift` there, one seed per call), which calls
+`measure_drift` on the cadence of `DriftSettings`.
 """
 
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from headlab.data.labeled import LabeledTexts
 from headlab.hf.adapter import HFModel
 from headlab.hf.classifier import HFClassifier
-from headlab.hf.importance import encode_batches, stratified_split
 from headlab.hf.probe import encode_probe
 from headlab.measure import capture_patterns, measure_probe
 from headlab.model.attention import HeadWeights
@@ -61,6 +64,33 @@ def pattern_js_sums(p: Tensor, q: Tensor, attention_mask: Tensor) -> tuple[Tenso
     return (js * real_query).sum((0, 2)), mask.sum()
 
 
+def importance_rows(net: HFClassifier, test: list[dict[str, Tensor]], seed: int, when: str) -> list[dict[str, Any]]:
+    """One row per head: `ablation_dloss` (held-out loss increase when the head alone is closed) and
+    `grad_importance` of `net` on the held-out batches `test`, labelled `when` (before / after)."""
+    from headlab.interventions import measure_importance
+
+    was_training = net.training
+    net.eval()
+    result = measure_importance(net, test, random_seed=seed, curves=False)
+    net.train(was_training)
+    dloss, grad = result.ablation.dloss, result.gradient
+    return [{"seed": seed, "when": when, "layer": layer, "head": head, "ablation_dloss": float(dloss[layer, head]),
+             "grad_importance": float(grad[layer, head]), "test_loss": float(result.base.loss[0]),
+             "test_acc": float(result.base.acc[0])}
+            for layer in range(dloss.shape[0]) for head in range(dloss.shape[1])]
+
+
+def pretrained_importance(model: Any, n_classes: int, train: list[dict[str, Tensor]], test: list[dict[str, Tensor]],
+                          seed: int) -> list[dict[str, Any]]:
+    """`importance_rows` of the pretrained encoder (a copy of `model`, frozen) under a linear head fitted on
+    its mean-pooled features of `train` (fit_linear_head: 200 full-batch Adam steps at lr 0.1)."""
+    from headlab.hf.classifier import fit_linear_head
+
+    clf = HFClassifier(HFModel(copy.deepcopy(model).eval()), n_classes=n_classes)
+    fit_linear_head(clf, train, seed=seed)
+    return importance_rows(clf, test, seed, "before")
+
+
 @dataclass(frozen=True)
 class DriftSettings:
     steps: int = 40  # optimiser steps
@@ -73,46 +103,37 @@ class DriftSettings:
     chunk_size: int = 16
 
 
-def finetune_drift(model: Any, tokenizer: Any, data: LabeledTexts, seed: int,
-                   settings: DriftSettings = DriftSettings()) -> list[dict[str, Any]]:
-    """Fine-tune a copy of `model` (an HF encoder) with seed `seed`; returns one row per (step, layer, head)."""
-    torch.manual_seed(seed)
-    net = HFModel(copy.deepcopy(model).train())
-    clf = HFClassifier(net, n_classes=len(data.label_names))
-    train_idx, test_idx = stratified_split(data.labels, settings.test_share, seed)
-    test = encode_batches(tokenizer, data, test_idx, settings.batch_size, settings.max_len)
-    probe = encode_probe(tokenizer, data.texts, settings.probe_size, settings.max_len, seed=0)
-    chunks = probe.chunks(settings.chunk_size)
-    start_weights = [copy.deepcopy(b.attn.head_weights()) for b in net.blocks]
-    with torch.no_grad():
-        net.eval()
-        start_patterns = [capture_patterns(net, c["input_ids"], c["attention_mask"]) for c in chunks]
-    start_roles = measure_probe(net, chunks, weight_metrics=False).roles
-    optimizer = torch.optim.AdamW(clf.parameters(), lr=settings.lr)
-    generator = torch.Generator().manual_seed(seed)
-    rows: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
-    for step in range(settings.steps + 1):
-        if step % settings.every == 0 or step == settings.steps:
-            rows += _measure(net, clf, chunks, start_weights, start_patterns, start_roles, test, seed, step)
-        if step == settings.steps:
-            break
-        clf.train()
-        pick = [train_idx[i] for i in torch.randperm(len(train_idx), generator=generator)[: settings.batch_size].tolist()]
-        batch = encode_batches(tokenizer, data, pick, settings.batch_size, settings.max_len)[0]
-        loss = F.cross_entropy(clf(batch["input_ids"], batch["attention_mask"]).logits, batch["labels"])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-    for row in rows:
-        row["wall_s"] = round(time.perf_counter() - t0, 2)
-    return rows
+@dataclass
+class DriftBaseline:
+    """What every measurement compares with: the probe's chunks and, before any step, each head's
+    weights, attention maps on the probe and role."""
+
+    chunks: list[dict[str, Tensor]]
+    weights: list[HeadWeights]
+    patterns: list[list[Tensor]]
+    roles: list[list[str]]
 
 
 @torch.no_grad()
-def _measure(net: HFModel, clf: HFClassifier, chunks: list[dict[str, Tensor]], start_weights: list[HeadWeights],
-             start_patterns: list[list[Tensor]], start_roles: list[list[str]], test: list[dict[str, Tensor]],
-             seed: int, step: int) -> list[dict[str, Any]]:
+def drift_baseline(net: HFModel, tokenizer: Any, texts: list[str], settings: DriftSettings) -> DriftBaseline:
+    """The baseline of `net` as it is now (pretrained) on a fixed seeded probe of `settings.probe_size` texts."""
+    probe = encode_probe(tokenizer, texts, settings.probe_size, settings.max_len, seed=0)
+    chunks = probe.chunks(settings.chunk_size)
+    was_training = net.training
+    net.eval()
+    weights = [copy.deepcopy(b.attn.head_weights()) for b in net.blocks]
+    patterns = [capture_patterns(net, c["input_ids"], c["attention_mask"]) for c in chunks]
+    roles = measure_probe(net, chunks, weight_metrics=False).roles
+    net.train(was_training)
+    return DriftBaseline(chunks, weights, patterns, roles)
+
+
+@torch.no_grad()
+def measure_drift(net: HFModel, clf: HFClassifier, base: DriftBaseline, test: list[dict[str, Tensor]],
+                  seed: int, step: int) -> list[dict[str, Any]]:
+    """One row per (layer, head) at `step`: weight drift, JS from the pretrained maps, role change, held-out acc."""
+    was_training = clf.training
+    chunks, start_weights, start_patterns, start_roles = base.chunks, base.weights, base.patterns, base.roles
     clf.eval()
     correct = sum(int((clf(b["input_ids"], b["attention_mask"]).logits.argmax(-1) == b["labels"]).sum()) for b in test)
     acc = correct / sum(len(b["labels"]) for b in test)
@@ -132,4 +153,5 @@ def _measure(net: HFModel, clf: HFClassifier, chunks: list[dict[str, Tensor]], s
             rows.append({"seed": seed, "step": step, "layer": layer, "head": head, "weight_drift": float(drift[head]),
                          "js_from_pretrained": float(js_sum[layer][head] / n_queries), "role": roles[layer][head],
                          "role_changed": roles[layer][head] != start_roles[layer][head], "test_acc": acc})
+    clf.train(was_training)
     return rows

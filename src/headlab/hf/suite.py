@@ -257,3 +257,27 @@ def _drop_partial(run: RunDir, step: int) -> None:
         if table.is_dir():
             for part in table.glob(f"part-{step:09d}-*.parquet"):
                 part.unlink()
+
+
+def suite_lines(suite: Suite, cache_dir: str | None = None, cached: bool = True) -> list[str]:
+    """What measuring `suite` loads, one line per seed (its steps and where they come from), then the
+    total and, with `cached`, how many hub checkpoints are already in the local cache (nothing downloads)."""
+    lines = [f"suite {suite.name} ({suite.origin}): {len(suite.checkpoints)} checkpoints, "
+             f"{len(suite.seeds)} seeds"]
+    missing = 0
+    for seed in suite.seeds:
+        points = suite.of_seed(seed)
+        steps = [c.step for c in points]
+        shown = ", ".join(str(s) for s in steps) if len(steps) <= 6 else \
+            f"{', '.join(str(s) for s in steps[:4])}, ..., {steps[-1]}"
+        sources = sorted({c.hub for c in points if c.hub is not None})
+        where = (f"hub {', '.join(sources)} (revisions {points[0].revision} ... {points[-1].revision})" if sources
+                 else f"local {Path(points[0].path).parent}")
+        lines.append(f"seed {seed}: {len(points)} steps ({shown}) from {where}")
+        if cached:
+            missing += sum(1 for c in points if c.hub is not None and cached_folder(c, cache_dir, download=False) is None)
+    hub = sum(1 for c in suite.checkpoints if c.hub is not None)
+    if cached and hub:
+        lines.append(f"{hub - missing} of {hub} hub checkpoints in the local cache; the other {missing} download "
+                     f"with download=true (config, tokenizer, weights)")
+    return lines

@@ -22,7 +22,12 @@ class ReproduceCommand:
     run: bool = False  # run the sweeps and commands first (resumable), then report
     jobs: bool = False  # print the commands run=true would run at this scale and exit (= run + dry_run)
     dry_run: bool = False  # with run=true: print the commands, run nothing
-    scale: str = "quick"  # quick: exploratory CPU run; cpu: the confirmatory CPU run (make reproduce-cpu); full: the article's scale
+    # quick: exploratory CPU run; cpu: the confirmatory CPU run (make reproduce-cpu); full: the article's scale;
+    # suites: public checkpoint suites measured by headlab-analyze-hf (the specs' evidence.suites)
+    scale: str = "quick"
+    # scale=suites: this suite (a conf/suite/ name or a folder, e.g. a local tiny suite) instead of each spec's
+    # (not `suite=`: that name is headlab's config group of suites, which Hydra would try to compose)
+    use_suite: Optional[str] = None
     specs: Optional[str] = None  # folder of claim specs (null: the shipped conf/reproduce)
     sweeps_root: Optional[str] = None  # where sweeps live (null: $HEADLAB_LOG_DIR/sweeps, else logs/sweeps)
     evidence: Dict[str, str] = field(default_factory=dict)  # SWEEP_NAME: DIR, this sweep folder for that sweep
@@ -35,6 +40,8 @@ class ReproduceCommand:
     def __post_init__(self) -> None:
         check_choice("scale", self.scale, SCALES)
         check_int("lanes", self.lanes, 1)
+        if self.use_suite is not None and self.scale != "suites":
+            raise ConfigError("use_suite", self.use_suite, "only with scale=suites (the suite the claims read there)")
         bad = [o for o in self.override if "=" not in o]
         if bad:
             raise ConfigError("override", bad[0], "KEY=VALUE")
@@ -70,7 +77,11 @@ def plan_for(cmd) -> Plan:
 
     root = Path(cmd.sweeps_root) if cmd.sweeps_root else default_log_dir() / "sweeps"
     specs = claim_specs(cmd.specs, cmd.only)
-    plan = Plan(specs, root, explicit_evidence(cmd.evidence, evidence_names(specs, cmd.scale)))
+    if cmd.scale == "suites" and cmd.use_suite is not None:
+        from headlab.hf.suite import load_suite
+
+        load_suite(cmd.use_suite)  # a suite that cannot be read: one line, before anything runs
+    plan = Plan(specs, root, explicit_evidence(cmd.evidence, evidence_names(specs, cmd.scale, cmd.use_suite)))
     if cmd.jobs or cmd.run:
         from headlab.reproduce.evidence import run_root
         from headlab.reproduce.jobs import LAUNCHERS, run_jobs, sweep_jobs
@@ -79,6 +90,10 @@ def plan_for(cmd) -> Plan:
         plan.runner = Runner(root, run_root(root), cmd.scale, cmd.launcher or LAUNCHERS[cmd.scale], cmd.lanes,
                              tuple(cmd.override), dry_run=cmd.jobs or cmd.dry_run)
         plan.sweeps, plan.runs = sweep_jobs(plan.specs, cmd.scale), run_jobs(plan.specs, cmd.scale)
+        if cmd.scale == "suites":
+            from headlab.reproduce.jobs import suite_jobs
+
+            plan.runs = suite_jobs(plan.specs, cmd.use_suite)
         _freeze(plan, cmd)
     return plan
 
@@ -89,9 +104,11 @@ def _freeze(plan: Plan, cmd) -> None:
     from headlab.reproduce.freeze import check_start, freeze_entries
 
     starts = not plan.runner.dry_run
-    check_start(plan.specs, cmd.scale, starts, plan.runner.say)
+    # at the suites scale only the claims with a suites block read anything
+    specs = [s for s in plan.specs if s.evidence.suites is not None] if cmd.scale == "suites" else plan.specs
+    check_start(specs, cmd.scale, starts, plan.runner.say)
     if starts:
-        plan.runner.freeze = freeze_entries(plan.specs)
+        plan.runner.freeze = freeze_entries(specs)
 
 
 def claim_specs(folder: str | None, only: list[str]) -> list:
@@ -108,11 +125,15 @@ def claim_specs(folder: str | None, only: list[str]) -> list:
     return [s for s in specs if s.claim in wanted]
 
 
-def evidence_names(specs: list, scale: str) -> list[str]:
+def evidence_names(specs: list, scale: str, suite: str | None = None) -> list[str]:
     """The sweep names the claims `specs` read at `scale` (at the cpu scale also their second look's), and
     the sweeps their jobs take a teacher from: the names `evidence.NAME=DIR` may give a folder for."""
     scales = (scale, "replication") if scale == "cpu" else (scale,)
     names = set()
+    if scale == "suites":
+        from headlab.reproduce.jobs import suites_name
+
+        return sorted({suites_name(s.evidence.suites, suite) for s in specs if s.evidence.suites is not None and not s.not_measured})
     for spec in specs:
         for at in scales:
             settings = getattr(spec.evidence, at, None)
@@ -140,6 +161,10 @@ def plan_summary(plan: Plan) -> str:
     """The last line of a job list: how much it runs, and which claims need no training or have no evidence yet."""
     computed = [s.claim for s in plan.specs if s.evidence.kind == "computed"]
     pending = [s.claim for s in plan.specs if s.not_measured]
+    if plan.runner is not None and plan.runner.scale == "suites":
+        without = [s.claim for s in plan.specs if s.evidence.suites is None or s.not_measured]
+        return (f"# {len(plan.runs)} suites measured by headlab-analyze-hf; claims without a suites block "
+                f"(not measured at this scale): {', '.join(without) or '-'}")
     line = (f"# {len(plan.sweeps)} sweeps, {len(plan.runs)} runs; computed without training: {', '.join(computed) or '-'}; "
             f"no evidence yet (not measured): {', '.join(pending) or '-'}")
     if plan.runner is not None and plan.runner.scale == "cpu":

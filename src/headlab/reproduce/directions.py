@@ -58,9 +58,17 @@ def initialised_query_cosines(seed: int, d_model: int = 768, n_heads: int = 12, 
     torch.manual_seed(seed)
     attn = MultiHeadSelfAttention(d_model, n_heads)
     init_weights(attn, init_scale)
-    W_Q = attn.head_weights().W_Q.detach().double()  # [head, d_model, d_head]
+    return query_cosines(attn.head_weights().W_Q, seed, n_inputs)  # W_Q [head, d_model, d_head]
+
+
+def query_cosines(W_Q: torch.Tensor, seed: int, n_inputs: int = 256) -> torch.Tensor:
+    """Cosines between every pair of heads' queries x W_Q[a], x W_Q[b] of one layer (`W_Q [head,
+    d_model, d_head]`, e.g. a checkpoint's at step 0) for `n_inputs` random N(0, I) inputs: the
+    measurement of `initialised_query_cosines` on weights given rather than freshly initialised."""
+    W_Q = W_Q.detach().double()
+    n_heads, d_model = W_Q.shape[0], W_Q.shape[1]
     x = torch.randn(n_inputs, d_model, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
-    q = torch.nn.functional.normalize(torch.einsum("nd,hde->hne", x, W_Q), dim=-1)  # [head, input, d_head]
+    q = torch.nn.functional.normalize(torch.einsum("nd,hde->hne", x, W_Q), dim=-1)
     a, b = torch.triu_indices(n_heads, n_heads, offset=1)
     return (q[a] * q[b]).sum(-1).reshape(-1)
 

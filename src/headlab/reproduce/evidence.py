@@ -15,7 +15,7 @@ from typing import Mapping
 import pandas as pd
 
 from headlab.reproduce.directions import FIGURES, MEASUREMENTS
-from headlab.reproduce.spec import ClaimSpec
+from headlab.reproduce.spec import SUITES, ClaimSpec
 from headlab.reproduce.statistics import EvidenceMissing, Statistic, from_values, table_statistic
 from headlab.reproduce.provenance import unmet_settings
 from headlab.reproduce.verdict import NOT_MEASURED, NOT_TESTABLE, ClaimResult, decide, not_measured
@@ -121,17 +121,185 @@ def computed_figure(spec: ClaimSpec) -> str:
 
 
 def evaluate_claim(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None = None,
-                   scale: str = "quick") -> ClaimResult:
+                   scale: str = "quick", suite: str | None = None) -> ClaimResult:
     """The verdict of one claim from the evidence of `scale` on disk (or computed), with the scale
     it was reached at (`headlab.reproduce.scale`) and its freeze (`headlab.reproduce.freeze.stamp`:
-    a rule newer than its first job is not decisive); never raises for missing evidence."""
+    a rule newer than its first job is not decisive); never raises for missing evidence. At the
+    suites scale `suite` (a name or folder) replaces the suite the spec names."""
     from headlab.reproduce.freeze import stamp
-    from headlab.reproduce.scale import evidence_scale
+    from headlab.reproduce.scale import evidence_scale, suite_scale
 
+    if scale == SUITES:
+        result, folder, freeze_file = _suite_evaluated(spec, sweeps_root, explicit, suite)
+        if result.verdict != NOT_MEASURED and folder is not None:
+            result.scale = suite_scale(folder, spec.evidence.suites.step if spec.evidence.kind == "computed" else None)
+        return stamp(result, scale, folder, freeze_file)
     result, folder, freeze_file = _evaluated(spec, sweeps_root, explicit, scale)
     if result.verdict != NOT_MEASURED:
         result.scale = evidence_scale(spec, folder)
     return stamp(result, scale, folder, freeze_file)
+
+
+# ---- the suites scale ---------------------------------------------------------------------------
+
+def suite_folder(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None = None,
+                 suite: str | None = None) -> Path:
+    """Where the runner measures the spec's suite (or `suite`, use_suite=): `<sweeps root>/<name>/reproduce`
+    (`headlab.reproduce.jobs.suites_name`), or the folder given with `evidence.NAME=DIR` (the suite
+    folder itself, or its aggregate/)."""
+    from headlab.reproduce.jobs import suites_name
+
+    name = suites_name(spec.evidence.suites, suite)
+    if explicit and name in explicit:
+        folder = Path(explicit[name])
+        return folder.parent if folder.name == AGGREGATE_DIR else folder
+    return Path(sweeps_root) / name / "reproduce"
+
+
+def suite_statistics(spec: ClaimSpec) -> dict:
+    """The spec's statistics with the `not_swept` selection keys dropped: a suite is one training run
+    per seed, so a selection of one training setting (the LM sweep's optim, optim.lr) has nothing to
+    choose among; every other key, the reductions and the rule are the spec's own."""
+    from dataclasses import replace
+
+    dropped = set(spec.evidence.suites.not_swept)
+    keep = lambda sel: None if sel is None else {k: v for k, v in sel.items() if k not in dropped}  # noqa: E731
+    return {name: replace(s, where=keep(s.where), a=keep(s.a), b=keep(s.b)) for name, s in spec.statistics.items()}
+
+
+def _suite_evaluated(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None,
+                     suite: str | None) -> tuple[ClaimResult, Path | None, Path | None]:
+    """The verdict from the spec's suite: the aggregate table (or each seed's per-step table) of the
+    sweep-shaped folder headlab-analyze-hf wrote, or (computed) the checkpoints' weights at a step."""
+    from dataclasses import replace
+
+    from headlab.reproduce.freeze import FREEZE_FILE
+
+    at = spec.evidence.suites
+    if spec.not_measured:
+        return not_measured(spec, spec.not_measured), None, None
+    if at is None:
+        return not_measured(spec, "the spec has no suites block (evidence.suites): no checkpoint suite tests it yet"), None, None
+    try:
+        folder = suite_folder(spec, sweeps_root, explicit, suite)
+    except Exception as err:  # noqa: BLE001 - a use_suite= that cannot be read: not measured, with why
+        return not_measured(spec, f"the suite {suite!r} cannot be read ({err})"), None, None
+    at_suite = replace(spec, statistics=suite_statistics(spec))
+    try:
+        provenance = _check_suite(folder, suite or at.suite)
+        if spec.evidence.kind == "computed":
+            statistics = suite_computed_statistics(at_suite, suite or at.suite, at.step or 0, _cache_dir(at.command))
+            result = decide(at_suite, statistics, f"{folder} (checkpoints at step {at.step or 0})")
+        else:
+            table_name = at.table or spec.evidence.table
+            if (folder / AGGREGATE_DIR / table_name).is_file():
+                path, table = folder / AGGREGATE_DIR / table_name, read_table(folder / AGGREGATE_DIR / table_name)
+            elif table_name.endswith(".parquet") and not (folder / AGGREGATE_DIR / table_name).exists():
+                path, table = folder / f"*/{table_name}", suite_step_table(folder, table_name, at.step)
+            else:
+                raise EvidenceMissing(f"{folder / AGGREGATE_DIR / table_name} does not exist (run headlab-aggregate {folder})")
+            result = _decided(at_suite, table, str(path))
+            result.figure = _figure(folder / AGGREGATE_DIR, spec)
+            result.coverage = sweep_coverage(folder / AGGREGATE_DIR)
+        result.spec = spec
+        dropped = f"; selection keys dropped (one training run per seed): {', '.join(at.not_swept)}" if at.not_swept else ""
+        result.provenance = provenance + dropped
+        return result, folder, folder.parent / FREEZE_FILE  # the runner's record lies beside the suite folder
+    except EvidenceMissing as missing:
+        return not_measured(spec, str(missing)), None, None
+
+
+def _check_suite(folder: Path, suite: str) -> str:
+    """The folder holds a measurement of `suite` (its multirun.yaml names it): a line saying what was read."""
+    import yaml
+
+    from headlab.hf.suite import load_suite
+
+    try:
+        name = load_suite(suite).name
+    except Exception as err:  # noqa: BLE001 - a ConfigError naming the suite: the claim is not measured, with why
+        raise EvidenceMissing(f"the suite {suite!r} cannot be read ({err})") from None
+    marker = folder / "multirun.yaml"
+    if not marker.is_file():
+        raise EvidenceMissing(f"no measured suite in {folder} (make reproduce SCALE=suites, or headlab-analyze-hf "
+                              f"suite={suite} run_dir={folder})")
+    found = (yaml.safe_load(marker.read_text(encoding="utf-8")) or {}).get("suite") or {}
+    if found.get("name") != name:
+        raise EvidenceMissing(f"refused as evidence: {folder} holds suite {found.get('name')!r}, the claim reads {name!r}")
+    jobs = sorted(p.parent.name for p in folder.glob("*/summary.json"))
+    return f"read {folder} (suite {name}, {len(jobs)} of {len(found.get('seeds') or [])} seeds, from {found.get('origin')})"
+
+
+def _cache_dir(command) -> str | None:
+    found = [c.split("=", 1)[1] for c in command if c.split("=", 1)[0] == "cache_dir"]
+    return found[-1] if found and found[-1] not in ("", "null") else None
+
+
+def suite_step_table(folder: Path, name: str, step: int | None) -> pd.DataFrame:
+    """Each seed's per-step table (e.g. head_metrics.parquet) at `step` (None: that seed's last
+    measured step), with `job` and `seed` columns: one model per seed, as a training sweep's jobs."""
+    from headlab.store import RunDir
+
+    frames = []
+    for job in sorted(p.parent for p in folder.glob("*/summary.json")):
+        summary = RunDir(job).summary
+        rows = _table(job / name)
+        wanted = step if step is not None else rows["step"].max()
+        rows = rows[rows["step"] == wanted]
+        if rows.empty:
+            continue
+        frames.append(rows.assign(job=job.name, seed=int((summary.get("swept") or {}).get("seed", job.name))))
+    if not frames:
+        raise EvidenceMissing(f"no seed of {folder} has {name} rows at step {step if step is not None else '(last)'}")
+    return pd.concat(frames, ignore_index=True)
+
+
+def suite_computed_statistics(spec: ClaimSpec, suite: str, step: int, cache_dir: str | None) -> dict[str, Statistic]:
+    """Statistics of kind `computed` at the suites scale: `initialised_queries` measured on each seed's
+    checkpoint at `step` (every layer's W_Q, the measurement's own random inputs, seed = the suite's
+    seed), one value per suite seed; a measurement that needs no model (`random_vectors`) as computed."""
+    from headlab.reproduce.directions import cosine_summary, query_cosines
+
+    cosines = None
+    out = {}
+    for name, s in spec.statistics.items():
+        if s.measurement.name != "initialised_queries":
+            measure = MEASUREMENTS[s.measurement.name]
+            out[name] = from_values([measure(seed, **s.args)[s.field.name] for seed in s.seeds],
+                                    f"{s.field.name} of {s.measurement.name} per seed", seeds=tuple(s.seeds))
+            continue
+        if cosines is None:
+            cosines = checkpoint_query_cosines(suite, step, cache_dir, int(s.args.get("n_inputs", 256)))
+        per_seed = {seed: cosine_summary(c)[s.field.name] for seed, c in cosines.items()}
+        out[name] = from_values(list(per_seed.values()), f"{s.field.name} of the queries of each seed's step-{step} "
+                                f"checkpoint (all layers)", seeds=tuple(per_seed))
+    return out
+
+
+def checkpoint_query_cosines(suite: str, step: int, cache_dir: str | None, n_inputs: int = 256) -> dict:
+    """seed -> the query cosines of every head pair of every layer of that seed's checkpoint at `step`
+    (`headlab.reproduce.directions.query_cosines`); EvidenceMissing when the suite has no such step or
+    a hub checkpoint is not in the local cache (nothing downloads here)."""
+    import torch
+
+    from headlab.hf import HFModel, load_model
+    from headlab.hf.suite import cached_folder, load_suite
+    from headlab.reproduce.directions import query_cosines
+
+    loaded = load_suite(suite)
+    points = [c for c in loaded.checkpoints if c.step == step]
+    if not points:
+        raise EvidenceMissing(f"suite {loaded.name} has no checkpoint at step {step}")
+    out = {}
+    for c in sorted(points, key=lambda c: c.seed):
+        folder = Path(c.path) if c.path is not None else cached_folder(c, cache_dir, download=False)
+        if folder is None:
+            raise EvidenceMissing(f"{c.label} is not in the local Hugging Face cache (make reproduce SCALE=suites downloads it)")
+        model, _, family = load_model(folder, "suite", c.label)
+        net = HFModel(model, c.label, family)
+        out[c.seed] = torch.cat([query_cosines(b.attn.head_weights().W_Q, c.seed, n_inputs) for b in net.blocks])
+        del net, model
+    return out
 
 
 def _evaluated(spec: ClaimSpec, sweeps_root: str | os.PathLike, explicit: Mapping[str, Path] | None,

@@ -26,7 +26,8 @@ from headlab.errors import HeadlabError
 from headlab.reproduce import spec_history as sh
 
 FREEZE_FILE = "reproduce-freeze.json"
-CONFIRMATORY = ("cpu", "full")                      # the scales a freeze binds (quick is exploratory)
+# the scales a freeze binds (quick is exploratory; suites reads models no rule here was written after)
+CONFIRMATORY = ("cpu", "full", "suites")
 CONFIRMATORY_EVIDENCE = (*CONFIRMATORY, "replication")  # the evidence a flagged rule makes not decisive
 EARLIER_SEEDS = ("exploratory", "confirmatory", "replication")
 FRESH_SEEDS = ("confirmatory", "replication")

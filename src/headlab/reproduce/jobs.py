@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from headlab.errors import ConfigError
-from headlab.reproduce.spec import EVIDENCE_SCALES, RUN_COMMANDS, ClaimSpec, PerJob
+from headlab.reproduce.spec import EVIDENCE_SCALES, RUN_COMMANDS, SUITES, ClaimSpec, PerJob
 
-LAUNCHERS = {"quick": "joblib", "cpu": "joblib", "full": "slurm"}  # the Hydra launcher each scale runs its sweeps with
+# the Hydra launcher each scale runs its sweeps with (suites: headlab-analyze-hf, no multirun, in this process's lane)
+LAUNCHERS = {"quick": "joblib", "cpu": "joblib", "full": "slurm", SUITES: "basic"}  # the Hydra launcher each scale runs its sweeps with
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,10 @@ class SweepJob:
 
 def sweep_jobs(specs: list[ClaimSpec], scale: str) -> list[SweepJob]:
     """One job per sweep folder name, in first-claim order. Two specs that give one folder name
-    different sweeps or overrides would read each other's evidence: a ConfigError."""
+    different sweeps or overrides would read each other's evidence: a ConfigError. The suites scale
+    trains nothing (`suite_jobs`)."""
+    if scale == SUITES:
+        return []
     if scale not in EVIDENCE_SCALES:
         raise ConfigError("scale", scale, f"one of {', '.join(EVIDENCE_SCALES)}")
     jobs: dict[str, tuple[tuple, list[str], list[PerJob]]] = {}
@@ -77,8 +81,11 @@ class RunJob:
 
 
 def run_jobs(specs: list[ClaimSpec], scale: str) -> list[RunJob]:
-    """One job per run name of the specs with `run` evidence; a name reused with another command is a ConfigError."""
+    """One job per run name of the specs with `run` evidence; a name reused with another command is a ConfigError.
+    At the suites scale a `run` claim reads a suite (`suite_jobs`)."""
     jobs: dict[str, RunJob] = {}
+    if scale == SUITES:
+        return []
     for spec in specs:
         if spec.evidence.kind != "run" or getattr(spec.evidence, scale) is None:
             continue
@@ -87,4 +94,47 @@ def run_jobs(specs: list[ClaimSpec], scale: str) -> list[RunJob]:
         if seen and (seen.program, seen.overrides) != (job.program, job.overrides):
             raise ConfigError(f"{spec.claim}: evidence.{scale}", job.run_name, f"a run_name of its own: {seen.claims[0]} uses it")
         jobs[job.run_name] = RunJob(job.program, job.run_name, job.overrides, (*seen.claims, spec.claim)) if seen else job
+    return list(jobs.values())
+
+
+@dataclass(frozen=True)
+class SuiteJob:
+    """One checkpoint suite measured by `headlab-analyze-hf suite=...` into `<sweeps root>/<sweep_name>/reproduce`,
+    then aggregated; every claim whose suites block names that folder reads it."""
+
+    suite: str
+    sweep_name: str
+    command: tuple[str, ...]
+    claims: tuple[str, ...]
+    program: str = "headlab-analyze-hf"
+
+
+def suites_name(at: Any, suite: str | None = None) -> str:
+    """The folder name of a suites block, and with `suite` (use_suite=) given, the name with that suite's
+    name in place of the spec's (polypythia-70m-en_news -> tiny-suite-en_news), so two suites never
+    share a folder."""
+    if suite is None:
+        return str(at.sweep_name)
+    from headlab.hf.suite import load_suite
+
+    mine, spec_suite = load_suite(suite).name, str(at.suite)
+    name = str(at.sweep_name)
+    return name.replace(spec_suite, mine) if spec_suite in name else f"{mine}-{name}"
+
+
+def suite_jobs(specs: list[ClaimSpec], suite: str | None = None) -> list[SuiteJob]:
+    """One job per suites folder name, in first-claim order; `suite` (a name or folder) replaces every
+    spec's suite (e.g. a local tiny suite). Two specs that give one folder different suites or
+    settings would read each other's evidence: a ConfigError."""
+    jobs: dict[str, SuiteJob] = {}
+    for spec in specs:
+        at = spec.evidence.suites
+        if at is None or spec.not_measured:
+            continue
+        job = SuiteJob(suite or at.suite, suites_name(at, suite), tuple(at.command), (spec.claim,))
+        seen = jobs.get(job.sweep_name)
+        if seen and (seen.suite, seen.command) != (job.suite, job.command):
+            raise ConfigError(f"{spec.claim}: evidence.suites", job.sweep_name,
+                              f"a sweep_name of its own: {seen.claims[0]} measures {seen.suite} {' '.join(seen.command)} under it")
+        jobs[job.sweep_name] = SuiteJob(job.suite, job.sweep_name, job.command, (*seen.claims, spec.claim)) if seen else job
     return list(jobs.values())

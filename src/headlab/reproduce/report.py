@@ -32,7 +32,9 @@ QUOTES = "the article's words stand in 「」; the rest is this spec's reading, 
 # what the seeds of a scale are: quick's were seen before the rules of issue 25 were written
 SCALE_LABEL = {"quick": "exploratory (make reproduce-quick: seeds seen before the rules were written)",
                "cpu": "confirmatory (make reproduce-cpu: seeds no earlier run used, rules frozen first)",
-               "full": "confirmatory at the article's scale (make reproduce)"}
+               "full": "confirmatory at the article's scale (make reproduce)",
+               "suites": "public checkpoint suites, models trained by others, read under rules frozen first "
+                         "(make reproduce SCALE=suites)"}
 
 
 def format_statistic(name: str, s: Statistic) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from headlab.reproduce.freeze import FREEZE_FILE, record_start, run_freeze_file
-from headlab.reproduce.jobs import RunJob, SweepJob
+from headlab.reproduce.jobs import RunJob, SuiteJob, SweepJob
 from headlab.reproduce.spec import PER_JOB_COMMANDS, PerJob
 from headlab.reproduce.statistics import same_value
 from headlab.store import RunDir
@@ -40,7 +40,7 @@ from headlab.store.run_dir import SUMMARY
 # What every sweep of a scale gets unless its overrides (or override=[...]) set the key: the per-run
 # figures (of the classifier's and the LM's measuring callbacks alike) cost seconds per job and the
 # report reads the aggregate's figures only.
-SCALE_DEFAULTS = {"quick": ("figures=false",), "cpu": ("figures=false",), "full": ()}
+SCALE_DEFAULTS = {"quick": ("figures=false",), "cpu": ("figures=false",), "full": (), "suites": ("figures=false",)}
 FOLDER = "reproduce"            # <sweeps root>/<sweep_name>/reproduce: the runner's own, fixed sweep folder
 LOGS = "reproduce-logs"
 
@@ -75,7 +75,7 @@ class Runner:
 
     # ---- sweeps -------------------------------------------------------------------------------
 
-    def folder(self, job: SweepJob) -> Path:
+    def folder(self, job: SweepJob | SuiteJob) -> Path:
         return self.sweeps_root / job.sweep_name / FOLDER
 
     def threads(self) -> int:
@@ -193,6 +193,43 @@ class Runner:
         self._record(label, job.claims, "done" if ok else "failed", started,
                      "" if ok else f"log: {self.run_root / (job.run_name + '.log')}")
 
+    # ---- suites -------------------------------------------------------------------------------
+
+    def suite_argv(self, job: SuiteJob) -> list[str]:
+        """headlab-analyze-hf on every checkpoint of the suite into the fixed folder (it resumes itself)."""
+        argv = [str(self.bin_dir / job.program), f"suite={job.suite}", *job.command, f"run_dir={self.folder(job)}"]
+        given = {a.split("=", 1)[0].lstrip("+~") for a in (*argv, *self.extra)}
+        defaults = [d for d in (*SCALE_DEFAULTS[self.scale], f"threads={self.threads()}") if d.split("=", 1)[0] not in given]
+        return argv + defaults + list(self.extra)
+
+    def run_suite(self, job: SuiteJob) -> None:
+        started = time.monotonic()
+        label = f"suite {job.sweep_name}"
+        folder = self.folder(job)
+        argv = self.suite_argv(job)
+        if self.dry_run:
+            from headlab.hf.suite import load_suite, suite_lines
+
+            self.say(f"# {job.sweep_name}: {', '.join(job.claims)}")
+            for line in suite_lines(load_suite(job.suite), _setting(argv, "cache_dir")):
+                self.say(f"#   {line}")
+            self.say(_shell(argv))
+            self.say(f"  then: {_shell([str(self.bin_dir / 'headlab-aggregate'), str(folder)])}")
+            self._record(label, job.claims, "planned", started)
+            return
+        # beside the suite folder, not in it: headlab-analyze-hf writes only into a new folder or its own suite's
+        self._record_freeze(folder.parent / FREEZE_FILE, job.claims)
+        before = _measured_parts(folder)
+        measured_ok = self._call(argv, folder.parent / LOGS / "analyze-hf.log")
+        ran = _measured_parts(folder) - before
+        aggregated = True
+        if ran or not (folder / "aggregate" / "sweep_runs.csv").is_file():
+            aggregated = self._call([str(self.bin_dir / "headlab-aggregate"), str(folder)], folder.parent / LOGS / "aggregate.log")
+        problems = [p for p, bad in (("measuring failed", not measured_ok), ("aggregation failed", not aggregated)) if bad]
+        self._record(label, job.claims, "failed" if problems else ("done" if ran else "skipped"), started,
+                     f"{_measured_parts(folder)} checkpoints measured ({ran} now)"
+                     + (f"; {'; '.join(problems)} (logs: {folder.parent / LOGS})" if problems else ""))
+
     # ---- plumbing -----------------------------------------------------------------------------
 
     def _record_freeze(self, path: Path, claims: Sequence[str]) -> None:
@@ -224,16 +261,16 @@ class Deferred:
     needed: Callable[[], bool]
 
 
-def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob], deferred: Sequence[Deferred] = ()) -> dict[str, Path]:
-    """Every sweep and run, `runner.lanes` at a time in plan order (a sweep waits for the sweep
-    holding its teacher; a deferred sweep for its `after` sweeps, then runs only if still needed);
+def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob | SuiteJob], deferred: Sequence[Deferred] = ()) -> dict[str, Path]:
+    """Every sweep and run (a suite is a run: headlab-analyze-hf, then headlab-aggregate), `runner.lanes`
+    at a time in plan order (a sweep waits for the sweep holding its teacher; a deferred sweep for its `after` sweeps, then runs only if still needed);
     returns sweep_name -> folder of the sweeps that have an aggregate, for the report's explicit
     evidence. A dry run prints the plan in order."""
     if runner.dry_run or runner.lanes == 1:
         for job in sweeps:
             runner.run_sweep(job)
         for job in runs:
-            runner.run_one(job)
+            runner.run_suite(job) if isinstance(job, SuiteJob) else runner.run_one(job)
         for item in deferred:
             runner.run_deferred(item)
     else:  # teachers first: their students wait for them, and they are the long real-text sweeps
@@ -241,7 +278,7 @@ def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob], deferre
         _in_lanes(runner, sorted(sweeps, key=lambda j: j.sweep_name not in teachers) + list(runs) + list(deferred))
     if runner.dry_run:
         return {}
-    every = [*sweeps, *(d.job for d in deferred)]
+    every = [*sweeps, *(d.job for d in deferred), *(j for j in runs if isinstance(j, SuiteJob))]
     return {j.sweep_name: runner.folder(j) for j in every if (runner.folder(j) / "aggregate").is_dir()}
 
 
@@ -273,6 +310,8 @@ def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob | Deferred]) -> None
                     runner.run_deferred(item)
                 elif isinstance(item, SweepJob):
                     runner.run_sweep(item)
+                elif isinstance(item, SuiteJob):
+                    runner.run_suite(item)
                 else:
                     runner.run_one(item)
             finally:
@@ -289,6 +328,17 @@ def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob | Deferred]) -> None
 def _completed_jobs(folder: Path) -> list[Path]:
     """The job dirs of a multirun folder whose summary.json says completed."""
     return [p.parent for p in sorted(folder.glob(f"*/{SUMMARY}")) if RunDir(p.parent).summary.get("status") == "completed"]
+
+
+def _measured_parts(folder: Path) -> int:
+    """Checkpoints measured in a suite folder: one head_metrics part per (seed, step) (headlab.hf.suite.measured)."""
+    return len(list(folder.glob("*/head_metrics.parquet/part-*.parquet")))
+
+
+def _setting(argv: Sequence[str], key: str) -> str | None:
+    """The value of `key=...` on a command line (the last one), None when not given."""
+    found = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0] == key]
+    return (found[-1] or None) if found else None
 
 
 def _matches(job_dir: Path, where: tuple[tuple[str, Any], ...]) -> bool:

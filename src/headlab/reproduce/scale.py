@@ -211,3 +211,41 @@ def computed_scale(spec) -> str:
                     if k != "seed" and p.default is not inspect.Parameter.empty}
         texts.append(computed_text(name, {**defaults, **dict(s.args)}, len(s.seeds)))
     return "; ".join(dict.fromkeys(texts))
+
+
+def suite_text(suite: str, models: Sequence[Mapping[str, Any]], steps: Sequence[int], data: Mapping[str, Any],
+               n_seeds: int, at_step: int | None = None) -> str:
+    """A suite's scale: its name, the models' family and size, the steps read, the probe and the seeds.
+
+    >>> suite_text("polypythia-70m", [{"family": "gpt_neox", "n_layers": 6, "n_heads": 8, "d_head": 64}],
+    ...            [0, 1, 512, 143000], {"source": "en_news", "max_len": 128}, 10)
+    'pretrained suite polypythia-70m: gpt_neox 6 layers x 512, 8 heads, 4 checkpoints (steps 0-143,000), en_news (max_len 128), 10 seeds'
+    """
+    sizes = [{"model.n_layers": m.get("n_layers"), "model.n_heads": m.get("n_heads"),
+              "model.d_model": m["n_heads"] * m["d_head"] if isinstance(m.get("n_heads"), int) and isinstance(m.get("d_head"), int) else None}
+             for m in models]
+    family = "/".join(dict.fromkeys(str(m.get("family")) for m in models if m.get("family")))
+    size = ", ".join(p for p in (_size(sizes), _heads(sizes)) if p)
+    if at_step is not None:
+        length = f"the step-{_text(at_step)} checkpoints"
+    elif steps:
+        length = f"{_plural(len(steps), 'checkpoint')} (steps {_text(min(steps))}-{_text(max(steps))})"
+    else:
+        length = ""
+    probe = f"{data.get('source')} (max_len {_text(data.get('max_len'))})" if data.get("source") and at_step is None else ""
+    head = f"pretrained suite {suite}" + (f": {family} {size}".rstrip() if family or size else "")
+    return ", ".join(p for p in (head, length, probe, _plural(n_seeds, "seed")) if p)
+
+
+def suite_scale(folder: Path, at_step: int | None = None) -> str:
+    """The scale of a suite folder headlab-analyze-hf wrote: each seed's summary.json (its suite, the
+    model facts of its checkpoints, the steps measured, the probe)."""
+    from headlab.store import RunDir
+
+    summaries = [RunDir(p.parent).summary for p in sorted(folder.glob("*/summary.json"))]
+    summaries = [s for s in summaries if isinstance(s, dict) and s.get("kind") == "analyze_hf_suite"]
+    if not summaries:
+        return ""
+    models = [c["model"] for s in summaries for c in (s.get("checkpoints") or [])[-1:] if isinstance(c.get("model"), dict)]
+    steps = sorted({int(c["step"]) for s in summaries for c in (s.get("checkpoints") or []) if "step" in c})
+    return suite_text(str(summaries[0].get("suite")), models[:1], steps, summaries[0].get("data") or {}, len(summaries), at_step)

@@ -49,11 +49,14 @@ from headlab.stats.decisions import ALPHA
 
 SPEC_GLOB = "c[0-9][0-9]_*.yaml"
 # make reproduce-quick (exploratory, CPU), make reproduce-cpu (confirmatory, CPU), make reproduce (the article's)
-SCALES = ("quick", "cpu", "full")
+TRAINED_SCALES = ("quick", "cpu", "full")
+# make reproduce SCALE=suites: public checkpoint suites (evidence.suites), measured by headlab-analyze-hf
+SUITES = "suites"
+SCALES = (*TRAINED_SCALES, SUITES)
 REQUIRED_SCALES = ("quick", "full")
 # the cpu scale's second look (headlab.reproduce.looks): evidence read like a scale's, never a scale of its own
 REPLICATION = "replication"
-EVIDENCE_SCALES = (*SCALES, REPLICATION)
+EVIDENCE_SCALES = (*TRAINED_SCALES, REPLICATION)  # the scales whose evidence settings are a ScaleConfig
 EVIDENCE_KINDS = ("sweep", "run", "computed", "not_measured")
 RUN_COMMANDS = {RunCommand.analyze_hf: "headlab-analyze-hf"}  # evidence.run -> the command that writes the run
 # evidence.program -> the multirun command
@@ -174,11 +177,12 @@ def load_specs(folder: str | os.PathLike) -> list[ClaimSpec]:
 
 def _check_scales_apart(specs: list[ClaimSpec]) -> None:
     """A folder name used at both scales would let one scale's report read the other's evidence."""
-    names = {scale: {at.sweep_name or at.run_name: s for s in specs
-                     if (at := getattr(s.evidence, scale)) is not None and (at.sweep_name or at.run_name)}
-             for scale in EVIDENCE_SCALES}
-    for i, first in enumerate(EVIDENCE_SCALES):
-        for later in EVIDENCE_SCALES[i + 1:]:
+    every = (*EVIDENCE_SCALES, SUITES)
+    names = {scale: {at.sweep_name or getattr(at, "run_name", None): s for s in specs
+                     if (at := getattr(s.evidence, scale)) is not None and (at.sweep_name or getattr(at, "run_name", None))}
+             for scale in every}
+    for i, first in enumerate(every):
+        for later in every[i + 1:]:
             for name in sorted(set(names[first]) & set(names[later])):
                 one, other = names[first][name], names[later][name]
                 raise ConfigError(f"{Path(other.path).name}: evidence.{later}", name,
@@ -201,6 +205,7 @@ def load_spec(path: str | os.PathLike) -> ClaimSpec:
     evidence = _evidence(raw.evidence, key)
     measured = evidence.not_measured is None
     statistics = _statistics(raw.statistics, evidence, key) if measured else {}
+    _check_not_swept(statistics, evidence, key)
     rules = {"supported_if": raw.rule.supported_if, "contradicted_if": raw.rule.contradicted_if}
     decision = _decision(raw, statistics, measured, key)
     if measured and raw.margin is None and None in rules.values():
@@ -290,6 +295,8 @@ def _evidence(evidence: EvidenceConfig, key) -> EvidenceConfig:
     if evidence.replication is not None and evidence.kind != "sweep":
         raise ConfigError(key("evidence.replication"), evidence.replication.sweep_name or evidence.replication.run_name,
                           "a second look only for sweep evidence (fresh seeds of the same grid)")
+    if evidence.suites is not None:
+        _suites(evidence, key)
     if evidence.kind == "computed" and evidence.figure is not None and evidence.figure not in FIGURES:
         raise ConfigError(key("evidence.figure"), evidence.figure, f"one of {', '.join(FIGURES)} (a computed claim's figure)")
     if evidence.kind == "sweep":
@@ -306,6 +313,35 @@ def _evidence(evidence: EvidenceConfig, key) -> EvidenceConfig:
         for i, step in enumerate(evidence.per_job):
             _per_job(step, lambda k, i=i: key(f"evidence.per_job[{i}].{k}"))
     return evidence
+
+
+def _suites(evidence: EvidenceConfig, key) -> None:
+    """The suites block: a folder name, key=value settings, a reason; a per-step table or the
+    checkpoint weights (computed) name the step they read only where that means something."""
+    at = evidence.suites
+    if evidence.kind == "not_measured":
+        raise ConfigError(key("evidence.suites"), at.suite, "no suites block on a claim without evidence")
+    for name in ("suite", "sweep_name", "reason"):
+        if not str(getattr(at, name)).strip():
+            raise ConfigError(key(f"evidence.suites.{name}"), getattr(at, name), "a value (required)")
+    _settings(at.command, key("evidence.suites.command"), "a list of key=value settings of headlab-analyze-hf")
+    if any(item.split("=", 1)[0] in ("suite", "run_dir") for item in at.command):
+        raise ConfigError(key("evidence.suites.command"), at.command, "settings other than suite= and run_dir= (the runner sets them)")
+    if evidence.kind == "computed" and at.table is not None:
+        raise ConfigError(key("evidence.suites.table"), at.table, "no table for computed statistics (they read the checkpoints' weights)")
+    if at.step is not None and at.step < 0:
+        raise ConfigError(key("evidence.suites.step"), at.step, "a step >= 0 (none: each seed's last)")
+
+
+def _check_not_swept(statistics: dict[str, StatisticConfig], evidence: EvidenceConfig, key) -> None:
+    """Each `not_swept` key must select something in a statistic (a misspelt key would drop nothing)."""
+    if evidence.suites is None:
+        return
+    selected = {k for s in statistics.values() for sel in (s.where, s.a or {}, s.b or {}) for k in sel}
+    unknown = [k for k in evidence.suites.not_swept if k not in selected]
+    if unknown:
+        raise ConfigError(key("evidence.suites.not_swept"), unknown,
+                          f"keys the statistics select on ({', '.join(sorted(selected)) or 'none'})")
 
 
 def _settings(items: list[str], key: str, allowed: str) -> None:

@@ -146,6 +146,27 @@ class PerJobConfig:
 
 
 @dataclass
+class SuitesConfig:
+    """The evidence at the suites scale (`make reproduce SCALE=suites`): a public checkpoint suite
+    (seeds x steps, models trained by others) measured by `headlab-analyze-hf suite=...` into a
+    sweep-shaped folder, `<sweeps root>/<sweep_name>/reproduce`, then `headlab-aggregate`. The
+    spec's statistics read its tables as they read a training sweep's; evidence is not part of the
+    frozen rule (`headlab.reproduce.spec_history.RULE_KEYS`), so adding this block changes no rule."""
+
+    suite: str = MISSING                     # a conf/suite/ name (or a suite YAML / a folder holding suite.yaml)
+    sweep_name: str = MISSING                # the suite's folder under the sweeps root
+    # headlab-analyze-hf's key=value settings (data=, threads=, download=, ...)
+    command: List[str] = field(default_factory=list,
+                               metadata=_allowed_text("a list of key=value settings of headlab-analyze-hf"))
+    table: Optional[str] = None              # the table the statistics read (none: evidence.table)
+    step: Optional[int] = None               # per-step tables and checkpoint weights: the step read (none: each seed's last)
+    # `where` keys of the statistics that select a training setting (optim, optim.lr): a suite is one
+    # training run per seed, with no such column, so these keys are dropped from every selection
+    not_swept: List[str] = field(default_factory=list)
+    reason: str = MISSING                    # why this suite tests the claim, and what differs from the trained scales
+
+
+@dataclass
 class EvidenceConfig:
     """What the claim's statistics read: exactly one of `sweep`, `run`, `computed`, `not_measured`."""
 
@@ -160,6 +181,7 @@ class EvidenceConfig:
     # the cpu scale's second look (headlab.reproduce.looks): fresh seeds for a claim its first look
     # leaves undecided, read on their own
     replication: Optional[ScaleConfig] = None
+    suites: Optional[SuitesConfig] = None    # make reproduce SCALE=suites: a public checkpoint suite, any evidence kind
     table: Optional[str] = None              # the aggregate (or run) table the statistics read
     figure: Optional[str] = None             # the figure shown beside the verdict
     per_job: List[PerJobConfig] = field(default_factory=list)

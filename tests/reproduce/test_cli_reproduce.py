@@ -140,8 +140,8 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     # C18 v6: fresh seeds 600-609, the 4-head models its statistics read
     assert [line for line in sweeps if ten in line] == [line for line in sweeps if "sweep_name=heads-synthetic-cpu-v6" in line]
     assert "model.n_heads=4 " in next(line for line in sweeps if ten in line)
-    init = "seed=" + ",".join(map(str, range(520, 525))) + " "  # C9 v5 on the LM: fresh seeds 520-524, both gains, 10 % warm-up
-    assert [line for line in sweeps if init in line] == [line for line in sweeps if "sweep_name=lm-init-cpu" in line]
+    init = "seed=" + ",".join(map(str, range(560, 572))) + " "  # C9 v6 on the LM: fresh seeds 560-571, both gains, 10 % warm-up
+    assert [line for line in sweeps if init in line] == [line for line in sweeps if "sweep_name=lm-init-cpu-v6" in line]
     assert "optim=adamw optim.lr=0.003 optim.warmup_ratio=0.1 model.init_scale=1.0,1.5 " in next(line for line in sweeps if init in line)
     assert [line for line in sweeps if fresh in line] == [line for line in sweeps if "sweep_name=posenc-synthetic-cpu-v5" in line]
     lm = "seed=" + ",".join(map(str, range(300, 308))) + " "   # the roles claims moved to the LM: fresh seeds 300-307

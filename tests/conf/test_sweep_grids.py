@@ -27,6 +27,7 @@ GRIDS = {
     "lm_roles": ({"optim": ["adamw_constant", "adamw"], "optim.lr": [1e-3, 3e-3], "seed": [0, 1]}, 8),
     "posenc": ({"model.pos_encoding": ["none", "sinusoidal", "learned", "rope", "alibi"], "seed": SEEDS}, 15),
     "data_size": ({"data.train_fraction": [0.05, 0.2, 1.0], "seed": SEEDS}, 9),
+    "data_size_steps": ({"data.train_fraction": [0.05, 1.0], "seed": SEEDS}, 6),
     "smoke": ({"model.n_heads": [2, 4], "model.init_scale": [0.5, 1.0], "seed": [0, 1]}, 8),
     "templates": ({"model.template_mode": ["free", "soft", "hard"], "seed": SEEDS}, 9),
     "knockout": ({"intervention.knockout.step": [None, 50, 200, 600], "seed": SEEDS}, 12),

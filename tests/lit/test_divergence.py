@@ -8,14 +8,14 @@ import math
 import pytest
 import torch
 
-from tests._runs import RESUMABLE, run_cli, summary
+from tests._runs import RESUMABLE, run_cli, summary, train_in_process
 
 DIVERGE = [*RESUMABLE, "optim.lr=1e6", "optim.warmup_steps=0", "callbacks.checkpoint.every_n_train_steps=1"]
 
 
-def test_absurd_lr_diverges_with_status_step_and_exit_code_3(tmp_path):
+def test_absurd_lr_diverges_with_status_step_and_exit_code_3(tmp_path, monkeypatch, capfd):
     run = tmp_path / "run"
-    result = run_cli(tmp_path, *DIVERGE, f"hydra.run.dir={run}")
+    result = train_in_process(tmp_path, monkeypatch, capfd, *DIVERGE, f"hydra.run.dir={run}")
     assert result.returncode == 3, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("headlab-train:")]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests._runs import train_in_process
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -16,10 +15,8 @@ import pytest
     (["data=synthetic", "data.synthetic.n=200", "data.probe_size=8", "model.domain_split_layers=1"],
      "invalid config model.domain_split_layers=1: expected 0 for data without domain ids"),
 ])
-def test_domain_config_mistake_is_one_line_and_exit_2(tmp_path: Path, overrides, message):
-    env = {**os.environ, "HEADLAB_LOG_DIR": str(tmp_path / "logs")}
-    result = subprocess.run([sys.executable, "-m", "headlab.cli.train", *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
-                            capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+def test_domain_config_mistake_is_one_line_and_exit_2(tmp_path: Path, overrides, message, monkeypatch, capfd):
+    result = train_in_process(tmp_path, monkeypatch, capfd, *overrides, f"hydra.run.dir={tmp_path / 'run'}")
     assert result.returncode == 2, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
     assert len(errors) == 1 and errors[0].startswith("headlab-train: error: " + message)

@@ -112,3 +112,9 @@ def unknown_key(path: str, value: Any, known: list[str], owner: str | None = Non
     hint = f"did you mean {close[0]}?" if close else f"one of {', '.join(known)}"
     where = f"a parameter of {owner}" if owner else f"a key of {path.rpartition('.')[0] or 'the config'}"
     return ConfigError(path, value, f"{where} ({hint})")
+
+
+def as_typed(node: Any, key: Any) -> Any:
+    """The value at `key` of an OmegaConf node as the user typed it (an interpolation unresolved: `${optim.lr}`),
+    the value a message names."""
+    return node._get_node(key)._value()  # noqa: SLF001 - OmegaConf has no public reader of the unresolved value

@@ -16,7 +16,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from headlab.config.messages import schema_fields, unknown_key
+from headlab.config.messages import as_typed, schema_fields, unknown_key
 from headlab.errors import HeadlabError
 
 
@@ -105,7 +105,7 @@ def refuse_unknown_keys(node: DictConfig, path: str = "") -> None:
         fields = schema_fields(schema)
         for key in node.keys():
             if key not in fields:
-                raise unknown_key(f"{path}{key}", node._get_node(key)._value(), list(fields))  # noqa: SLF001 - as typed
+                raise unknown_key(f"{path}{key}", as_typed(node, key), list(fields))
     for key in node.keys():
         child = node._get_node(key)  # noqa: SLF001 - the node, its value unresolved
         if isinstance(child, DictConfig) and key != "hydra":

@@ -22,7 +22,7 @@ from typing import Any, List, Literal, Optional, Union
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from headlab.config import config_groups
-from headlab.config.messages import first_line, schema_fields, unknown_key
+from headlab.config.messages import as_typed, first_line, schema_fields, unknown_key
 from headlab.config.signature import SUPPLIED, UNRESOLVED, check_target, check_value, locate
 from headlab.config.values import check_threads
 from headlab.errors import ConfigError
@@ -88,7 +88,7 @@ def _check_top_level(cfg: DictConfig) -> None:
     known = top_level_keys(order)
     for key in order:
         if key not in known:
-            raise unknown_key(key, _raw(cfg, key), known)
+            raise unknown_key(key, as_typed(cfg, key), known)
 
 
 # Read by code, not by an interpolation (the run check makes the folder; Hydra's run dir names it).
@@ -108,7 +108,7 @@ def _refuse_unread_knobs(cfg: DictConfig) -> None:
                     walk(child, f"{full}.")
             elif path and child._value() is not None and full not in read and full not in _READ_BY_CODE:
                 known = [str(k) for k in node.keys() if f"{path}{k}" in read or f"{path}{k}" in _READ_BY_CODE]
-                raise unknown_key(full, _raw(node, key), known)
+                raise unknown_key(full, as_typed(node, key), known)
 
     walk(cfg, "")
 
@@ -132,7 +132,7 @@ def _plain(node: Any, path: str, sources: dict[str, str]) -> Any:
         plain = {}
         for key in node.keys():
             child = f"{path}.{key}" if path else str(key)
-            reference = re.fullmatch(r"\$\{([\w.]+)\}", str(_raw(node, key)))
+            reference = re.fullmatch(r"\$\{([\w.]+)\}", str(as_typed(node, key)))
             if reference:
                 sources[child] = reference.group(1)
             plain[str(key)] = _plain(_leaf(node, key, child), child, sources)
@@ -154,15 +154,11 @@ def _leaf(node: DictConfig | ListConfig, key: Any, path: str) -> Any:
         text = str(err)
         if "HydraConfig was not set" in text or "Missing mandatory value: hydra." in text:
             return UNRESOLVED  # Hydra sets these in a run; outside one (a pre-check) they stay unset
-        raw = _raw(node, key)
+        raw = as_typed(node, key)
         if isinstance(err, MissingMandatoryValue):
             missing = getattr(err, "full_key", None) or path
             raise ConfigError(path, raw, f"an interpolation to a set value ({missing} is unset)") from None
         raise ConfigError(path, raw, f"an interpolation that resolves ({first_line(err)})") from None
-
-
-def _raw(node: DictConfig | ListConfig, key: Any) -> Any:
-    return node._get_node(key)._value()  # noqa: SLF001 - the unresolved `${...}` text
 
 
 def _source(path: str, sources: dict[str, str]) -> str:

@@ -134,7 +134,13 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     header = lines.index("# look 2, only for the claims look 1 leaves inconclusive: fresh seeds, read on their own")
     sweeps = [line for line in lines[:header] if " -m sweep=" in line]
     ten, eight, fresh = "seed=" + ",".join(map(str, range(600, 610))) + " ", "seed=10,11,12,13,14,15,16,17 ", "seed=" + ",".join(map(str, range(20, 36)))
-    assert len(sweeps) == 11
+    assert len(sweeps) == 13
+    # C8 v4 and C16 v4: one zh sweep on fresh seeds 1000-1007; C3 v5: the constant-lr arms on fresh seeds 1100-1127
+    zh4, c3 = ("seed=" + ",".join(map(str, r)) + " " for r in (range(1000, 1008), range(1100, 1128)))
+    assert [line for line in sweeps if zh4 in line] == [line for line in sweeps if "sweep_name=heads-zh_reviews-cpu-v4 " in line]
+    assert "model.n_heads=4,8,16 " in next(line for line in sweeps if zh4 in line)
+    assert [line for line in sweeps if c3 in line] == [line for line in sweeps if "sweep_name=lm-roles-c3-cpu-v5 " in line]
+    assert "optim=adamw_constant " in next(line for line in sweeps if c3 in line)
     types = "seed=" + ",".join(map(str, range(410, 420))) + " "  # C2 v3 on the LM: fresh seeds 410-419
     assert [line for line in sweeps if types in line] == [line for line in sweeps if "sweep_name=lm-types-cpu" in line]
     # C18 v6: fresh seeds 600-609, the 4-head models its statistics read
@@ -154,8 +160,8 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     assert [line for line in sweeps if c12 in line] == [line for line in sweeps if "sweep=data_size_steps " in line]
     assert [line for line in sweeps if c10 in line] == [line for line in sweeps if "sweep_name=heads-zh_reviews-cpu-c10v6" in line]
     assert "model.n_heads=8 " in next(line for line in sweeps if c10 in line)
-    assert all(eight in line for line in sweeps if not any(seeds in line for seeds in (ten, fresh, lm, types, init, c5, c12, c10)))
-    for name in ("heads-zh_reviews-cpu", "heads-zh_reviews-cpu-c10v6"):
+    assert all(eight in line for line in sweeps if not any(seeds in line for seeds in (ten, fresh, lm, types, init, c5, c12, c10, zh4, c3)))
+    for name in ("heads-zh_reviews-cpu", "heads-zh_reviews-cpu-c10v6", "heads-zh_reviews-cpu-v4"):
         zh = next(line for line in sweeps if f"sweep_name={name} " in line)
         assert "data.max_len=128" in zh and "model.pooling=cls" in zh
     second = [line for line in lines[header:] if " -m sweep=" in line]

@@ -49,8 +49,18 @@ def test_student_is_an_ordinary_run_whose_loss_is_the_sum_of_its_terms(tmp_path,
     from headlab.reload import load_network
 
     student = load_network(run / "checkpoints" / "last.ckpt")  # no teacher weights inside
-    assert student.config.n_heads == 2 and student.config.vocab_size == json.loads(
-        (teacher / "summary.json").read_text())["data"]["vocab_size"]
+    taught = json.loads((teacher / "summary.json").read_text())
+    assert student.config.n_heads == 2 and student.config.vocab_size == taught["data"]["vocab_size"]
+    # the teacher scored on the student's test batches: the student reads the teacher's data settings, so
+    # this is the teacher's own test of its best checkpoint (its trainer, its metrics), to float precision
+    assert summary["test_teacher_f1"] == pytest.approx(taught["test_f1"], abs=1e-6)
+    assert summary["test_teacher_acc"] == pytest.approx(taught["test_acc"], abs=1e-6)
+    assert summary["best"]["test_teacher_f1"] == summary["test_teacher_f1"]
+    from headlab.sweep.aggregate import run_table
+    from headlab.sweep.runs import load_run
+
+    row = run_table([load_run(run)], pd.DataFrame({"job": [load_run(run).job]}), pd.DataFrame()).iloc[0]
+    assert row["test_teacher_f1"] == pytest.approx(taught["test_f1"], abs=1e-6)  # sweep_runs.csv, C11's prerequisite
 
 
 def test_zero_weights_and_all_labels_train_exactly_the_plain_run(tmp_path, tiny_config, teacher, one_thread):

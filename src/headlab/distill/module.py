@@ -88,6 +88,8 @@ class DistillModule(HeadClassifierModule):
                                 len(net.blocks), len(self.net.blocks))
         self.layer_pairs = [(s, t) for s, t in enumerate(mapped) if t is not None]
         self.__dict__["teacher_net"] = net  # not a submodule: kept out of state_dict, optimiser and .train()
+        # the teacher scored on the student's own test batches: how much it has to pass on (C11's prerequisite)
+        self.teacher_test_metrics = self.test_metrics.clone(prefix="test/teacher_")
 
     # ---- Lightning hooks --------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -99,6 +101,23 @@ class DistillModule(HeadClassifierModule):
 
     def on_fit_start(self) -> None:
         self.teacher_net.to(self.device)
+
+    def on_test_start(self) -> None:
+        self.teacher_net.to(self.device)
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        """The student's test metrics, and the frozen teacher's on the same batches (`test/teacher_acc`,
+        `test/teacher_f1`): inputs cut to the student's max_len, as the teacher sees them in training."""
+        super().test_step(batch, batch_idx)
+        self.teacher_net.eval()
+        with torch.no_grad():
+            logits = self.teacher_net(batch["input_ids"], batch["attention_mask"], domain_ids=batch.get("domain_ids")).logits
+        self.teacher_test_metrics.update(logits, batch["labels"])
+
+    def on_test_epoch_end(self) -> None:
+        self.log_dict(self.teacher_test_metrics.compute())
+        self.teacher_test_metrics.reset()
+        super().on_test_epoch_end()
 
     def training_loss(self, batch: dict[str, torch.Tensor], template_kl: bool) -> tuple[Any, torch.Tensor, torch.Tensor | None]:
         """CE on the labelled rows + alpha * KD(logits) + beta * attention loss; the step adds the rest."""

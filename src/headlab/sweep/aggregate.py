@@ -69,6 +69,8 @@ SEED_STATISTICS = (*RESULT_METRICS, "steps_to_converge", "rho_grad_specificity",
 _BOUNDS = {**{m: (0.0, 1.0) for m in RESULT_METRICS}, "steps_to_converge": (0.0, math.inf),
            "rho_grad_specificity": (-1.0, 1.0), "rho_dist_specificity": (-1.0, 1.0),
            "rho_grad_ablation": (-1.0, 1.0), "rho_dist_ablation": (-1.0, 1.0)}
+# a distilled student's teacher scored on the student's test batches (headlab.distill.module)
+TEACHER_METRICS = ("test_teacher_acc", "test_teacher_f1")
 _RUN_FACTS = ("best_step", "global_step", "wall_s", "measure_s", "n_params", "head_dim")
 
 
@@ -219,6 +221,7 @@ def run_table(runs: list[Run], tags: pd.DataFrame, heads: pd.DataFrame) -> pd.Da
     for r in runs:
         row: dict[str, Any] = {"job": r.job, "usable": r.usable, "reason": r.reason, "notes": "; ".join(r.notes)}
         row.update({k: _number(r.summary.get(k)) for k in (*RESULT_METRICS, *_RUN_FACTS)})
+        row.update({k: _number(r.summary[k]) for k in TEACHER_METRICS if k in r.summary})  # distilled students only
         if r.usable:
             row["steps_to_converge"] = steps_to_converge(r.val_curve)
             run_heads = heads[heads["job"] == r.job] if not heads.empty else pd.DataFrame()

@@ -5,7 +5,8 @@ Keys (`headlab.tasks.record.RunRecord` writes the file; sweeps aggregate the top
 - `status`: running | completed | interrupted | diverged | failed; `error`, `signal`, `diverged_step` say why.
 - `best`: the best checkpoint by val/acc: `step`, `checkpoint`, `val_acc`, `val_f1`, `val_loss`,
   `test_acc`, `test_f1`, `test_loss` (test only with `test=true`); with domain ids in the batches
-  also `val_acc_domain_<name>`, `test_acc_domain_<name>` (accuracy on that domain's examples).
+  also `val_acc_domain_<name>`, `test_acc_domain_<name>` (accuracy on that domain's examples); a distilled
+  student also `test_teacher_acc`, `test_teacher_f1` (its teacher on the same test batches).
 - `last`: the newest state: `step`, `checkpoint` (checkpoints/last.ckpt), `val_acc`, `val_f1`,
   `val_loss` of the last validation during fit, `roles` (each head's role at the last measurement).
 - Top level, for sweeps (`headlab-aggregate`): `val_acc`, `val_f1`, `val_loss`, `test_acc`, `test_f1`,
@@ -76,6 +77,7 @@ def evaluate_best(cfg: DictConfig, trainer: Any, module: Any, datamodule: Any) -
         test = trainer.test(module, datamodule=datamodule, ckpt_path=ckpt, verbose=False, weights_only=True)[0]
         best.update(test_acc=test.get("test/acc"), test_f1=test.get("test/f1"), test_loss=test.get("test/loss"))
         best.update(_per_domain(test))
+        best.update(_teacher(test))
     top = {k: v for k, v in best.items() if k not in ("step", "checkpoint")}
     return {"best": best, **top, "best_checkpoint": ckpt, "best_step": best["step"]}
 
@@ -83,6 +85,11 @@ def evaluate_best(cfg: DictConfig, trainer: Any, module: Any, datamodule: Any) -
 def _per_domain(metrics: dict[str, Any]) -> dict[str, float]:
     """`val/acc_domain_<name>` -> `val_acc_domain_<name>` (runs whose batches carry domain ids)."""
     return {key.replace("/", "_", 1): float(value) for key, value in metrics.items() if "/acc_domain_" in key}
+
+
+def _teacher(metrics: dict[str, Any]) -> dict[str, float]:
+    """`test/teacher_f1` -> `test_teacher_f1` (a distilled student's run: its teacher on the same batches)."""
+    return {key.replace("/", "_", 1): float(value) for key, value in metrics.items() if key.startswith("test/teacher_")}
 
 
 def _step_from_checkpoint(path: str | None) -> int | None:

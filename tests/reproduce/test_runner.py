@@ -166,6 +166,25 @@ def test_failures_are_reported_and_retried_by_the_next_call(tmp_path, fake_bin, 
     assert [r.status for r in again.results] == ["done", "done"]
 
 
+def test_students_alone_read_a_teacher_sweep_run_before_and_an_unknown_teacher_is_refused(tmp_path, fake_bin):
+    """`only=` the student claim: its teacher's sweep (another claim's, run before) is read from its folder,
+    never trained again; a teacher sweep no claim runs is a ConfigError before anything starts."""
+    root = tmp_path / "sweeps"
+    specs = _specs(tmp_path)
+    run_plan(Runner(root, tmp_path / "runs", "quick", "joblib", bin_dir=fake_bin, say=lambda _: None),
+             sweep_jobs(specs[1:], "quick"), [])  # the teacher claim's sweep, on its own
+    _calls(tmp_path)
+    students = sweep_jobs(specs[:1], "quick", elsewhere=frozenset({"teachers"}))
+    assert [j.sweep_name for j in students] == ["students"]
+    runner = Runner(root, tmp_path / "runs", "quick", "joblib", bin_dir=fake_bin, say=lambda _: None)
+    run_plan(runner, students, [])
+    calls = _calls(tmp_path)
+    assert [c[0] for c in calls] == ["headlab-distill", "headlab-aggregate"]  # no headlab-train: nothing retrained
+    assert f"teacher={root / 'teachers' / FOLDER / '1'}" in calls[0] and [r.status for r in runner.results] == ["done"]
+    with pytest.raises(ConfigError, match="teacher.sweep_name='teachers': expected a sweep of this scale"):
+        sweep_jobs(specs[:1], "quick")
+
+
 def test_a_dry_run_prints_every_command_and_touches_nothing(tmp_path, fake_bin):
     lines: list[str] = []
     runner = Runner(tmp_path / "sweeps", tmp_path / "runs", "full", "slurm", dry_run=True, bin_dir=fake_bin,

@@ -26,10 +26,11 @@ class SweepJob:
     per_job: tuple[PerJob, ...] = ()
 
 
-def sweep_jobs(specs: list[ClaimSpec], scale: str) -> list[SweepJob]:
+def sweep_jobs(specs: list[ClaimSpec], scale: str, elsewhere: frozenset[str] = frozenset()) -> list[SweepJob]:
     """One job per sweep folder name, in first-claim order. Two specs that give one folder name
     different sweeps or overrides would read each other's evidence: a ConfigError. The suites scale
-    trains nothing (`suite_jobs`)."""
+    trains nothing (`suite_jobs`). `elsewhere`: sweeps of claims left out of this plan (`only=`); a
+    teacher among them is read from its folder, not trained here."""
     if scale == SUITES:
         return []
     if scale not in EVIDENCE_SCALES:
@@ -49,20 +50,21 @@ def sweep_jobs(specs: list[ClaimSpec], scale: str) -> list[SweepJob]:
         per_job.extend(p for p in spec.per_job(scale) if p not in per_job)
     found = [SweepJob(sweep, name, overrides, tuple(claims), program, teacher, tuple(per_job))
              for name, ((sweep, overrides, program, teacher), claims, per_job) in jobs.items()]
-    return _teachers_first(found, scale)
+    return _teachers_first(found, scale, elsewhere)
 
 
-def _teachers_first(jobs: list[SweepJob], scale: str) -> list[SweepJob]:
-    """A sweep whose teacher is a job of another sweep runs after it; an unknown teacher sweep is refused."""
+def _teachers_first(jobs: list[SweepJob], scale: str, elsewhere: frozenset[str] = frozenset()) -> list[SweepJob]:
+    """A sweep whose teacher is a job of another sweep runs after it; a teacher sweep that is neither
+    planned nor another claim's (`elsewhere`: its folder holds the teacher) is refused."""
     names = {j.sweep_name for j in jobs}
     for job in jobs:
-        if job.teacher and job.teacher[0] not in names:
+        if job.teacher and job.teacher[0] not in names | elsewhere:
             raise ConfigError(f"{job.claims[0]}: evidence.{scale}.teacher.sweep_name", job.teacher[0],
                               f"a sweep of this scale ({', '.join(sorted(names))})")
     ordered: list[SweepJob] = []
     pending = list(jobs)
     while pending:
-        ready = [j for j in pending if not j.teacher or j.teacher[0] in {o.sweep_name for o in ordered}]
+        ready = [j for j in pending if not j.teacher or j.teacher[0] in {o.sweep_name for o in ordered} | (elsewhere - names)]
         if not ready:
             raise ConfigError("evidence.teacher", [j.sweep_name for j in pending], "teachers that do not depend on each other")
         ordered.extend(ready)

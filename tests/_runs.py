@@ -16,8 +16,10 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-# A model and schedule small enough for seconds of CPU per run.
+# A model and schedule small enough for seconds of CPU per run. No per-run figures (matplotlib took
+# 3-8 s of a 5-15 s tiny run); the tests of the figures switch them on (`figures=true`).
 TINY = [
+    "figures=false",
     "data=synthetic",
     "data.synthetic.n=800",
     "data.probe_size=32",
@@ -125,21 +127,22 @@ def compose_command(config_name: str, overrides: Sequence[str], config_module: s
 
 
 def train_in_process(tmp_path: Path, monkeypatch, capfd, *args: str, prog: str = "headlab-train") -> subprocess.CompletedProcess:
-    """`headlab-train args...` (or `prog="headlab-distill"`) through its `main` in this process (the path a real
-    process takes up to its exit, without the seconds of a fresh interpreter's imports), as `run_cli` reports it."""
+    """`headlab-train args...` (or any console script, `prog="headlab-distill"`) through the `main` its installed
+    script calls, in this process (the path a real process takes up to its exit, without the seconds of a fresh
+    interpreter's imports), as `run_cli` reports it."""
+    from importlib.metadata import entry_points
+
     from hydra.core.global_hydra import GlobalHydra
 
-    from headlab.cli.distill import main as distill_main
-    from headlab.cli.train import main as train_main
-
-    main = {"headlab-train": train_main, "headlab-distill": distill_main}[prog]
+    (script,) = entry_points(group="console_scripts", name=prog)  # the function the installed script calls
+    main = script.load()
     monkeypatch.setattr(sys, "argv", [prog, *args])
     monkeypatch.setenv("HEADLAB_LOG_DIR", str(tmp_path / "logs"))
     monkeypatch.chdir(tmp_path)
     capfd.readouterr()
     code = 0
     try:
-        main()
+        code = int(main() or 0)  # the script exits with what main returns (or raises SystemExit with)
     except SystemExit as exited:
         code = int(exited.code or 0)
     finally:

@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from tests._runs import train_in_process
+
 # A user's experiment: values no shipped config uses, so seeing them proves the file was read.
 USER_EXPERIMENT = """\
 # @package _global_
@@ -45,6 +47,7 @@ def user_dir(tmp_path) -> Path:
 
 
 def _train(cwd: Path, env_extra: dict, *args: str) -> subprocess.CompletedProcess:
+    """The real process: the environment variable read where a user sets it."""
     env = {**os.environ, "HEADLAB_LOG_DIR": str(cwd / "logs"), **env_extra}
     if "HEADLAB_CONFIG_DIR" not in env_extra:
         env.pop("HEADLAB_CONFIG_DIR", None)
@@ -52,24 +55,36 @@ def _train(cwd: Path, env_extra: dict, *args: str) -> subprocess.CompletedProces
                           env=env, cwd=cwd, timeout=300)
 
 
+@pytest.fixture
+def train_here(user_dir, monkeypatch, capfd):
+    """`headlab-train` through its main in this process, from `user_dir`, with the given environment."""
+    def run(env_extra: dict, *args: str) -> subprocess.CompletedProcess:
+        monkeypatch.delenv("HEADLAB_CONFIG_DIR", raising=False)
+        for key, value in env_extra.items():
+            monkeypatch.setenv(key, value)
+        return train_in_process(user_dir, monkeypatch, capfd, *args)
+
+    return run
+
+
 @pytest.mark.parametrize("way", sorted(WAYS))
-def test_user_experiment_composes_over_the_package_defaults(user_dir, way):
+def test_user_experiment_composes_over_the_package_defaults(train_here, way):
     env, args = WAYS[way]
-    result = _train(user_dir, env, "--cfg", "job", *args, "experiment=mine")
+    result = train_here(env, "--cfg", "job", *args, "experiment=mine")
     assert result.returncode == 0, result.stderr[-3000:]
     cfg = OmegaConf.create(result.stdout)
     assert (cfg.seed, cfg.model.n_heads, cfg.model.d_model, cfg.data.source) == (7, 3, 24, "synthetic")
     assert cfg.model.pos_encoding == "sinusoidal"  # keys the user left alone keep the package's defaults
 
 
-def test_without_the_user_dir_the_experiment_is_a_one_line_error(user_dir):
-    result = _train(user_dir, {}, "--cfg", "job", "experiment=mine")
+def test_without_the_user_dir_the_experiment_is_a_one_line_error(train_here):
+    result = train_here({}, "--cfg", "job", "experiment=mine")
     assert result.returncode == 2
     assert "invalid config experiment='mine'" in result.stderr and "demo" in result.stderr
 
 
-def test_a_misspelt_user_experiment_lists_the_users_options_too(user_dir):
-    result = _train(user_dir, WAYS["env"][0], "--cfg", "job", "experiment=mnie")
+def test_a_misspelt_user_experiment_lists_the_users_options_too(train_here):
+    result = train_here(WAYS["env"][0], "--cfg", "job", "experiment=mnie")
     assert result.returncode == 2
     assert "invalid config experiment='mnie'" in result.stderr and "mine" in result.stderr
 

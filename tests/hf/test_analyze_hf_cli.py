@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from headlab.analysis import ROLES
 from headlab.cli.analyze_hf import main
-from tests._runs import compose_command
+from tests._runs import compose_command, train_in_process
 from headlab.tasks.pretrained import CONFIG_MODULE, AnalyzeHFConfig
 from headlab.errors import ConfigError
 from headlab.hf import AnalyzeSettings, HFEncoder
@@ -74,15 +71,14 @@ def test_config_mistakes_name_the_key(overrides, key, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_a_folder_without_weights_and_a_model_without_attention_exit_2_with_one_line(tmp_path, minilm, capsys):
+def test_a_folder_without_weights_and_a_model_without_attention_exit_2_with_one_line(tmp_path, minilm, monkeypatch, capfd):
     from transformers import FNetConfig, FNetModel
 
     no_weights = tmp_path / "no_weights"
     no_weights.mkdir()
     (no_weights / "config.json").write_text("{}")
-    env = {**os.environ, "HEADLAB_LOG_DIR": str(tmp_path / "logs")}
-    proc = subprocess.run([sys.executable, "-m", "headlab.cli.analyze_hf", f"model.path={no_weights}"],
-                          capture_output=True, text=True, env=env, timeout=120)  # the real process: exit code, stderr
+    # the console script's main, its exit code and stderr (tests/cli/test_every_command.py runs the real executables)
+    proc = train_in_process(tmp_path, monkeypatch, capfd, f"model.path={no_weights}", prog="headlab-analyze-hf")
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("headlab-analyze-hf: error: invalid config model.path=") and \
@@ -91,7 +87,7 @@ def test_a_folder_without_weights_and_a_model_without_attention_exit_2_with_one_
     FNetModel(FNetConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, intermediate_size=32)).save_pretrained(fnet)
     minilm[1].save_pretrained(fnet)
     assert main([f"model.path={fnet}", "data=en_polarity", f"run_dir={tmp_path / 'run'}"]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
+    lines = capfd.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "family headlab reads" in lines[0] and "'fnet'" in lines[0]
     assert not (tmp_path / "logs").exists() and not (tmp_path / "run").exists()
 

@@ -135,7 +135,7 @@ def test_trajectory_figure_draws_the_intervention_step():
 
 def test_a_run_with_a_knockout_records_it_in_summary_and_figures(tmp_path):
     run = tmp_path / "run"
-    summary = train(compose_train_config(run, TINY + ["intervention=knockout", "intervention.knockout.step=2",
+    summary = train(compose_train_config(run, TINY + ["figures=true", "intervention=knockout", "intervention.knockout.step=2",
                                                       "intervention.knockout.heads=[[1,1]]", "test=false"]))
     assert summary["intervention"] == {"kind": "knockout", "step": 2, "heads": [[1, 1]], "applied_step": 2}
     assert json.loads((run / "summary.json").read_text())["intervention"]["applied_step"] == 2

@@ -10,7 +10,7 @@ import pytest
 
 from headlab.errors import DataError
 from headlab.store import RunDir
-from tests._runs import run_cli
+from tests._runs import train_in_process
 
 BROKEN = [("{not json", "cannot be read"), ("[1, 2]", "not a JSON object")]
 
@@ -47,11 +47,11 @@ def test_run_dir_config_is_the_one_checked_reader(tmp_path, text, problem):
     assert str(path) in str(info.value)
 
 
-def test_resume_auto_over_broken_saved_settings_is_one_line(tmp_path):
+def test_resume_auto_over_broken_saved_settings_is_one_line(tmp_path, monkeypatch, capfd):
     run = tmp_path / "run"
     _segment(run, "resolved.json", "{not json")
     (run / "summary.json").write_text(json.dumps({"status": "completed", "run_id": "r"}))
-    result = run_cli(tmp_path, "data=synthetic", "resume=auto", f"hydra.run.dir={run}", timeout=120)
+    result = train_in_process(tmp_path, monkeypatch, capfd, "data=synthetic", "resume=auto", f"hydra.run.dir={run}")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]  # on the parent commit: a traceback
     assert "resolved.json" in lines[0] and "saved settings cannot be read" in lines[0]

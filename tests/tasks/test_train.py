@@ -16,7 +16,7 @@ from headlab.store import read_table
 
 def test_train_writes_the_run_contract(tmp_path, tiny_config):
     run = tmp_path / "run"
-    summary = train(tiny_config(run))
+    summary = train(tiny_config(run, "figures=true"))  # the contract includes the figures (TINY leaves them out)
 
     assert summary["status"] == "completed"
     on_disk = json.loads((run / "summary.json").read_text())

@@ -96,7 +96,7 @@ def scratch(tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
     assert result.returncode == 0, result.stderr[-3000:]
     run = max((tmp / "logs" / "runs").iterdir())
     if any("logs/tiny-suite" in c for c in COMMANDS):  # the local suite docs/pretrained.md tells a user to build
-        from headlab.hf.tiny import build_tiny_suite
+        from headlab.lit.hf_lm import build_tiny_suite
 
         build_tiny_suite(tmp / "logs" / "tiny-suite", log=lambda line: None)
     return tmp, env, run

@@ -152,7 +152,8 @@ def test_hub_checkpoints_without_network_are_one_line_and_nothing_is_written(tmp
 @pytest.mark.slow
 def test_the_documented_tiny_suite_builds_measures_aggregates_and_views(tmp_path, capsys):
     """scripts/build_tiny_suite.py's path, shortened: train 2 seeds, measure every checkpoint, aggregate, view."""
-    from headlab.hf.tiny import build_tiny_suite, log_spaced_steps
+    from headlab.hf.tiny import log_spaced_steps
+    from headlab.lit.hf_lm import build_tiny_suite
     from headlab.sweep.aggregate import aggregate_sweep
 
     root = build_tiny_suite(tmp_path / "tiny-suite", seeds=(0, 1), n_steps=40, log=lambda line: None)
@@ -173,7 +174,7 @@ def test_the_documented_tiny_suite_builds_measures_aggregates_and_views(tmp_path
 def test_a_tiny_bert_suite_trains_with_masked_tokens_and_is_measured(tmp_path, capsys):
     """The encoder side of the local suite: MLM training, saved with its head as MultiBERTs are, read as BertModel."""
     from headlab.hf import load_model
-    from headlab.hf.tiny import build_tiny_suite
+    from headlab.lit.hf_lm import build_tiny_suite
 
     root = build_tiny_suite(tmp_path / "bert-suite", seeds=(0,), n_steps=2, family="bert", log=lambda line: None)
     first, last = load_model(root / "seed0" / "step0")[0], load_model(root / "seed0" / "step2")[0]

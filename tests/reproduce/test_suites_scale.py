@@ -245,7 +245,7 @@ def test_make_reproduce_suites_runs_the_tiny_suite_end_to_end(tmp_path):
     """The documented tiny suite, measured and aggregated by the runner, then the five claims read from
     it under committed specs: where no role formed the report says 'not testable at this scale'; a
     second call measures nothing."""
-    from headlab.hf.tiny import build_tiny_suite
+    from headlab.lit.hf_lm import build_tiny_suite
 
     suite = build_tiny_suite(tmp_path / "tiny-suite", (0, 1), 64, log=lambda line: None)
     specs = tmp_path / "repo" / "specs"

@@ -1,5 +1,8 @@
 """Tiny randomly initialised models of every family, saved in the hubs' layout: what tests and the local suite load.
 
+The local checkpoint suite trains them through Lightning (`headlab.lit.hf_lm.build_tiny_suite`, which
+takes its tokenizer, model and step list from here).
+
 Nothing downloads: the tokenizer is trained here (the `tokenizers` library, seconds) on the shipped
 English text (`en_news`, gensim's Lee corpus): WordPiece with `[CLS] ... [SEP]` for encoders,
 byte-level BPE with a BOS token for decoders, as BERT and GPT-2/Pythia tokenise. The model is built
@@ -117,65 +120,3 @@ def log_spaced_steps(n_steps: int) -> list[int]:
         steps.append(k)
         k *= 2
     return steps + [n_steps]
-
-
-def build_tiny_suite(out: str | Path, seeds: tuple[int, ...] = (0, 1), n_steps: int = 300, family: str = "gpt_neox",
-                     seq_len: int = 64, batch_size: int = 16, lr: float = 3e-3, vocab_size: int = 512,
-                     log: Any = print) -> Path:
-    """A local checkpoint suite in the hubs' layout: `family` trained `n_steps` steps on the shipped
-    English text (`en_news`) per seed, next-token prediction for a decoder, masked-token prediction
-    (15 % of tokens, BERT's objective) for an encoder, `save_pretrained` at `log_spaced_steps` into
-    `out/seed{s}/step{k}/`, and `out/suite.yaml` naming every (seed, step, path). The seed sets the
-    initialisation and the batch order; the tokenizer is shared, as in a real suite."""
-    import time
-
-    from headlab.hf.texts import load_texts
-
-    if family not in TINY_FAMILIES:
-        raise ConfigError("family", family, f"one of {list(TINY_FAMILIES)}")
-    decoder = family in ("gpt2", "gpt_neox", "llama")
-    out = Path(out)
-    texts = load_texts("en_news")
-    tokenizer = train_tokenizer(texts, decoder=decoder, vocab_size=vocab_size)
-    end = tokenizer.eos_token_id if decoder else tokenizer.sep_token_id
-    stream = torch.tensor([i for t in texts for i in tokenizer(t, add_special_tokens=False)["input_ids"] + [end]])
-    save_at = set(log_spaced_steps(n_steps))
-    entries = []
-    for seed in seeds:
-        t0 = time.perf_counter()
-        model = build_tiny(family, tokenizer, seed=seed, n_layers=2, n_heads=4, d_model=64, max_len=seq_len + 1)
-        if not decoder:  # the encoder under a masked-LM head; save_pretrained keeps the hub's layout (prefix + head)
-            import transformers as tf
-
-            torch.manual_seed(seed)
-            model = tf.AutoModelForMaskedLM.from_config(model.config, attn_implementation="eager")
-        model.train()
-        optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-        generator = torch.Generator().manual_seed(seed)
-        for step in range(n_steps + 1):
-            if step in save_at:
-                folder = out / f"seed{seed}" / f"step{step}"
-                model.save_pretrained(folder)
-                tokenizer.save_pretrained(folder)
-                entries.append({"seed": seed, "step": step, "path": f"seed{seed}/step{step}"})
-            if step == n_steps:
-                break
-            starts = torch.randint(0, len(stream) - seq_len - 1, (batch_size,), generator=generator)
-            batch = torch.stack([stream[s:s + seq_len + 1] for s in starts.tolist()])
-            if decoder:
-                loss = model(input_ids=batch, labels=batch).loss
-            else:
-                masked = torch.rand(batch.shape, generator=generator) < 0.15
-                labels = torch.where(masked, batch, torch.full_like(batch, -100))
-                inputs = torch.where(masked, torch.full_like(batch, tokenizer.mask_token_id), batch)
-                loss = model(input_ids=inputs, labels=labels).loss
-            optimiser.zero_grad(set_to_none=True)
-            loss.backward()
-            optimiser.step()
-        log(f"seed {seed}: {n_steps} steps, final loss {loss.item():.3f}, {len(save_at)} checkpoints, "
-            f"{time.perf_counter() - t0:.1f} s")
-    import yaml
-
-    (out / "suite.yaml").write_text(yaml.safe_dump({"name": out.name, "checkpoints": entries}, sort_keys=False),
-                                    encoding="utf-8")
-    return out

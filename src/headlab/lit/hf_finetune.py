@@ -17,7 +17,6 @@ from typing import Any
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset
 
 from headlab.data.labeled import LabeledTexts
 from headlab.hf.adapter import HFModel
@@ -25,26 +24,21 @@ from headlab.hf.classifier import HFClassifier
 from headlab.hf.drift import DriftBaseline, DriftSettings, drift_baseline, importance_rows, measure_drift, \
     pretrained_importance
 from headlab.hf.importance import encode_batches, stratified_split
+from headlab.lit.hf_base import HFTrainModule, fit_on_cpu
 
 
-class HFFineTuneModule(L.LightningModule):
-    """An `HFClassifier` trained end to end (encoder and head) with AdamW at `lr` on cross-entropy."""
+class HFFineTuneModule(HFTrainModule):
+    """An `HFClassifier` trained end to end (encoder and head) with AdamW at `lr` on cross-entropy
+    (`headlab.lit.hf_base`: the optimiser and step the suite builder's LM module shares)."""
 
     def __init__(self, net: HFClassifier, lr: float = 5e-5) -> None:
-        super().__init__()
-        self.net = net
-        self.lr = lr
+        super().__init__(net, lr)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.net(input_ids, attention_mask).logits
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = F.cross_entropy(self(batch["input_ids"], batch["attention_mask"]), batch["labels"])
-        self.log("train/loss", loss, prog_bar=False, batch_size=len(batch["labels"]))
-        return loss
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(self.net.parameters(), lr=self.lr)
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return F.cross_entropy(self(batch["input_ids"], batch["attention_mask"]), batch["labels"])
 
 
 class DriftCallback(L.Callback):
@@ -66,19 +60,6 @@ class DriftCallback(L.Callback):
 
     def on_train_end(self, trainer: L.Trainer, module: HFFineTuneModule) -> None:
         self._measure(module, trainer.global_step)
-
-
-class _Batches(Dataset):
-    """Pre-drawn batches, one per optimiser step (a DataLoader with batch_size=None passes them through)."""
-
-    def __init__(self, batches: list[dict[str, torch.Tensor]]) -> None:
-        self.batches = batches
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return self.batches[i]
 
 
 def finetune_drift(model: Any, tokenizer: Any, data: LabeledTexts, seed: int, settings: DriftSettings = DriftSettings(),
@@ -103,11 +84,8 @@ def finetune_drift(model: Any, tokenizer: Any, data: LabeledTexts, seed: int, se
         pick = [train_idx[i] for i in torch.randperm(len(train_idx), generator=generator)[: settings.batch_size].tolist()]
         batches.append(encode_batches(tokenizer, data, pick, settings.batch_size, settings.max_len)[0])
     drift = DriftCallback(base, test, seed, settings.every)
-    trainer = L.Trainer(max_steps=settings.steps, max_epochs=1, accelerator="cpu", devices=1, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        num_sanity_val_steps=0, callbacks=[drift], deterministic=False)
     t0 = time.perf_counter()
-    trainer.fit(HFFineTuneModule(clf, settings.lr), DataLoader(_Batches(batches), batch_size=None, shuffle=False))
+    fit_on_cpu(HFFineTuneModule(clf, settings.lr), batches, [drift])
     wall = round(time.perf_counter() - t0, 2)
     if importance:
         imp_rows += importance_rows(clf, test, seed, "after")

@@ -58,6 +58,27 @@ def four_job_wandb_sweep(tmp_path_factory):
     return tmp_path, sweep_dir
 
 
+@pytest.fixture(scope="module")
+def two_seed_wandb_sweep(tmp_path_factory):
+    """`headlab-train -m logger=wandb seed=0,1`: the default suite's W&B sweep, 2 jobs in one process."""
+    tmp_path = tmp_path_factory.mktemp("wandb2")
+    sweep_dir = tmp_path / "sweep"
+    _multirun(tmp_path, sweep_dir, *TINY, "logger=wandb", "sweep_name=wb2", "model.n_heads=2", "seed=0,1")
+    return tmp_path, sweep_dir
+
+
+def test_two_seeds_are_two_offline_wandb_runs_of_one_condition(two_seed_wandb_sweep):
+    _, sweep_dir = two_seed_wandb_sweep
+    jobs = _job_dirs(sweep_dir)
+    runs = [_wandb_runs(job) for job in jobs]
+    assert [len(r) for r in runs] == [1, 1], "each job must be exactly one W&B run, inside its run dir"
+    runs = [r[0] for r in runs]
+    assert len({r.run_id for r in runs}) == 2 and {r.run_group for r in runs} == {"wb2"}
+    assert runs[0].job_type == runs[1].job_type and "seed=" not in runs[0].job_type  # W&B averages over the seeds
+    assert [r.config["seed"] for r in runs] == [s["swept"]["seed"] for s in _summaries(sweep_dir)] == [0, 1]
+
+
+@pytest.mark.slow
 def test_four_jobs_are_four_offline_wandb_runs_grouped_by_sweep(four_job_wandb_sweep):
     _, sweep_dir = four_job_wandb_sweep
     jobs = _job_dirs(sweep_dir)
@@ -82,9 +103,9 @@ def test_four_jobs_are_four_offline_wandb_runs_grouped_by_sweep(four_job_wandb_s
     assert sorted(len(ids) for ids in by_type.values()) == [2, 2]
 
 
-def test_a_multirun_writes_nothing_to_the_home_directory(four_job_wandb_sweep):
+def test_a_multirun_writes_nothing_to_the_home_directory(two_seed_wandb_sweep):
     """DESIGN: W&B and matplotlib caches go under the log folder, never $HOME."""
-    tmp_path, _ = four_job_wandb_sweep
+    tmp_path, _ = two_seed_wandb_sweep
     written = [str(p.relative_to(tmp_path / "home")) for p in (tmp_path / "home").rglob("*")]
     assert written == [], f"written to $HOME: {written[:10]}"
 

@@ -49,22 +49,23 @@ def _wandb_runs(job_dir: Path) -> list:
     return [_WandbRun(f) for f in sorted(job_dir.glob("wandb/offline-run-*/run-*.wandb"))]
 
 
+def _wandb_sweep(tmp_path_factory, name: str, *grid: str) -> tuple[Path, Path]:
+    """`headlab-train -m logger=wandb sweep_name=NAME GRID`: every job in one process (basic launcher)."""
+    tmp_path = tmp_path_factory.mktemp(name)
+    sweep_dir = tmp_path / "sweep"
+    _multirun(tmp_path, sweep_dir, *TINY, "logger=wandb", f"sweep_name={name}", *grid)
+    return tmp_path, sweep_dir
+
+
 @pytest.fixture(scope="module")
 def four_job_wandb_sweep(tmp_path_factory):
-    """`headlab-train -m logger=wandb model.n_heads=2,4 seed=0,1`: 4 jobs in one process (basic launcher)."""
-    tmp_path = tmp_path_factory.mktemp("wandb4")
-    sweep_dir = tmp_path / "sweep"
-    _multirun(tmp_path, sweep_dir, *TINY, "logger=wandb", "sweep_name=wb4", "model.n_heads=2,4", "seed=0,1")
-    return tmp_path, sweep_dir
+    return _wandb_sweep(tmp_path_factory, "wb4", "model.n_heads=2,4", "seed=0,1")
 
 
 @pytest.fixture(scope="module")
 def two_seed_wandb_sweep(tmp_path_factory):
-    """`headlab-train -m logger=wandb seed=0,1`: the default suite's W&B sweep, 2 jobs in one process."""
-    tmp_path = tmp_path_factory.mktemp("wandb2")
-    sweep_dir = tmp_path / "sweep"
-    _multirun(tmp_path, sweep_dir, *TINY, "logger=wandb", "sweep_name=wb2", "model.n_heads=2", "seed=0,1")
-    return tmp_path, sweep_dir
+    """The default suite's W&B sweep: two seeds of one condition."""
+    return _wandb_sweep(tmp_path_factory, "wb2", "model.n_heads=2", "seed=0,1")
 
 
 def test_two_seeds_are_two_offline_wandb_runs_of_one_condition(two_seed_wandb_sweep):

@@ -5,6 +5,7 @@ its jobs start, and a rule committed after its first job is not decisive."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,10 +58,12 @@ def _commit(root: Path, text: str, when: str = "2026-01-01T00:00:00+00:00", name
 
 
 def _c8(version: int = 3, margin: str = "0.015", confirmatory: str = "[10, 11, 12, 13, 14, 15, 16, 17]") -> str:
-    """The shipped C8 spec with its version, margin and confirmatory seeds replaced."""
+    """The shipped C8 spec with its version, margin and seeds replaced (exploratory [0, 1, 2]), whatever
+    version and seeds it ships with now."""
     text = (SPECS / C8).read_text(encoding="utf-8")
-    text = text.replace("version: 3", f"version: {version}", 1).replace("value: 0.015", f"value: {margin}", 1)
-    return text.replace("confirmatory: [10, 11, 12, 13, 14, 15, 16, 17]", f"confirmatory: {confirmatory}", 1)
+    text = re.sub(r"^version: \d+$", f"version: {version}", text, count=1, flags=re.M).replace("value: 0.015", f"value: {margin}", 1)
+    text = re.sub(r"^  exploratory: \[.*$", "  exploratory: [0, 1, 2]", text, count=1, flags=re.M)
+    return re.sub(r"^  confirmatory: \[.*$", f"  confirmatory: {confirmatory}", text, count=1, flags=re.M)
 
 
 def test_a_confirmatory_start_refuses_modified_and_untracked_specs_and_accepts_committed_ones(repo):

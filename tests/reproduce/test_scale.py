@@ -76,10 +76,10 @@ def test_an_lm_jobs_data_is_named_by_its_group_choice(tmp_path):
 
 @pytest.fixture
 def recorded_c8(tmp_path):
-    """C8's confirmatory grid recorded as headlab-train saves it (4/8/16 heads x seeds 10-17), every
+    """C8's confirmatory grid recorded as headlab-train saves it (4/8/16 heads x its confirmatory seeds), every
     job finished at step 1,510 but one still running (no summary.json)."""
     spec = load_spec(SPECS / "c08_heads.yaml")
-    sweep = tmp_path / "heads-zh_reviews-cpu" / "2026-12-02_01-42-00_000000"
+    sweep = tmp_path / spec.sweep_name("cpu") / "2026-12-02_01-42-00_000000"
     (sweep / "aggregate").mkdir(parents=True)
     jobs = record_jobs(sweep, spec, "cpu", model__n_layers=["2"], model__d_model=["128"], data__source=["zh_reviews"])
     for job in jobs[1:]:
@@ -117,7 +117,7 @@ def test_a_job_whose_saved_config_does_not_parse_is_left_out_of_the_scale(record
     from headlab.reproduce.scale import evidence_scale
 
     spec, root = recorded_c8
-    sweep = next((root / "heads-zh_reviews-cpu").iterdir())
+    sweep = next((root / spec.sweep_name("cpu")).iterdir())
     broken = RunDir(sweep / "0")
     broken.hydra_config_path.write_text("model: {n_heads: [unclosed\n", encoding="utf-8")
     broken.summary_path.write_text(json.dumps({"global_step": 99}))

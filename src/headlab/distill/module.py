@@ -103,13 +103,12 @@ class DistillModule(HeadClassifierModule):
         self.teacher_net.to(self.device)
 
     def on_test_start(self) -> None:
-        self.teacher_net.to(self.device)
+        self.teacher_net.to(self.device).eval()
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         """The student's test metrics, and the frozen teacher's on the same batches (`test/teacher_acc`,
         `test/teacher_f1`): inputs cut to the student's max_len, as the teacher sees them in training."""
         super().test_step(batch, batch_idx)
-        self.teacher_net.eval()
         with torch.no_grad():
             logits = self.teacher_net(batch["input_ids"], batch["attention_mask"], domain_ids=batch.get("domain_ids")).logits
         self.teacher_test_metrics.update(logits, batch["labels"])

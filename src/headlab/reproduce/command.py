@@ -69,7 +69,7 @@ class Plan:
     runner: Any = None
     sweeps: list = field(default_factory=list)
     runs: list = field(default_factory=list)
-    left_out_quick: frozenset = frozenset()  # only=: the quick sweeps of the claims left out (teachers read from there)
+    left_out: list = field(default_factory=list)  # only=: the specs of the claims left out (a teacher's sweep may be theirs)
 
 
 def plan_for(cmd) -> Plan:
@@ -90,8 +90,9 @@ def plan_for(cmd) -> Plan:
 
         plan.runner = Runner(root, run_root(root), cmd.scale, cmd.launcher or LAUNCHERS[cmd.scale], cmd.lanes,
                              tuple(cmd.override), dry_run=cmd.jobs or cmd.dry_run)
-        plan.sweeps, plan.runs = sweep_jobs(plan.specs, cmd.scale, left_out_sweeps(cmd, cmd.scale)), run_jobs(plan.specs, cmd.scale)
-        plan.left_out_quick = left_out_sweeps(cmd, "quick")
+        chosen = {s.claim for s in specs}
+        plan.left_out = [s for s in claim_specs(cmd.specs, []) if s.claim not in chosen] if cmd.only else []
+        plan.sweeps, plan.runs = sweep_jobs(plan.specs, cmd.scale, left_out_sweeps(plan.left_out, cmd.scale)), run_jobs(plan.specs, cmd.scale)
         if cmd.scale == "suites":
             from headlab.reproduce.jobs import suite_jobs
 
@@ -113,15 +114,12 @@ def _freeze(plan: Plan, cmd) -> None:
         plan.runner.freeze = freeze_entries(specs)
 
 
-def left_out_sweeps(cmd: ReproduceCommand, scale: str) -> frozenset[str]:
-    """With `only=`, the sweeps of the claims left out: a chosen student's teacher may be one of them (a
-    sweep run before), read from its folder rather than trained again."""
+def left_out_sweeps(left_out: list, scale: str) -> frozenset[str]:
+    """The sweeps of the claims `only=` left out: a chosen student's teacher may be one of them (a sweep
+    run before), read from its folder rather than trained again."""
     from headlab.reproduce.jobs import sweep_jobs
 
-    if not cmd.only:
-        return frozenset()
-    chosen = {s.claim for s in claim_specs(cmd.specs, cmd.only)}
-    return frozenset(j.sweep_name for j in sweep_jobs([s for s in claim_specs(cmd.specs, []) if s.claim not in chosen], scale))
+    return frozenset(j.sweep_name for j in sweep_jobs(left_out, scale)) if left_out else frozenset()
 
 
 def claim_specs(folder: str | None, only: list[str]) -> list:
@@ -185,7 +183,7 @@ def plan_summary(plan: Plan) -> str:
         from headlab.reproduce.jobs import sweep_jobs
         from headlab.reproduce.looks import deferred_second_look
 
-        quick = sweep_jobs(plan.specs, "quick", plan.left_out_quick)
+        quick = sweep_jobs(plan.specs, "quick", left_out_sweeps(plan.left_out, "quick"))
         line += "\n" + estimate_line(quick, plan.sweeps, plan.runs, "cpu", plan.runner.lanes,
                                      deferred_second_look(plan.specs, plan.sweeps_root))
     return line

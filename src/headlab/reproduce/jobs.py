@@ -64,7 +64,7 @@ def _teachers_first(jobs: list[SweepJob], scale: str, elsewhere: frozenset[str] 
     ordered: list[SweepJob] = []
     pending = list(jobs)
     while pending:
-        ready = [j for j in pending if not j.teacher or j.teacher[0] in {o.sweep_name for o in ordered} | (elsewhere - names)]
+        ready = [j for j in pending if not j.teacher or j.teacher[0] not in names or j.teacher[0] in {o.sweep_name for o in ordered}]
         if not ready:
             raise ConfigError("evidence.teacher", [j.sweep_name for j in pending], "teachers that do not depend on each other")
         ordered.extend(ready)

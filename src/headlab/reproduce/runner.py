@@ -294,7 +294,7 @@ def _in_lanes(runner: Runner, queue: list[SweepJob | RunJob | Deferred]) -> None
     def ready(item: SweepJob | RunJob | Deferred) -> bool:
         if isinstance(item, Deferred):
             return set(item.after) & planned <= finished
-        return not isinstance(item, SweepJob) or not item.teacher or item.teacher[0] in finished | (set() if item.teacher[0] in planned else {item.teacher[0]})
+        return not isinstance(item, SweepJob) or not item.teacher or item.teacher[0] in finished or item.teacher[0] not in planned
 
     def lane() -> None:
         while True:

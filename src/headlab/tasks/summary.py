@@ -72,24 +72,21 @@ def evaluate_best(cfg: DictConfig, trainer: Any, module: Any, datamodule: Any) -
     best: dict[str, Any] = {"step": _step_from_checkpoint(ckpt), "checkpoint": ckpt}
     val = trainer.validate(module, datamodule=datamodule, ckpt_path=ckpt, verbose=False, weights_only=True)[0]
     best.update(val_acc=val.get("val/acc"), val_f1=val.get("val/f1"), val_loss=val.get("val/loss"))
-    best.update(_per_domain(val))
+    best.update(_top_level(val, "/acc_domain_"))
     if cfg.get("test", True):
         test = trainer.test(module, datamodule=datamodule, ckpt_path=ckpt, verbose=False, weights_only=True)[0]
         best.update(test_acc=test.get("test/acc"), test_f1=test.get("test/f1"), test_loss=test.get("test/loss"))
-        best.update(_per_domain(test))
-        best.update(_teacher(test))
+        best.update(_top_level(test, "/acc_domain_"))
+        best.update(_top_level(test, "/teacher_"))
     top = {k: v for k, v in best.items() if k not in ("step", "checkpoint")}
     return {"best": best, **top, "best_checkpoint": ckpt, "best_step": best["step"]}
 
 
-def _per_domain(metrics: dict[str, Any]) -> dict[str, float]:
-    """`val/acc_domain_<name>` -> `val_acc_domain_<name>` (runs whose batches carry domain ids)."""
-    return {key.replace("/", "_", 1): float(value) for key, value in metrics.items() if "/acc_domain_" in key}
-
-
-def _teacher(metrics: dict[str, Any]) -> dict[str, float]:
-    """`test/teacher_f1` -> `test_teacher_f1` (a distilled student's run: its teacher on the same batches)."""
-    return {key.replace("/", "_", 1): float(value) for key, value in metrics.items() if key.startswith("test/teacher_")}
+def _top_level(metrics: dict[str, Any], marker: str) -> dict[str, float]:
+    """The metrics whose name holds `marker`, as top-level keys: `val/acc_domain_<name>` ->
+    `val_acc_domain_<name>` (runs whose batches carry domain ids), `test/teacher_f1` -> `test_teacher_f1`
+    (a distilled student's run: its teacher on the same batches)."""
+    return {key.replace("/", "_", 1): float(value) for key, value in metrics.items() if marker in key}
 
 
 def _step_from_checkpoint(path: str | None) -> int | None:

@@ -16,6 +16,12 @@ domain pipelines' Q/K/V with weights softmax(W xÌ„ + b) `[batch, n_domains]`, xÌ
 averaged over the real tokens. Every pipeline then gets gradient from every row, and no domain id
 is read, so unseen (or unknown, -1) domains at val/test are scored like any other text.
 
+`model.domain_router=hashed` is the parameter-matched control of a split model: the same modules
+and the same hard, one-pipeline-per-row routing, but each row's pipeline is a fixed hash of its
+tokens (`hashed_routes`), so the routing carries (almost) no information about the row's domain.
+Split-by-domain minus split-by-hash isolates what the domain id adds, not the extra Q/K/V
+parameters. It needs no domain id anywhere, the probe included.
+
 `model.domain_router_balance=w` (> 0, soft router only) adds w * `router_balance` to the training
 loss: KL(mean router load || uniform), the load being each pipeline's weight averaged over the
 batch, averaged over the split layers. 0 when every pipeline carries the same share of the batch,
@@ -34,7 +40,7 @@ from typing import Literal, Sequence, get_args
 import torch
 from torch import Tensor, nn
 
-Router = Literal["none", "soft"]
+Router = Literal["none", "soft", "hashed"]
 ROUTERS: tuple[str, ...] = get_args(Router)
 
 
@@ -63,6 +69,25 @@ def check_domain_ids(domain_ids: Tensor, batch: int, n_domains: int) -> None:
     if bad.numel():
         raise ValueError(f"domain id {int(bad[0])} has no Q/K/V pipeline (this model has {n_domains} domains; -1 marks a "
                          "val/test domain absent from the train split): a domain-split model cannot score it")
+
+
+# Knuth's multiplicative constant spreads positions over 31 bits; PCG's odd 63-bit multiplier mixes the
+# sum. Both are part of the model's definition: a checkpoint routes every text the same way anywhere.
+_POSITION_MULTIPLIER = 2654435761
+_MIX_MULTIPLIER = 6364136223846793005
+
+
+def hashed_routes(input_ids: Tensor, attention_mask: Tensor, n_domains: int) -> Tensor:
+    """`[batch]` pipeline per row in [0, n_domains): a hash of the row's real tokens, the same
+    whatever the batch's padding. Position p's token is weighted by a fixed integer of p; the sum
+    is mixed by a multiplier and its high bits pick the pipeline, so rows that differ in any token
+    land on either pipeline about equally often, whatever their domain."""
+    positions = torch.arange(1, input_ids.size(1) + 1, device=input_ids.device)
+    weights = (positions * _POSITION_MULTIPLIER) % (2**31 - 1) + 1
+    real = attention_mask.to(torch.long)
+    total = (input_ids.to(torch.long) * weights * real).sum(dim=1)  # < 2^55 for any vocab and length here
+    mixed = (total * _MIX_MULTIPLIER) >> 33  # int64 multiplication wraps; keep the well-mixed high bits
+    return (mixed & 0x3FFFFFFF) % n_domains
 
 
 def router_weights(router: nn.Linear, x: Tensor, attention_mask: Tensor) -> Tensor:
@@ -123,7 +148,7 @@ class PipelineView(nn.Module):
         routers = [block.attn.domain_router for block in self.net.blocks if block.attn.domain_router is not None]
         handles = [router.register_forward_hook(self._one_hot) for router in routers]
         try:
-            return self.net(input_ids, attention_mask, domain_ids=ids, **kwargs)
+            return self.net(input_ids, attention_mask, pipeline_ids=ids, **kwargs)
         finally:
             for handle in handles:
                 handle.remove()

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from headlab.errors import ConfigError
 from headlab.model.attention import AttentionOutput, FixedPattern, MultiHeadSelfAttention, heads_to_keep
 from headlab.model.config import ModelConfig
+from headlab.model.domains import hashed_routes
 from headlab.model.hooks import HookedModule, capture_patterns, name_hook_points
 from headlab.model.init import init_weights
 from headlab.model.posenc import ATTENTION_ENCODINGS, build_additive_encoding
@@ -98,12 +99,18 @@ class HeadlabClassifier(HookedModule):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, return_patterns: bool = False,
                 head_gates: Tensor | None = None, template_kl: bool = False,
-                domain_ids: Tensor | None = None) -> ClassifierOutput:
+                domain_ids: Tensor | None = None, pipeline_ids: Tensor | None = None) -> ClassifierOutput:
         """input_ids, attention_mask: [batch, seq]; head_gates: [layer, head] (default: the buffer);
         template_kl: also return the mean KL(template || head) over the soft templated heads;
-        domain_ids: [batch], each row's Q/K/V pipeline in the domain-split layers (headlab.model.domains)."""
+        domain_ids: [batch], each row's domain, its Q/K/V pipeline in the domain-split layers unless
+        `model.domain_router` routes otherwise (headlab.model.domains); pipeline_ids: [batch], a
+        pipeline forced on each row whatever the router (`PipelineView`)."""
         self._check_inputs(input_ids, attention_mask, head_gates)
         mask = attention_mask.bool()
+        if pipeline_ids is not None:
+            domain_ids = pipeline_ids
+        elif self.config.domain_router == "hashed" and self.config.domain_split_layers:
+            domain_ids = hashed_routes(input_ids, mask, int(self.config.n_domains))
         gates = self.head_gates if head_gates is None else head_gates
         x = self.drop(self.pos_enc(self.tok_emb(input_ids)))  # [batch, seq, d_model]
         patterns = [] if return_patterns else None

@@ -163,7 +163,11 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     assert [line for line in sweeps if c12 in line] == [line for line in sweeps if "sweep=data_size_steps " in line]
     assert [line for line in sweeps if c10 in line] == [line for line in sweeps if "sweep_name=heads-zh_reviews-cpu-c10v6" in line]
     assert "model.n_heads=8 " in next(line for line in sweeps if c10 in line)
-    assert all(eight in line for line in sweeps if not any(seeds in line for seeds in (ten, fresh, lm, types, init, c5, c12, c10, zh4, c3, c11)))
+    # C7 v4: split by domain against a shared model twice as wide, fresh seeds 1300-1315
+    c7 = "seed=" + ",".join(map(str, range(1300, 1316))) + " "
+    assert [line for line in sweeps if c7 in line] == [line for line in sweeps if "sweep_name=domains-multidomain-cpu-v4 " in line]
+    assert "model.domain_split_layers=0,2 model.d_head=16,32 " in next(line for line in sweeps if c7 in line)
+    assert all(eight in line for line in sweeps if not any(seeds in line for seeds in (ten, fresh, lm, types, init, c5, c12, c10, zh4, c3, c11, c7)))
     for name in ("heads-zh_reviews-cpu", "heads-zh_reviews-cpu-c10v6", "heads-zh_reviews-cpu-v4"):
         zh = next(line for line in sweeps if f"sweep_name={name} " in line)
         assert "data.max_len=128" in zh and "model.pooling=cls" in zh

@@ -85,6 +85,9 @@ def _fail(err: Exception, multirun: bool, kind: str, code: int) -> None:
 def main(prog: str = "headlab-train") -> None:
     """Hydra composes the command line once; a mistake is one line and exit 2, nothing written."""
     PROG["name"] = prog  # its folders (a file in the way, a read-only disk) are checked by Hydra's CheckConfig
+    from headlab.cli.train import SWEEP_DIR as noted  # Hydra's SweepFolder is this module's, also under `python -m`
+
+    noted.clear()  # a sweep an earlier call in this process started is not this call's
     signals = contextlib.nullcontext()
     if {"-m", "--multirun"} & set(sys.argv[1:]):
         from headlab.sweep.signals import SweepSignals
@@ -92,10 +95,9 @@ def main(prog: str = "headlab-train") -> None:
         signals = SweepSignals(PROG["name"])  # SIGTERM / SIGINT reach every job, none is left orphaned
     with signals:
         code = run_hydra(prog, "train", _hydra_main, sys.argv[1:])
-    from headlab.cli.train import SWEEP_DIR as noted  # Hydra's SweepFolder is this module's, also under `python -m`
-
-    if noted.get("path") and Path(noted["path"]).is_dir():  # the sweep's folder, last: aggregate it
-        print(noted["path"])
+    path = noted.pop("path", None)
+    if path and Path(path).is_dir():  # the sweep's folder, last: aggregate it
+        print(path)
     if code:
         sys.exit(code)
 

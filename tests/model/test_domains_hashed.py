@@ -1,10 +1,11 @@
-"""model.domain_router=hashed: the parameter-matched control of per-domain Q/K/V (C7 v4)."""
+"""model.domain_router=hashed: per-domain Q/K/V routed by a hash of the tokens, a parameter-matched control."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from headlab.data.collate import pad_right
 from headlab.data.multidomain import generate_multidomain
 from headlab.data.tokenizer import CharTokenizer
 from headlab.errors import ConfigError
@@ -23,12 +24,9 @@ def _net(**kwargs) -> HeadlabClassifier:
 def _multidomain_batch(n: int = 1500, max_len: int = 48):
     data = generate_multidomain(n=n, seed=3)
     tokenizer = CharTokenizer.fit(data.texts)
-    rows = [tokenizer.encode(text, max_len) for text in data.texts]
-    ids = torch.zeros(len(rows), max_len, dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = torch.tensor(row)
+    ids, mask = pad_right([tokenizer.encode(text, max_len) for text in data.texts])
     domains = torch.tensor([0 if d == "previous" else 1 for d in data.domains])
-    return ids, ids != 0, domains
+    return ids, mask, domains
 
 
 def test_routes_are_independent_of_the_domain():

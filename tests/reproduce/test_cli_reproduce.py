@@ -141,9 +141,10 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     assert "model.n_heads=4,8,16 " in next(line for line in sweeps if zh4 in line)
     assert [line for line in sweeps if c3 in line] == [line for line in sweeps if "sweep_name=lm-roles-c3-cpu-v5 " in line]
     assert "optim=adamw_constant " in next(line for line in sweeps if c3 in line)
-    # C11 v4: students on fresh seeds 1200-1215, taught by the 8-head job of seed 1000 of C8/C16's sweep
-    c11 = "seed=" + ",".join(map(str, range(1200, 1216))) + " "
-    assert [line for line in sweeps if c11 in line] == [line for line in sweeps if "sweep_name=distill-zh_reviews-cpu-v4 " in line]
+    # C11 v5: students on fresh seeds 1220-1235 at the teacher's max_len 128, taught by the 8-head job of seed 1000 of C8/C16's sweep
+    c11 = "seed=" + ",".join(map(str, range(1220, 1236))) + " "
+    assert [line for line in sweeps if c11 in line] == [line for line in sweeps if "sweep_name=distill-zh_reviews-cpu-v5 " in line]
+    assert "data.max_len=128 " in next(line for line in sweeps if c11 in line)
     types = "seed=" + ",".join(map(str, range(410, 420))) + " "  # C2 v3 on the LM: fresh seeds 410-419
     assert [line for line in sweeps if types in line] == [line for line in sweeps if "sweep_name=lm-types-cpu" in line]
     # C18 v6: fresh seeds 600-609, the 4-head models its statistics read
@@ -185,7 +186,7 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     # are one lane's work on their own
     c10_minutes = float(re.search(r"heads-zh_reviews-cpu-c10v6 (\d+) min", estimate).group(1))
     assert minutes >= sum(CPU_SECONDS.values()) / 2 / 60 - 1 and c10_minutes > 120
-    assert minutes >= max(c10_minutes, (DERIVED_SECONDS["heads-zh_reviews-cpu-v4"] + DERIVED_SECONDS["distill-zh_reviews-cpu-v4"]) / 60) - 1
+    assert minutes >= max(c10_minutes, (DERIVED_SECONDS["heads-zh_reviews-cpu-v4"] + DERIVED_SECONDS["distill-zh_reviews-cpu-v5"]) / 60) - 1
     assert minutes <= (sum(CPU_SECONDS.values()) / 60 + c10_minutes) / 2 + c10_minutes  # no lane idles for long
 
 

@@ -54,11 +54,12 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
 # heads-zh_reviews-cpu's 8-head job ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) plus its prune (70 s) x 65
 # C8 v4 and C16 v4 run heads-zh_reviews-cpu's grid without prunes on fresh seeds, (4200 s - 8 x 70 s)
 # for 24 jobs; C3 v5 is lm-roles-cpu's job (1878 s / 32) x 56 jobs (28 seeds x 2 lrs, constant lr); C11 v4
-# is distill-zh_reviews-cpu's student (504 s / 24) x 48 jobs (16 seeds x 3 variants); C7 v4 is
+# is distill-zh_reviews-cpu's student (504 s / 24) x 48 jobs (16 seeds x 3 variants); C11 v5's students read
+# max_len 128: its exploratory student (2026-12-03) took 53 s beside two other jobs, x 48 jobs; C7 v4 is
 # domains-multidomain-cpu's job (536 s / 16) x 64 jobs (16 seeds x 4 arms)
 DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992, "data_size_steps-synthetic-cpu": 792,
                    "heads-zh_reviews-cpu-c10v6": 14430, "heads-zh_reviews-cpu-v4": 3640,
-                   "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v4": 1008,
+                   "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
                    "domains-multidomain-cpu-v4": 2144}
 # heads-synthetic-cpu (C18 up to v5, 860 s) and init_scale-synthetic-cpu (C9 up to v4, 480 s) left the plan:
 # C18 v6 runs heads-synthetic-cpu-v6 (4 heads only), C9 v5 the LM

@@ -249,15 +249,26 @@ def test_a_missing_secondary_is_shown_missing_and_the_claim_is_still_decided_on_
 def test_a_missing_statistic_the_prerequisite_reads_makes_the_claim_not_testable_with_why():
     from headlab.reproduce.evidence import _decided
 
-    spec = load_spec(SPECS / "c06_posenc.yaml")
-    # no arm-none pair could be matched (no distance ratio): the primary the prerequisite reads is missing
-    rows = [{"job": f"{pe}-{seed}", "seed": seed, "model.pos_encoding": pe, "test_acc": 0.8, "same_role_kappa": math.nan,
-             "matched_distance_ratio": (math.nan if pe == "none" else 0.7)} for pe in ("none", "rope") for seed in (20, 22, 24, 26)]
+    spec = load_spec(SPECS / "c14_seeds.yaml")
+    # every seed pair ended with one role everywhere: no kappa, the primary the prerequisite reads
+    rows = [{"job": f"pair-{seed}", "seed": seed, "optim": "adamw_constant", "optim.lr": 0.003, "same_role_kappa": math.nan,
+             "same_role": 1.0} for seed in (300, 302, 304, 306)]
     result = _decided(spec, _spec_table(rows), "table")
     assert result.verdict == NOT_TESTABLE
-    assert "ratio_gap.n >= 3" in result.reason and "no finite seed pairs of matched_distance_ratio" in result.reason
-    # kappa, a secondary since version 5, has no value at all (one role everywhere) and blocks nothing
-    rows = [{**r, "matched_distance_ratio": 0.9 if r["model.pos_encoding"] == "none" else 0.7 + 0.001 * r["seed"],
-             "test_acc": 0.9 + 0.001 * r["seed"]} for r in rows]
+    assert "kappa.n >= 3" in result.reason
+
+
+def test_a_secondary_a_table_cannot_give_blocks_nothing():
+    from headlab.reproduce.evidence import _decided
+
+    spec = load_spec(SPECS / "c06_posenc.yaml")
+    # a per-head table without pattern types: types_gap (secondary) is missing, the roles decide
+    rows = [{"job": f"{pe}-{seed}", "seed": seed, "model.pos_encoding": pe, "layer": h // 2, "head": h % 2,
+             "final_role": ("previous_token" if pe == "learned" and h <= seed % 3 + 1 else "mixed"), "test_acc": 0.2}
+            for pe in ("none", "learned") for seed in (1400, 1401, 1402, 1403) for h in range(4)]
     result = _decided(spec, _spec_table(rows), "table")
-    assert result.verdict not in (NOT_TESTABLE, NOT_MEASURED) and result.statistics["kappa_gap"].unit.startswith("missing")
+    assert result.statistics["types_gap"].unit.startswith("missing")
+    gap = result.statistics["positional_gap"]
+    # per seed: none 0, learned (seed % 3 + 2) / 4 of the heads (at most 4): -1.0, -0.5, -0.75, -1.0
+    assert (gap.mean, gap.n) == (pytest.approx(-0.8125), 4)
+    assert result.verdict not in (NOT_TESTABLE, NOT_MEASURED)

@@ -32,14 +32,17 @@ QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-syntheti
                  "lm-types": 92,
                  # C9 v5's lm-init sweep (2 gains x 2 seeds): its exploratory jobs (2026-12-03) took 125 and 127 CPU
                  # seconds per pair, one thread each, beside other work
-                 "lm-init": 252}
+                 "lm-init": 252,
+                 # C6 v6's lm-posenc sweep (none vs learned positions x 2 seeds): its exploratory jobs (2026-12-03)
+                 # took 68-94 s beside two other jobs, so lm-roles' 46 s a job x 4
+                 "lm-posenc": 184}
 MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03)"
 # seconds per step of make reproduce-cpu on 2 cores, two lanes, 2026-12-02: each job's summary.json
 # wall_s plus its start (about 2 s), and the per-job commands (headlab-importance about 16 s,
 # headlab-prune about 70 s); the jobs that ran beside the test suite are counted at the speed of
 # the same config's unloaded jobs. A step whose grid differs from the one measured is not here.
 CPU_SECONDS = {"templates-synthetic-cpu": 496,
-               "posenc-synthetic-cpu-v5": 762, "domains-multidomain-cpu": 536, "heads-zh_reviews-cpu": 4200,
+               "domains-multidomain-cpu": 536, "heads-zh_reviews-cpu": 4200,
                "data_size-synthetic-cpu": 298, "distill-zh_reviews-cpu": 504,
                "c17-minilm-en_news-cpu": 33, "templates-synthetic-rep": 982, "data_size-synthetic-rep": 1750,
                # 2026-12-03 (docs/results/2026-12-03-lm-roles.md): 939 s and 354 s with two jobs side by side on
@@ -56,13 +59,15 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
 # for 24 jobs; C3 v5 is lm-roles-cpu's job (1878 s / 32) x 56 jobs (28 seeds x 2 lrs, constant lr); C11 v4
 # is distill-zh_reviews-cpu's student (504 s / 24) x 48 jobs (16 seeds x 3 variants); C11 v5's students read
 # max_len 128: its exploratory student (2026-12-03) took 53 s beside two other jobs, x 48 jobs; C7 v4 is
-# domains-multidomain-cpu's job (536 s / 16) x 64 jobs (16 seeds x 4 arms)
+# domains-multidomain-cpu's job (536 s / 16) x 64 jobs (16 seeds x 4 arms); C6 v6 is lm-roles-cpu's job
+# (1878 s / 32) x 20 jobs (10 seeds, positions none and learned)
 DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992, "data_size_steps-synthetic-cpu": 792,
                    "heads-zh_reviews-cpu-c10v6": 14430, "heads-zh_reviews-cpu-v4": 3640,
                    "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
-                   "domains-multidomain-cpu-v4": 2144}
-# heads-synthetic-cpu (C18 up to v5, 860 s) and init_scale-synthetic-cpu (C9 up to v4, 480 s) left the plan:
-# C18 v6 runs heads-synthetic-cpu-v6 (4 heads only), C9 v5 the LM
+                   "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174}
+# heads-synthetic-cpu (C18 up to v5, 860 s), init_scale-synthetic-cpu (C9 up to v4, 480 s) and
+# posenc-synthetic-cpu-v5 (C6 v5, 762 s) left the plan: C18 v6 runs heads-synthetic-cpu-v6 (4 heads only),
+# C9 v5 and C6 v6 the LM
 CPU_MEASURED = "make reproduce-cpu, 2026-12-02, 2 cores"
 
 

@@ -134,11 +134,15 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     header = lines.index("# look 2, only for the claims look 1 leaves inconclusive: fresh seeds, read on their own")
     sweeps = [line for line in lines[:header] if " -m sweep=" in line]
     ten, eight, fresh = "seed=" + ",".join(map(str, range(600, 610))) + " ", "seed=10,11,12,13,14,15,16,17 ", "seed=" + ",".join(map(str, range(1400, 1410))) + " "
-    assert len(sweeps) == 13
+    assert len(sweeps) == 14
     # C8 v4 and C16 v4: one zh sweep on fresh seeds 1000-1007; C3 v5: the constant-lr arms on fresh seeds 1100-1127
     zh4, c3 = ("seed=" + ",".join(map(str, r)) + " " for r in (range(1000, 1008), range(1100, 1128)))
     assert [line for line in sweeps if zh4 in line] == [line for line in sweeps if "sweep_name=heads-zh_reviews-cpu-v4 " in line]
     assert "model.n_heads=4,8,16 " in next(line for line in sweeps if zh4 in line)
+    # C8 v5: its own 4/8-head zh sweep on 24 fresh seeds 1420-1443
+    c8 = "seed=" + ",".join(map(str, range(1420, 1444))) + " "
+    assert [line for line in sweeps if c8 in line] == [line for line in sweeps if "sweep_name=heads-zh_reviews-cpu-c8v5 " in line]
+    assert "model.n_heads=4,8 " in next(line for line in sweeps if c8 in line)
     assert [line for line in sweeps if c3 in line] == [line for line in sweeps if "sweep_name=lm-roles-c3-cpu-v5 " in line]
     assert "optim=adamw_constant " in next(line for line in sweeps if c3 in line)
     # C11 v5: students on fresh seeds 1220-1235 at the teacher's max_len 128, taught by the 8-head job of seed 1000 of C8/C16's sweep
@@ -170,8 +174,8 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     c7 = "seed=" + ",".join(map(str, range(1300, 1316))) + " "
     assert [line for line in sweeps if c7 in line] == [line for line in sweeps if "sweep_name=domains-multidomain-cpu-v4 " in line]
     assert "model.domain_split_layers=0,2 model.d_head=16,32 " in next(line for line in sweeps if c7 in line)
-    assert all(eight in line for line in sweeps if not any(seeds in line for seeds in (ten, fresh, lm, types, init, c5, c12, c10, zh4, c3, c11, c7)))
-    for name in ("heads-zh_reviews-cpu", "heads-zh_reviews-cpu-c10v6", "heads-zh_reviews-cpu-v4"):
+    assert all(eight in line for line in sweeps if not any(seeds in line for seeds in (ten, fresh, lm, types, init, c5, c12, c10, zh4, c3, c11, c7, c8)))
+    for name in ("heads-zh_reviews-cpu", "heads-zh_reviews-cpu-c10v6", "heads-zh_reviews-cpu-v4", "heads-zh_reviews-cpu-c8v5"):
         zh = next(line for line in sweeps if f"sweep_name={name} " in line)
         assert "data.max_len=128" in zh and "model.pooling=cls" in zh
     second = [line for line in lines[header:] if " -m sweep=" in line]

@@ -139,7 +139,7 @@ def test_exploratory_seeds_are_refused_where_the_confirmatory_ones_are_asked_for
     record_jobs(aggregate.parent, spec, "cpu", seed=["0", "1", "2"])
     heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841]).to_csv(aggregate / "sweep_runs.csv", index=False)
     result = evaluate_claim(spec, tmp_path, scale="cpu")
-    assert result.verdict == NOT_MEASURED and "seed is 0, 1, 2 in its jobs, the spec asks 1000,1001" in result.reason  # C8 v4: fresh seeds 1000-1007
+    assert result.verdict == NOT_MEASURED and "seed is 0, 1, 2 in its jobs, the spec asks 1420,1421" in result.reason  # C8 v5: fresh seeds 1420-1443
 
 
 def _result(claim: str, verdict: str, p: float) -> ClaimResult:

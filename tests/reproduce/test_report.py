@@ -84,7 +84,7 @@ def test_claims_md_quotes_the_article_and_links_the_figure(report):
     assert "> 固定总参数量大致不变" in md and "![C8](figures/c8_accuracy_vs_factor.png)" in md
     assert "**Verdict: supported**" in md and "exploratory" in md.splitlines()[0]
     assert "Multiplicity: Holm over every one-sided null the claims' verdicts rest on" in md
-    assert "- decided on seeds 0,1,2 (exploratory); rules version 4, frozen 2026-12-03" in md  # C8 v4
+    assert "- decided on seeds 0,1,2 (exploratory); rules version 5, frozen 2026-12-03" in md  # C8 v5
     # the scale its hand-made jobs record (no model size, no data name), and a verdict on an unfinished sweep says so
     assert "| C8 | 5.1 | supported at heads 4/8/16, 2 epochs, data (max_len 64), 3 seeds (6 of 7 jobs usable) |" in md
 

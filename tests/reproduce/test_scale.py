@@ -76,7 +76,7 @@ def test_an_lm_jobs_data_is_named_by_its_group_choice(tmp_path):
 
 @pytest.fixture
 def recorded_c8(tmp_path):
-    """C8's confirmatory grid recorded as headlab-train saves it (4/8/16 heads x its confirmatory seeds), every
+    """C8's confirmatory grid recorded as headlab-train saves it (4/8 heads x its confirmatory seeds), every
     job finished at step 1,510 but one still running (no summary.json)."""
     spec = load_spec(SPECS / "c08_heads.yaml")
     sweep = tmp_path / spec.sweep_name("cpu") / "2026-12-02_01-42-00_000000"
@@ -94,7 +94,7 @@ def test_a_recorded_sweep_gives_the_verdict_its_scale_in_claims_csv_and_the_summ
 
     spec, root = recorded_c8
     result = evaluate_claim(spec, root, scale="cpu")
-    expected = "2 layers x 128, heads 4/8/16, 2 epochs (1,510 steps), zh_reviews (max_len 128, cls), 8 seeds"
+    expected = "2 layers x 128, heads 4/8, 2 epochs (1,510 steps), zh_reviews (max_len 128, cls), 24 seeds"
     assert result.verdict == "supported" and result.scale == expected
     out = tmp_path / "report"
     write_report([result], out)
@@ -121,6 +121,6 @@ def test_a_job_whose_saved_config_does_not_parse_is_left_out_of_the_scale(record
     broken = RunDir(sweep / "0")
     broken.hydra_config_path.write_text("model: {n_heads: [unclosed\n", encoding="utf-8")
     broken.summary_path.write_text(json.dumps({"global_step": 99}))
-    # job 0 (4 heads, seed 10) is gone: its steps do not show; the other 23 jobs give the rest
+    # job 0 (4 heads, seed 1420) is gone: its steps do not show; the other 47 jobs give the rest
     assert evidence_scale(spec, sweep) == \
-        "2 layers x 128, heads 4/8/16, 2 epochs (1,510 steps), zh_reviews (max_len 128, cls), 8 seeds"
+        "2 layers x 128, heads 4/8, 2 epochs (1,510 steps), zh_reviews (max_len 128, cls), 24 seeds"

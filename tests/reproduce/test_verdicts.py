@@ -155,7 +155,7 @@ def test_every_shipped_spec_loads_and_every_claim_c1_to_c18_has_one():
     (('rule: "acc8.mean > 0.6"', 'rule: "acc8.mean > x"'), r"prerequisite\.rule="),
     (("primary: gap", "primary: gapp"), r"primary='gapp'"),
     (("  value: 0.015", "  value: -0.015"), r"margin\.value=-0\.015"),
-    (("  confirmatory: [1000,", "  confirmatory: [2, 1000,"), r"seeds\.confirmatory="),  # 2 is exploratory too
+    (("  confirmatory: [1420,", "  confirmatory: [2, 1420,"), r"seeds\.confirmatory="),  # 2 is exploratory too
 ])
 def test_a_broken_spec_is_a_config_error_naming_file_and_key(tmp_path, edit, match):
     text = (SPECS / "c08_heads.yaml").read_text(encoding="utf-8").replace(*edit)

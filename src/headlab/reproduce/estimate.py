@@ -60,11 +60,13 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
 # is distill-zh_reviews-cpu's student (504 s / 24) x 48 jobs (16 seeds x 3 variants); C11 v5's students read
 # max_len 128: its exploratory student (2026-12-03) took 53 s beside two other jobs, x 48 jobs; C7 v4 is
 # domains-multidomain-cpu's job (536 s / 16) x 64 jobs (16 seeds x 4 arms); C6 v6 is lm-roles-cpu's job
-# (1878 s / 32) x 20 jobs (10 seeds, positions none and learned)
+# (1878 s / 32) x 20 jobs (10 seeds, positions none and learned); C8 v5 is heads-zh_reviews-cpu's job
+# (152 s, as for C10 v6) x 48 jobs (24 seeds x 4 and 8 heads)
 DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992, "data_size_steps-synthetic-cpu": 792,
                    "heads-zh_reviews-cpu-c10v6": 14430, "heads-zh_reviews-cpu-v4": 3640,
                    "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
-                   "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174}
+                   "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174,
+                   "heads-zh_reviews-cpu-c8v5": 7296}
 # heads-synthetic-cpu (C18 up to v5, 860 s), init_scale-synthetic-cpu (C9 up to v4, 480 s) and
 # posenc-synthetic-cpu-v5 (C6 v5, 762 s) left the plan: C18 v6 runs heads-synthetic-cpu-v6 (4 heads only),
 # C9 v5 and C6 v6 the LM

@@ -204,3 +204,20 @@ def test_an_evidence_name_no_chosen_claim_reads_is_refused_naming_the_known_ones
     assert err == [f"headlab-reproduce: error: invalid config evidence.heads='{tmp_path / 'sweep'}': expected a sweep "
                    "name the chosen claims read at this scale: heads-zh_reviews"]
     assert not (tmp_path / "report").exists()
+
+
+def test_a_report_of_some_claims_gets_its_own_default_folder_beside_the_days_ledger(tmp_path, monkeypatch, capsys):
+    """Two `only=` reports of one day (no out=) land in two folders named by their claims: the second
+    never overwrites the first, nor the day's full ledger in reports/<today>."""
+    import datetime as dt
+
+    monkeypatch.chdir(tmp_path)
+    today = dt.date.today().isoformat()
+    for only in ("[C1]", "[c17,C1]"):
+        main([f"specs={SPECS}", f"only={only}", f"sweeps_root={tmp_path / 'none'}"])
+    out = capsys.readouterr().out
+    assert f"wrote reports/{today}-C1/claims.csv" in out and f"wrote reports/{today}-C1-C17/claims.csv" in out
+    first = pd.read_csv(tmp_path / "reports" / f"{today}-C1" / "claims.csv")
+    assert list(first["claim"]) == ["C1"]
+    assert sorted(pd.read_csv(tmp_path / "reports" / f"{today}-C1-C17" / "claims.csv")["claim"]) == ["C1", "C17"]
+    assert not (tmp_path / "reports" / today).exists()

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def reproduce(cmd) -> int:
-    from headlab.reproduce.command import plan_for, plan_summary, write_times
+    from headlab.reproduce.command import default_report_dir, plan_for, plan_summary, write_times
     from headlab.reproduce.evidence import evaluate_claim
     from headlab.reproduce.looks import deferred_second_look, run_second_look, second_look_specs, with_second_look
     from headlab.reproduce.multiplicity import control
@@ -75,7 +75,7 @@ def reproduce(cmd) -> int:
             explicit = {**run_second_look(plan.runner, missing), **explicit}
             failed = any(r.status == "failed" for r in plan.runner.results)
         results = with_second_look(results, plan.sweeps_root, explicit)
-    out = Path(cmd.out) if cmd.out else Path("reports") / dt.date.today().isoformat()
+    out = Path(cmd.out) if cmd.out else default_report_dir(dt.date.today().isoformat(), cmd.only, plan.specs)
     for path in write_report(results, out, scale=cmd.scale):
         print(f"wrote {path}")
     if cmd.run:

@@ -31,7 +31,7 @@ class ReproduceCommand:
     specs: Optional[str] = None  # folder of claim specs (null: the shipped conf/reproduce)
     sweeps_root: Optional[str] = None  # where sweeps live (null: $HEADLAB_LOG_DIR/sweeps, else logs/sweeps)
     evidence: Dict[str, str] = field(default_factory=dict)  # SWEEP_NAME: DIR, this sweep folder for that sweep
-    out: Optional[str] = None  # report folder (null: reports/<today>)
+    out: Optional[str] = None  # report folder (null: reports/<today>, with only=: reports/<today>-<claims>)
     only: List[str] = field(default_factory=list)  # claim ids (empty: all)
     launcher: Optional[str] = None  # Hydra launcher of the sweeps (null: joblib for quick and cpu, slurm for full; basic: one job at a time)
     lanes: int = 2  # sweeps run side by side, each job with cores / lanes threads
@@ -70,6 +70,19 @@ class Plan:
     sweeps: list = field(default_factory=list)
     runs: list = field(default_factory=list)
     left_out: list = field(default_factory=list)  # only=: the specs of the claims left out (a teacher's sweep may be theirs)
+
+
+def default_report_dir(day: str, only: list, specs: list) -> Path:
+    """Where a report goes without `out=`: `reports/<day>` for the whole ledger; a report of the claims
+    `only=` chose gets their ids in its name, so it never overwrites the day's ledger or another subset's.
+
+    >>> class S: claim = "C6"
+    >>> default_report_dir("2026-12-03", [], [S]), default_report_dir("2026-12-03", ["c6"], [S])
+    (PosixPath('reports/2026-12-03'), PosixPath('reports/2026-12-03-C6'))
+    """
+    if not only:
+        return Path("reports") / day
+    return Path("reports") / "-".join([day, *(s.claim for s in specs)])
 
 
 def plan_for(cmd) -> Plan:

@@ -258,11 +258,12 @@ def test_a_missing_statistic_the_prerequisite_reads_makes_the_claim_not_testable
     assert "kappa.n >= 3" in result.reason
 
 
-def test_a_secondary_a_table_cannot_give_blocks_nothing():
+def test_c6_reads_the_positional_role_share_per_seed_none_minus_learned():
+    """C6 v6's primary by hand, on a per-head table without pattern types (types_gap missing, as
+    the C9 test above has a missing secondary)."""
     from headlab.reproduce.evidence import _decided
 
     spec = load_spec(SPECS / "c06_posenc.yaml")
-    # a per-head table without pattern types: types_gap (secondary) is missing, the roles decide
     rows = [{"job": f"{pe}-{seed}", "seed": seed, "model.pos_encoding": pe, "layer": h // 2, "head": h % 2,
              "final_role": ("previous_token" if pe == "learned" and h <= seed % 3 + 1 else "mixed"), "test_acc": 0.2}
             for pe in ("none", "learned") for seed in (1400, 1401, 1402, 1403) for h in range(4)]

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from headlab.interventions.batches import Batch, evaluate_gated, heads_per_layer, live_mask, n_classes
-from headlab.interventions.scores import Scores, ScoreTally
+from headlab.interventions.batches import (Batch, evaluate_gated, heads_per_layer, live_mask, n_sequences, new_tally,
+                                          predictions)
+from headlab.interventions.scores import Scores
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,11 @@ def single_head_ablation(net: nn.Module, batches: Sequence[Batch], max_rows: int
 
 def _ablate_layer(net: nn.Module, batches: Sequence[Batch], layer: int, n_heads: int, max_rows: int) -> Scores:
     """Scores `[head]` of the network with head h of `layer` zeroed, for every h."""
-    tally = ScoreTally(n_heads, n_classes(net))
+    tally = new_tally(net, n_heads)
     for batch in batches:
-        size = batch["labels"].numel()
-        per_pass = max(1, max_rows // max(size, 1))
+        per_pass = max(1, max_rows // max(n_sequences(batch), 1))
         logits = [_ablated_logits(net, batch, layer, heads) for heads in _groups(n_heads, per_pass)]
-        tally.update(torch.cat(logits), batch["labels"])
+        tally.update(*predictions(torch.cat(logits), batch))
     return tally.compute()
 
 
@@ -65,8 +65,9 @@ def _groups(n: int, size: int) -> list[list[int]]:
 
 
 def _ablated_logits(net: nn.Module, batch: Batch, layer: int, heads: list[int]) -> Tensor:
-    """`[len(heads), batch, class]`: copy i of the batch runs with head heads[i] of `layer` zeroed."""
-    copies, size = len(heads), batch["labels"].numel()
+    """`[len(heads), batch, class]` (an LM: `[len(heads), batch, seq, vocab]`): copy i of the batch runs
+    with head heads[i] of `layer` zeroed."""
+    copies, size = len(heads), n_sequences(batch)
     keep = torch.ones(copies, net.blocks[layer].attn.n_heads, device=batch["input_ids"].device)
     keep[torch.arange(copies), torch.tensor(heads)] = 0.0
     keep = keep.repeat_interleave(size, dim=0)[:, None, :, None]  # [copies * batch, 1, head_index, 1]
@@ -79,7 +80,7 @@ def _ablated_logits(net: nn.Module, batch: Batch, layer: int, heads: list[int]) 
         logits = net(batch["input_ids"].repeat(copies, 1), batch["attention_mask"].repeat(copies, 1)).logits
     finally:
         handle.remove()
-    return logits.view(copies, size, -1)
+    return logits.view(copies, size, *logits.shape[1:])
 
 
 def leave_one_layer_in(net: nn.Module, batches: Sequence[Batch]) -> Scores:

@@ -3,7 +3,8 @@
 I_h = E_x |dL(x) / d xi_h|, with xi_h a gate on head h's output (1 = intact). The expectation is
 over EXAMPLES (one classification loss per sequence), not over batches: a batch-mean gradient
 lets examples that pull a gate in opposite directions cancel, which understates a head that
-matters differently for different inputs. Per-example gradients cost one backward per batch:
+matters differently for different inputs. A causal LM's example is a sequence, its loss the sum of
+its next-token losses. Per-example gradients cost one backward per batch:
 each example gets its own gate copy `[batch, head]` (a forward hook on `hook_z`), and since
 example b's loss depends only on its own copy, d(sum_b L_b)/d gate[b, h] = dL_b / d xi_h.
 No parameter's `.grad` is touched (`torch.autograd.grad` on the gates only).
@@ -20,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from headlab.interventions.batches import Batch, heads_per_layer, live_mask
+from headlab.interventions.batches import Batch, heads_per_layer, live_mask, n_sequences, predictions
 
 
 def gradient_importance(net: nn.Module, batches: Sequence[Batch]) -> Tensor:
@@ -33,7 +34,7 @@ def gradient_importance(net: nn.Module, batches: Sequence[Batch]) -> Tensor:
     try:
         for batch in batches:
             total += _batch_abs_grad(net, batch, counts)
-            n_examples += batch["labels"].numel()
+            n_examples += n_sequences(batch)
     finally:
         net.train(was_training)
     if n_examples == 0:
@@ -43,14 +44,15 @@ def gradient_importance(net: nn.Module, batches: Sequence[Batch]) -> Tensor:
 
 def _batch_abs_grad(net: nn.Module, batch: Batch, counts: list[int]) -> Tensor:
     """`[layer, max head]` sum over the batch's examples of |dL_b / d gate|."""
-    size = batch["labels"].numel()
+    size = n_sequences(batch)
     device = batch["input_ids"].device
     gates = [torch.ones(size, n, device=device, requires_grad=True) for n in counts]
     handles = [block.attn.hook_z.register_forward_hook(_gate_hook(g)) for block, g in zip(net.blocks, gates)]
     try:
         with torch.enable_grad():
             logits = net(batch["input_ids"], batch["attention_mask"]).logits
-            loss = F.cross_entropy(logits, batch["labels"], reduction="sum")
+            predicted, truth = predictions(logits[None], batch)
+            loss = F.cross_entropy(predicted[0], truth, reduction="sum")
             grads = torch.autograd.grad(loss, gates)
     finally:
         for handle in handles:

@@ -1,6 +1,6 @@
 """Iterative head pruning: remove the least important heads, optionally fine-tune, re-rank, repeat.
 
-Heads are removed physically (`HeadlabClassifier.prune_heads`), so the pruned network is really
+Heads are removed physically (`HeadlabClassifier.prune_heads`, `HeadlabLM.prune_heads`), so the pruned network is really
 smaller and faster. The loop stops before the step whose accuracy on the selection split (validation,
 or one half of it: `select`) falls more than `max_drop` below the unpruned network's; that step is still recorded (`accepted=False`) so the
 curve shows where the drop happened, and the returned network is the last accepted one.
@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from headlab.interventions.ablation import single_head_ablation
-from headlab.interventions.batches import Batch, evaluate_gated, heads_per_layer, live_mask
+from headlab.interventions.batches import Batch, evaluate_gated, heads_per_layer, live_mask, predictions
 from headlab.interventions.gradient import gradient_importance, normalize_layers
 from headlab.interventions.ranking import random_scores
 from headlab.interventions.scores import Scores
@@ -182,7 +182,8 @@ def finetune_steps(net: nn.Module, batches: Sequence[Batch], steps: int, lr: flo
         while done < steps:
             for i in torch.randperm(len(batches), generator=generator).tolist():
                 batch = batches[i]
-                loss = nn.functional.cross_entropy(net(batch["input_ids"], batch["attention_mask"]).logits, batch["labels"])
+                predicted, truth = predictions(net(batch["input_ids"], batch["attention_mask"]).logits[None], batch)
+                loss = nn.functional.cross_entropy(predicted[0], truth)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)

@@ -2,7 +2,10 @@
 
 Ablation evaluates one copy of the data per ablated head in a single forward; `ScoreTally`
 keeps one confusion matrix and one loss sum per copy, so every copy's loss, accuracy and
-macro-F1 come out of the same pass. Pure torch: logits and labels in, numbers out.
+macro-F1 come out of the same pass. A causal LM's predictions are next tokens over its vocabulary:
+`ScoreTally(..., f1=False)` keeps only the correct counts (a vocabulary-square confusion matrix would
+cost memory, and macro-F1 over next tokens is no metric the LM literature reads), and its F1 is NaN.
+Pure torch: logits and labels in, numbers out.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ class Scores:
     acc: Tensor
     f1: Tensor
 
-    def row(self, i: int) -> dict[str, float]:
-        return {"loss": float(self.loss[i]), "acc": float(self.acc[i]), "f1": float(self.f1[i])}
+    def row(self, i: int) -> dict[str, float | None]:
+        """Variant i as JSON takes it: an F1 that is not measured (an LM's) is None, not NaN."""
+        f1 = float(self.f1[i])
+        return {"loss": float(self.loss[i]), "acc": float(self.acc[i]), "f1": None if f1 != f1 else f1}
 
 
 class ScoreTally:
@@ -35,27 +40,37 @@ class ScoreTally:
     (0.6667, 0.6667)
     """
 
-    def __init__(self, n_variants: int, n_classes: int) -> None:
+    def __init__(self, n_variants: int, n_classes: int, f1: bool = True) -> None:
         self.n_classes = n_classes
         self.loss_sum = torch.zeros(n_variants, dtype=torch.float64)
-        self.confusion = torch.zeros(n_variants, n_classes, n_classes, dtype=torch.int64)
+        # f1=False: [variant, 1, 1] correct counts and [variant] totals instead of the confusion matrix
+        self.confusion = torch.zeros(n_variants, *((n_classes, n_classes) if f1 else (1, 1)), dtype=torch.int64)
+        self.totals = None if f1 else torch.zeros(n_variants, dtype=torch.int64)
 
     def update(self, logits: Tensor, labels: Tensor) -> None:
         """logits: `[variant, batch, class]`; labels: `[batch]` (the same for every variant)."""
         n_variants, batch, n_classes = logits.shape
-        if (n_variants, n_classes) != tuple(self.confusion.shape[:2]) or labels.shape != (batch,):
-            raise ValueError(f"expected logits [{self.confusion.shape[0]}, batch, {self.n_classes}] and labels [batch]; "
+        if (n_variants, n_classes) != (self.loss_sum.numel(), self.n_classes) or labels.shape != (batch,):
+            raise ValueError(f"expected logits [{self.loss_sum.numel()}, batch, {self.n_classes}] and labels [batch]; "
                              f"got {tuple(logits.shape)} and {tuple(labels.shape)}")
         logits = logits.detach().double().cpu()
         labels = labels.detach().cpu().long()
         target = labels.expand(n_variants, batch)
         self.loss_sum += F.cross_entropy(logits.transpose(1, 2), target, reduction="none").sum(dim=1)
+        if self.totals is not None:
+            self.confusion[:, 0, 0] += (logits.argmax(dim=-1) == target).sum(dim=1)
+            self.totals += batch
+            return
         cell = target * n_classes + logits.argmax(dim=-1)  # [variant, batch]
         counts = torch.zeros(n_variants, n_classes * n_classes, dtype=torch.int64)
         counts.scatter_add_(1, cell, torch.ones_like(cell))
         self.confusion += counts.view(n_variants, n_classes, n_classes)
 
     def compute(self) -> Scores:
+        if self.totals is not None:
+            n = self.totals.clamp(min=1).double()
+            correct = self.confusion[:, 0, 0].double()
+            return Scores(self.loss_sum / n, correct / n, torch.full_like(n, float("nan")))
         n = self.confusion.sum(dim=(1, 2)).clamp(min=1).double()
         return Scores(self.loss_sum / n, accuracy(self.confusion), macro_f1(self.confusion))
 

@@ -11,6 +11,8 @@ embedding (`tied_unembed`) or its own matrix. The next-token loss is on every po
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from headlab.errors import ConfigError
-from headlab.model.attention import MultiHeadSelfAttention
+from headlab.model.attention import MultiHeadSelfAttention, heads_to_keep
 from headlab.model.encoder import MLP
 from headlab.model.hooks import HookedModule, name_hook_points
 from headlab.model.init import init_weights
@@ -82,8 +84,9 @@ class LMBlock(nn.Module):
         self.ln_2 = None if config.attn_only else norm()
         self.mlp = None if config.attn_only else MLP(config.d_model, config.d_ff or 4 * config.d_model, config.dropout)
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool) -> tuple[Tensor, Tensor | None]:
-        attn = self.attn(self.ln_1(x), mask, need_weights=need_weights)
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool,
+                head_gate: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        attn = self.attn(self.ln_1(x), mask, need_weights=need_weights, head_gate=head_gate)
         x = x + self.drop(attn.output)
         if self.mlp is not None:
             x = x + self.mlp(self.ln_2(x))
@@ -118,21 +121,49 @@ class HeadlabLM(HookedModule):
         return self.unembed.weight.T
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, return_patterns: bool = False,
-                **_: Any) -> LMOutput:
-        """input_ids `[batch, seq]`; attention_mask `[batch, seq]` (default: all real)."""
+                head_gates: Tensor | None = None, **_: Any) -> LMOutput:
+        """input_ids `[batch, seq]`; attention_mask `[batch, seq]` (default: all real); head_gates
+        `[layer, head]` multiplies each head's output (default: every head 1, as `head_gates` gives)."""
         if input_ids.dim() != 2:
             raise ValueError(f"expected input_ids [batch, seq]; got {tuple(input_ids.shape)}")
+        if head_gates is not None and head_gates.shape != self.head_gates.shape:
+            raise ValueError(f"expected head_gates of shape {tuple(self.head_gates.shape)}; got {tuple(head_gates.shape)}")
         if input_ids.size(1) > self.config.max_len:
             raise ConfigError("model.max_len", self.config.max_len, f"at least the sequence length {input_ids.size(1)}")
         mask = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
         x = self.drop(self.pos_enc(self.tok_emb(input_ids)))
         patterns = [] if return_patterns else None
-        for block in self.blocks:
-            x, pattern = block(x, mask, need_weights=return_patterns)
+        for layer, block in enumerate(self.blocks):
+            gate = None if head_gates is None else head_gates[layer, : block.attn.n_heads]
+            x, pattern = block(x, mask, need_weights=return_patterns, head_gate=gate)
             if patterns is not None:
                 patterns.append(pattern)
         return LMOutput(self.ln_f(x) @ self.W_U, patterns)
 
     @property
     def heads_per_layer(self) -> list[int]:
+        """Live head count of each layer (differs from config.n_heads after `prune_heads`)."""
         return [block.attn.n_heads for block in self.blocks]
+
+    @property
+    def head_gates(self) -> Tensor:
+        """`[layer, max heads]`: 1 for each live head, 0 in a pruned layer's padding. Not a buffer (an LM
+        keeps no gates of its own, so its checkpoints stay as they were); the layout the classifier's
+        `head_gates` has, which the interventions (`headlab.interventions`) pass back as `head_gates=`."""
+        counts = self.heads_per_layer
+        gates = torch.zeros(len(counts), max(counts), device=self.tok_emb.weight.device)
+        for layer, n in enumerate(counts):
+            gates[layer, :n] = 1.0
+        return gates
+
+    def prune_heads(self, heads: Mapping[int, Iterable[int]]) -> None:
+        """Remove heads physically, `{layer: [current head indices]}`: the same logits as gating them to 0
+        (`HeadlabClassifier.prune_heads`' contract; `config` keeps the model as trained)."""
+        heads = {operator.index(layer): list(hs) for layer, hs in heads.items()}
+        bad = sorted(layer for layer in heads if not 0 <= layer < len(self.blocks))
+        if bad:
+            raise ValueError(f"layers to prune must be in [0, {len(self.blocks)}); got {bad}")
+        for layer, n in enumerate(self.heads_per_layer):
+            heads_to_keep(n, heads.get(layer, []))  # every layer validated before one is changed
+        for layer, hs in heads.items():
+            self.blocks[layer].attn.prune_heads(hs)

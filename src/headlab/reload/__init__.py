@@ -7,11 +7,11 @@ of layer 3 may use it, so none of them reaches sideways into another for it.
 """
 
 from headlab.reload.inputs import (build_datamodule, eval_batches, is_language_model, load_matching_network,
-                                   refuse_language_model, run_config)
+                                   run_config)
 from headlab.reload.hooked import to_hooked_transformer
 from headlab.reload.network import load_network, save_pruned
 from headlab.reload.new_texts import Prediction, Predictor, predict, tokenize
 
 __all__ = ["build_datamodule", "eval_batches", "is_language_model", "load_matching_network", "load_network",
-           "predict", "Prediction", "Predictor", "refuse_language_model", "run_config", "save_pruned", "to_hooked_transformer",
+           "predict", "Prediction", "Predictor", "run_config", "save_pruned", "to_hooked_transformer",
            "tokenize"]

@@ -97,12 +97,6 @@ def is_language_model(cfg: DictConfig) -> bool:
     return cfg.model.get("_target_") == f"{LMConfig.__module__}.{LMConfig.__qualname__}"
 
 
-def refuse_language_model(run: RunDir, cfg: DictConfig, command: str, reason: str) -> None:
-    """One DataError line, before anything is computed, for a command with no language-model meaning yet."""
-    if is_language_model(cfg):
-        raise DataError(run.path, f"a language-model run (experiment=induction): {command} {reason}")
-
-
 def build_datamodule(cfg: DictConfig) -> Any:
     """The run's datamodule, set up: same source, split, vocabulary and probe as in training. Its warnings
     about the data (a probe shrunk to the val split) were the training's to give: a tool that rebuilds the
@@ -143,7 +137,8 @@ def eval_batches(datamodule: Any, split: str, batch_size: int, device: str,
     dataset = loader.dataset
     order = sorted(range(len(dataset)) if positions is None else positions, key=lambda i: len(dataset[i][0]))
     loader = DataLoader(Subset(dataset, order), batch_size=batch_size, shuffle=False, collate_fn=loader.collate_fn)
-    batches = [{k: batch[k].to(device) for k in ("input_ids", "attention_mask", "labels")} for batch in loader]
+    keys = ("input_ids", "attention_mask", "labels")  # an LM's batches have no labels (it predicts its input)
+    batches = [{k: batch[k].to(device) for k in keys if k in batch} for batch in loader]
     if not batches:
         raise DataError(split, "the split is empty: importance needs examples to measure on")
     return batches

@@ -43,8 +43,6 @@ def load_network(path: str | os.PathLike) -> torch.nn.Module:
     checkpoint = load_checkpoint(path)
     net = build_network(saved_model_config(checkpoint, path), path)
     pruned = (checkpoint.get("hyper_parameters") or {}).get("pruned_heads")
-    if pruned and not isinstance(net, HeadlabClassifier):
-        raise CheckpointError(path, "lists pruned_heads, but only a classifier can be pruned (headlab-prune)")
     if pruned:  # a headlab-prune checkpoint: per layer, the original heads it removed
         net.prune_heads({layer: heads for layer, heads in enumerate(pruned) if heads})
     prefix = "net."

@@ -23,9 +23,12 @@ from omegaconf import MISSING
 from headlab.analysis.redundancy import DEFAULT_MASS, pair_table_redundancy
 from headlab.config.values import check_choice, check_device, check_int
 from headlab.errors import ConfigError, HeadlabError
+from headlab.analysis.lm_heads import lm_roles
 from headlab.interventions import RANKINGS, curve_rows, importance_rows, measure_importance, rank_heads
+from headlab.interventions.batches import is_lm_network
 from headlab.analysis.task_roles import DECISION_QUERIES
 from headlab.measure import TASK, measure_probe, model_decision, probe_chunks
+from headlab.measure.lm_probe import measure_lm_probe
 from headlab.tasks.threads import set_torch_threads
 from headlab.store import RunDir, SweepDir, atomic_write_json, read_table, replace_steps
 from headlab.store.run_dir import CHECKPOINT_CHOICES, IMPORTANCE_FIGURE, IMPORTANCE_TIMELINE_FIGURE, REDUNDANCY_FIGURE
@@ -102,11 +105,9 @@ class ImportanceOutcome:
 def compute(run: RunDir, which: str, settings: ImportanceSettings) -> ImportanceOutcome:
     """Everything the outputs need, computed before one file is written (so a failure writes nothing);
     a run dir that cannot take the outputs is refused first, not after the computation."""
-    from headlab.reload import build_datamodule, eval_batches, load_matching_network, refuse_language_model, run_config
+    from headlab.reload import build_datamodule, eval_batches, load_matching_network, run_config
 
     cfg = run_config(run)
-    refuse_language_model(run, cfg, "headlab-importance", "ablates heads against classification labels, which an LM "
-                          "has none of yet (its heads: summary.json lm.final_roles, or headlab.reload.to_hooked_transformer)")
     require_writable(run.path)
     if run.figures_dir.is_dir() and settings.figures:
         require_writable(run.figures_dir)
@@ -138,7 +139,12 @@ def run_redundancy(run: RunDir, step: int, mass: float) -> dict[str, Any] | None
 def _with_probe_roles(entry: CheckpointImportance, net: Any, datamodule: Any, device: str) -> CheckpointImportance:
     """`entry` with each head's roles on the run's fixed probe set, through the one measurement seam: the
     all-query role, and the task role with its metrics from the decision's queries (what an important head
-    reads for the decision, which the all-query role often cannot show)."""
+    reads for the decision, which the all-query role often cannot show). An LM's: its LM roles (previous,
+    duplicate, induction, other) on its induction probe; it has no decision query."""
+    if is_lm_network(net):  # the roles the LM's own measurement gives (the induction probe, headlab.analysis.lm_heads)
+        m = measure_lm_probe(net, datamodule.probe.to(device), datamodule.probe_half_len)
+        entry.roles = [lm_roles(layer) for layer in m.per_layer]
+        return entry
     decision = model_decision(net)
     m = measure_probe(net, probe_chunks(datamodule.probe_set(), 64, device), weight_metrics=False, decision=decision)
     entry.roles = m.roles

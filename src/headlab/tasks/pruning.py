@@ -150,11 +150,9 @@ def eval_splits(datamodule: Any, settings: PruneSettings) -> tuple[dict[str, Any
 
 def compute(run: RunDir, settings: PruneSettings) -> PruneOutcome:
     """The pruned network, its curve and its measured speed-up, computed before anything is written."""
-    from headlab.reload import build_datamodule, eval_batches, load_matching_network, refuse_language_model, run_config
+    from headlab.reload import build_datamodule, eval_batches, load_matching_network, run_config
 
     cfg = run_config(run)
-    refuse_language_model(run, cfg, "headlab-prune", "removes heads by their importance to classification accuracy, "
-                          "which an LM has none of yet")
     (checkpoint,) = run.find_checkpoints(settings.checkpoint)[-1:]
     threads = set_torch_threads(settings.threads)
     datamodule = build_datamodule(cfg)

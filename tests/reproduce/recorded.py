@@ -27,6 +27,8 @@ def record_jobs(sweep_dir: Path, spec, scale: str = "quick", **changes: list[str
             parsed = yaml.safe_load(value)
             if "." not in key:
                 choices[key] = parsed
+                if any(k.startswith(f"{key}.") for k in keys):
+                    continue  # a config group (optim=adamw_constant beside optim.lr): a choice, its keys set below
             at = config
             *parents, leaf = key.split(".")
             for part in parents:

@@ -14,20 +14,21 @@ from scipy import stats
 
 from headlab.reproduce.evidence import evaluate_claim
 from headlab.reproduce.spec import PerJob, load_spec
-from headlab.reproduce.verdict import ABSENT, INCONCLUSIVE, NOT_MEASURED, SUPPORTED
+from headlab.reproduce.verdict import ABSENT, INCONCLUSIVE, NOT_MEASURED, NOT_TESTABLE, SUPPORTED
 from tests.reproduce.recorded import record_jobs
 
 SPEC = Path(__file__).resolve().parents[2] / "conf" / "reproduce" / "c10_pruning.yaml"
 LABEL = "ablation-valhalf-ft0"  # the label of prune.selection=val_half
 
 
-def prune_runs(pruned: list[float], speedup: list[float], n_heads: int = 8, test_drop: list[float] | None = None) -> pd.DataFrame:
-    """sweep_prune_runs.csv: seeds 0.. of the pruned config, plus rows the statistics must not read
-    (the same jobs pruned on the whole val set, a random-ranking control that pruned much, a
-    fine-tuned variant that pruned nothing)."""
+def prune_runs(pruned: list[float], speedup: list[float], n_heads: int = 8, test_drop: list[float] | None = None,
+               acc: float = 0.26) -> pd.DataFrame:
+    """sweep_prune_runs.csv: seeds 0.. of the pruned config (unpruned next-token test accuracy about `acc`),
+    plus rows the statistics must not read (the same jobs pruned on the whole val set, a random-ranking
+    control that pruned much, a fine-tuned variant that pruned nothing)."""
     test_drop = test_drop or [0.004] * len(pruned)
     rows = [{"job": str(s), "seed": s, "model.n_heads": n_heads, "label": LABEL, "ranking": "ablation", "selection": "val_half",
-             "fraction_heads_pruned": p, "speedup_b64": v, "test_acc_drop": d}
+             "fraction_heads_pruned": p, "speedup_b64": v, "test_acc_drop": d, "test_acc_before": acc + 0.002 * (s % 3)}
             for s, (p, v, d) in enumerate(zip(pruned, speedup, test_drop))]
     rows.append({"job": "0", "seed": 0, "model.n_heads": n_heads, "label": "ablation-ft0", "ranking": "ablation",
                  "selection": "val", "fraction_heads_pruned": 0.9, "speedup_b64": 3.0, "test_acc_drop": 0.3})
@@ -55,7 +56,7 @@ def write(root: Path, sweep_name: str, table: pd.DataFrame) -> Path:
 def test_c10_is_decided_against_a_fifth_of_the_heads_pruned_on_val_half_a(tmp_path, pruned, speedup, verdict):
     """Heads chosen on half A of validation, the drop read on test: a direct statistic, so the interval
     decides; the rows pruned on the whole val set (label ablation-ft0) are not read."""
-    source = write(tmp_path, "heads-zh_reviews", prune_runs(pruned, speedup, test_drop=[0.002, 0.006, 0.004]))
+    source = write(tmp_path, "lm-prune", prune_runs(pruned, speedup, test_drop=[0.002, 0.006, 0.004]))
     result = evaluate_claim(load_spec(SPEC), tmp_path)
     assert result.verdict == verdict, result.reason
     assert "proxy" not in result.reason
@@ -70,28 +71,34 @@ def test_c10_is_decided_against_a_fifth_of_the_heads_pruned_on_val_half_a(tmp_pa
     assert drop.n == 3 and drop.mean == pytest.approx(0.004)
 
 
-def test_the_full_scale_reads_the_12_head_jobs(tmp_path):
-    write(tmp_path, "heads-zh_reviews-full", prune_runs([0.25, 0.25, 0.3333, 0.25, 0.1667], [1.2, 1.17, 1.21, 1.18, 1.16],
-                                                        n_heads=12))
+def test_the_full_scale_reads_its_own_sweep(tmp_path):
+    write(tmp_path, "lm-prune-zh-full", prune_runs([0.25, 0.25, 0.3333, 0.25, 0.1667], [1.2, 1.17, 1.21, 1.18, 1.16]))
     result = evaluate_claim(load_spec(SPEC), tmp_path, scale="full")
     assert result.verdict == INCONCLUSIVE and result.statistics["pruned"].n == 5  # 0.25 [0.18, 0.32]: straddles a fifth
+
+
+def test_an_lm_whose_induction_circuit_did_not_form_is_not_testable(tmp_path):
+    """Pruned shares far beyond a fifth, from LMs that copy nothing (accuracy 0.02): no verdict on the margin."""
+    write(tmp_path, "lm-prune", prune_runs([0.5, 0.5625, 0.5], [1.5, 1.6, 1.5], acc=0.02))
+    result = evaluate_claim(load_spec(SPEC), tmp_path)
+    assert result.verdict == NOT_TESTABLE and "formed.ci_low > 0.2" in result.reason, result.reason
 
 
 def test_without_pruned_jobs_the_claim_is_not_measured(tmp_path):
     assert evaluate_claim(load_spec(SPEC), tmp_path).verdict == NOT_MEASURED
     table = prune_runs([0.25, 0.3, 0.25], [1.2, 1.2, 1.2])
-    write(tmp_path, "heads-zh_reviews", table[table["label"] != LABEL])  # pruned on the whole val set only
+    write(tmp_path, "lm-prune", table[table["label"] != LABEL])  # pruned on the whole val set only
     missing = evaluate_claim(load_spec(SPEC), tmp_path)
     assert missing.verdict == NOT_MEASURED and f"no usable rows with label={LABEL}" in missing.reason
 
 
-def test_the_runner_prunes_the_8_head_jobs_quick_and_the_12_head_jobs_full():
+def test_the_runner_prunes_every_lm_job_at_every_scale():
     spec = load_spec(SPEC)
     args = ("prune.ranking=ablation", "prune.max_drop=0.005", "prune.selection=val_half")
-    assert spec.per_job("quick") == (PerJob("headlab-prune", args, (("model.n_heads", 8),)),)
-    assert spec.per_job("full") == (PerJob("headlab-prune", args, (("model.n_heads", 12),)),)
-    assert spec.per_job("cpu") == (PerJob("headlab-prune", args, (("model.n_heads", 8),)),)
-    assert not spec.proxy and spec.version >= 6 and spec.rules_frozen == "2026-12-03"
-    # version 6: version 5's rule on 65 fresh seeds (statsmodels at 0.025 / 18), the 8-head jobs only
-    assert spec.confirmatory_seeds == tuple(range(900, 965))
+    for scale in ("quick", "cpu", "full"):
+        assert spec.per_job(scale) == (PerJob("headlab-prune", args, ()),)
+    assert not spec.proxy and spec.version >= 7 and spec.rules_frozen == "2026-12-04"
+    # version 7: version 6's rule on the induction LM (2 x 8 heads), 16 fresh seeds, the induction circuit formed first
+    assert spec.confirmatory_seeds == tuple(range(1500, 1516)) and spec.evidence.sweep == "lm_roles"
+    assert spec.prerequisite.text == "formed.ci_low > 0.2"
     assert "model.n_heads=8" in spec.overrides("cpu")

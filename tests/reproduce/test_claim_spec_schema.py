@@ -199,8 +199,8 @@ def test_all_18_shipped_specs_load_as_typed_objects_with_the_schemas_defaults():
     assert c1.statistics["init_band"].field is MeasurementField.in_band
     assert c1.statistics["init_band"].seeds == list(range(10, 20))  # confirmatory seeds, set in the spec
     assert c10.per_job("quick") == (PerJob("headlab-prune", ("prune.ranking=ablation", "prune.max_drop=0.005",
-                                                             "prune.selection=val_half"), (("model.n_heads", 8),)),)
-    assert c10.per_job("full")[0].where == (("model.n_heads", 12),)
+                                                             "prune.selection=val_half"), ()),)
+    assert c10.per_job("full")[0].where == ()  # version 7: the LM, every job pruned
     assert c10.statistics["pruned"].bounds == [0.0, 1.0] and c10.statistics["speedup"].bounds is None
     assert c10.program == "headlab-train" and c11.program == "headlab-distill"
     assert c11.teacher("quick") == ("heads-zh_reviews", (("model.n_heads", 8), ("seed", 0)))

@@ -12,19 +12,21 @@ from tests.reproduce.test_verdicts import SPECS, heads_runs
 def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(capsys):
     assert main(["jobs=true", f"specs={SPECS}"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    at = lines.index("# heads-zh_reviews: C8, C10, C15, C16")
+    at = lines.index("# heads-zh_reviews: C8, C15, C16")
     zh = lines[at + 1]
     assert zh.startswith(".venv/bin/headlab-train -m sweep=heads hydra/launcher=joblib hydra.launcher.n_jobs=2 "
                          "hydra.sweep.dir=logs/sweeps/heads-zh_reviews/reproduce resume=auto experiment=sweep_zh seed=0,1,2 "
                          "model.n_heads=4,8,16") or "headlab-train -m sweep=heads" in zh
     assert zh.endswith("sweep_name=heads-zh_reviews figures=false")  # the quick default
     assert all(line.endswith(" figures=false") for line in lines if " -m sweep=" in line)  # the LM sweep too
-    assert lines[at + 2] == ("  then on each completed job with model.n_heads=8: "
-                             "headlab-prune JOB_DIR prune.ranking=ablation prune.max_drop=0.005 prune.selection=val_half")  # C10
-    assert lines[at + 3].endswith("headlab-aggregate logs/sweeps/heads-zh_reviews/reproduce")
+    assert lines[at + 2].endswith("headlab-aggregate logs/sweeps/heads-zh_reviews/reproduce")
+    c10 = lines.index("# lm-prune: C10")  # C10 v7 on the induction LM: every job pruned, then aggregated
+    assert lines[c10 + 1].endswith("optim=adamw_constant optim.lr=0.003 model.n_heads=8 seed=0,1 sweep_name=lm-prune figures=false")
+    assert lines[c10 + 2] == ("  then on each completed job: "
+                              "headlab-prune JOB_DIR prune.ranking=ablation prune.max_drop=0.005 prune.selection=val_half")
     assert sum("-m sweep=heads " in line for line in lines) == 2  # synthetic and zh_reviews
     assert lines[-2].endswith("headlab-analyze-hf data=en_news threads=1 run_dir=logs/runs/reproduce/c17-minilm-en_news")
-    assert lines[-1].startswith("# 10 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
+    assert lines[-1].startswith("# 11 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
     assert lines[lines.index("# lm-types: C2") + 1].endswith(  # C2 v3 on the induction LM, exploratory seeds 400-401
         "optim=adamw_constant optim.lr=0.003 seed=400,401 sweep_name=lm-types figures=false")
     assert lines[lines.index("# lm-init: C9") + 1].endswith(  # C9 v5 on the induction LM, exploratory seeds 300-301
@@ -33,8 +35,8 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert main(["jobs=true", "scale=full", f"specs={SPECS}"]) == 0
     full = capsys.readouterr().out.splitlines()
     commands = [line for line in full if " -m sweep=" in line]
-    assert len(commands) == 10 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
-    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C8, C10, C15, C18",
+    assert len(commands) == 11 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
+    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C8, C15, C18",
                                                                    "# heads_width-zh_reviews-full: C16"]
 
 
@@ -124,9 +126,9 @@ def test_only_selects_claims_in_any_case_and_order_of_the_specs():
 def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_time(capsys):
     """make reproduce-cpu: seeds 10-17 (10-19 on the heads synthetic sweep, run first; C6 v6 on the LM
     on fresh seeds 1400-1409; the LM sweep of C3, C4, C13, C14 on 300-307, C2 v3 on 410-419, C9 v5 on 520-524; C18 v6 on 600-609;
-    C5 v4 on 700-715, C12 v6 on 800-811, C10 v6 on 900-964), zh reviews at max_len 128 with cls pooling, a wall time from the
-    2026-12-02 run's measured step times, look 2 included; look 2: fresh seeds only. Since C10 v6 (65 zh jobs) the
-    estimate is over the 2-hour budget, and it says so rather than hiding it (docs/reproduce.md)."""
+    C5 v4 on 700-715, C12 v6 on 800-811, C10 v7 on the LM on 1500-1515), zh reviews at max_len 128 with cls pooling, a
+    wall time from the 2026-12-02 run's measured step times, look 2 included; look 2: fresh seeds only. Since C8 v5
+    (48 zh jobs) the estimate is over the 2-hour budget, and it says so rather than hiding it (docs/reproduce.md)."""
     import re
 
     assert main(["jobs=true", "scale=cpu", f"specs={SPECS}"]) == 0
@@ -162,20 +164,20 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     assert "model.pos_encoding=none,learned " in next(line for line in sweeps if fresh in line)
     lm = "seed=" + ",".join(map(str, range(300, 308))) + " "   # the roles claims moved to the LM: fresh seeds 300-307
     assert [line for line in sweeps if lm in line] == [line for line in sweeps if "sweep_name=lm-roles-cpu" in line]
-    # issue 31 item 6: C5 v4 (one soft-templated head per layer), C12 v6 (equal steps), C10 v6 (65 seeds, 8 heads)
-    c5, c12, c10 = ("seed=" + ",".join(map(str, r)) + " " for r in (range(700, 716), range(800, 812), range(900, 965)))
+    # issue 31 item 6: C5 v4 (one soft-templated head per layer), C12 v6 (equal steps), C10 v7 (the LM, 16 seeds, 8 heads)
+    c5, c12, c10 = ("seed=" + ",".join(map(str, r)) + " " for r in (range(700, 716), range(800, 812), range(1500, 1516)))
     assert [line for line in sweeps if c5 in line] == [line for line in sweeps if "sweep_name=templates-synthetic-cpu-v4" in line]
     assert "model.template_mode=free,soft model.template=local_head1 model.template_anneal_steps=0 " in \
         next(line for line in sweeps if c5 in line)
     assert [line for line in sweeps if c12 in line] == [line for line in sweeps if "sweep=data_size_steps " in line]
-    assert [line for line in sweeps if c10 in line] == [line for line in sweeps if "sweep_name=heads-zh_reviews-cpu-c10v6" in line]
-    assert "model.n_heads=8 " in next(line for line in sweeps if c10 in line)
+    assert [line for line in sweeps if c10 in line] == [line for line in sweeps if "sweep_name=lm-prune-cpu-v7 " in line]
+    assert "optim=adamw_constant optim.lr=0.003 model.n_heads=8 " in next(line for line in sweeps if c10 in line)
     # C7 v4: split by domain against a shared model twice as wide, fresh seeds 1300-1315
     c7 = "seed=" + ",".join(map(str, range(1300, 1316))) + " "
     assert [line for line in sweeps if c7 in line] == [line for line in sweeps if "sweep_name=domains-multidomain-cpu-v4 " in line]
     assert "model.domain_split_layers=0,2 model.d_head=16,32 " in next(line for line in sweeps if c7 in line)
     assert all(eight in line for line in sweeps if not any(seeds in line for seeds in (ten, fresh, lm, types, init, c5, c12, c10, zh4, c3, c11, c7, c8)))
-    for name in ("heads-zh_reviews-cpu", "heads-zh_reviews-cpu-c10v6", "heads-zh_reviews-cpu-v4", "heads-zh_reviews-cpu-c8v5"):
+    for name in ("heads-zh_reviews-cpu", "heads-zh_reviews-cpu-v4", "heads-zh_reviews-cpu-c8v5"):
         zh = next(line for line in sweeps if f"sweep_name={name} " in line)
         assert "data.max_len=128" in zh and "model.pooling=cls" in zh
     second = [line for line in lines[header:] if " -m sweep=" in line]
@@ -188,12 +190,12 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     assert estimate.startswith("# estimated wall time on 2 cores with 2 lanes, look 2 included")
     minutes = float(re.search(r"included: (\d+) min", estimate).group(1))
     # every measured step over two lanes is a lower bound, and the zh lane (heads then its distill
-    # students) cannot be split; C10 v6's 65 jobs (from the quick step, x 65/9 jobs x 2 for max_len 128)
-    # are one lane's work on their own
-    c10_minutes = float(re.search(r"heads-zh_reviews-cpu-c10v6 (\d+) min", estimate).group(1))
-    assert minutes >= sum(CPU_SECONDS.values()) / 2 / 60 - 1 and c10_minutes > 120
-    assert minutes >= max(c10_minutes, (DERIVED_SECONDS["heads-zh_reviews-cpu-v4"] + DERIVED_SECONDS["distill-zh_reviews-cpu-v5"]) / 60) - 1
-    assert minutes <= (sum(CPU_SECONDS.values()) / 60 + c10_minutes) / 2 + c10_minutes  # no lane idles for long
+    # students) cannot be split; C8 v5's 48 zh jobs are one lane's work on their own
+    c8_minutes = float(re.search(r"heads-zh_reviews-cpu-c8v5 (\d+) min", estimate).group(1))
+    assert c8_minutes == round(DERIVED_SECONDS["heads-zh_reviews-cpu-c8v5"] / 60) and c8_minutes > 120
+    assert minutes >= sum(CPU_SECONDS.values()) / 2 / 60 - 1
+    assert minutes >= max(c8_minutes, (DERIVED_SECONDS["heads-zh_reviews-cpu-v4"] + DERIVED_SECONDS["distill-zh_reviews-cpu-v5"]) / 60) - 1
+    assert minutes <= (sum(CPU_SECONDS.values()) + sum(DERIVED_SECONDS.values())) / 60 / 2 + c8_minutes  # no lane idles for long
 
 
 def test_an_evidence_name_no_chosen_claim_reads_is_refused_naming_the_known_ones(tmp_path, capsys):

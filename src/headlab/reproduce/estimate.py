@@ -35,8 +35,11 @@ QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-syntheti
                  "lm-init": 252,
                  # C6 v6's lm-posenc sweep (none vs learned positions x 2 seeds): its exploratory jobs (2026-12-03)
                  # took 68-94 s beside two other jobs, so lm-roles' 46 s a job x 4
-                 "lm-posenc": 184}
-MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03)"
+                 "lm-posenc": 184,
+                 # C10 v7's lm-prune sweep (2 seeds, 8 heads): its exploratory jobs (2026-12-04) took 62 and 67 s, and
+                 # headlab-prune 21 and 18 s, beside two other jobs' threads
+                 "lm-prune": 168}
+MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03; lm-prune: 2026-12-04)"
 # seconds per step of make reproduce-cpu on 2 cores, two lanes, 2026-12-02: each job's summary.json
 # wall_s plus its start (about 2 s), and the per-job commands (headlab-importance about 16 s,
 # headlab-prune about 70 s); the jobs that ran beside the test suite are counted at the speed of
@@ -53,17 +56,17 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
                "lm-init-cpu": 587}
 # Steps not yet run at the cpu scale whose jobs are the measured jobs of a sweep above, timed from them
 # (shown as "from measured jobs"): C5 v4 is templates-synthetic-cpu's job (496 s / 16) x 32 jobs; C12 v6
-# trains both arms 600 steps, data_size-synthetic-cpu's full-data job (about 33 s) x 24 jobs; C10 v6 is
-# heads-zh_reviews-cpu's 8-head job ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) plus its prune (70 s) x 65
+# trains both arms 600 steps, data_size-synthetic-cpu's full-data job (about 33 s) x 24 jobs;
 # C8 v4 and C16 v4 run heads-zh_reviews-cpu's grid without prunes on fresh seeds, (4200 s - 8 x 70 s)
 # for 24 jobs; C3 v5 is lm-roles-cpu's job (1878 s / 32) x 56 jobs (28 seeds x 2 lrs, constant lr); C11 v4
 # is distill-zh_reviews-cpu's student (504 s / 24) x 48 jobs (16 seeds x 3 variants); C11 v5's students read
 # max_len 128: its exploratory student (2026-12-03) took 53 s beside two other jobs, x 48 jobs; C7 v4 is
 # domains-multidomain-cpu's job (536 s / 16) x 64 jobs (16 seeds x 4 arms); C6 v6 is lm-roles-cpu's job
 # (1878 s / 32) x 20 jobs (10 seeds, positions none and learned); C8 v5 is heads-zh_reviews-cpu's job
-# (152 s, as for C10 v6) x 48 jobs (24 seeds x 4 and 8 heads)
+# ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) x 48 jobs (24 seeds x 4 and 8 heads); C10 v7 is lm-prune's
+# job and prune (84 s) x 16 seeds
 DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992, "data_size_steps-synthetic-cpu": 792,
-                   "heads-zh_reviews-cpu-c10v6": 14430, "heads-zh_reviews-cpu-v4": 3640,
+                   "lm-prune-cpu-v7": 1344, "heads-zh_reviews-cpu-v4": 3640,
                    "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
                    "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174,
                    "heads-zh_reviews-cpu-c8v5": 7296}

@@ -119,7 +119,8 @@ class Runner:
             self.say(f"# {job.sweep_name}: {', '.join(job.claims)}")
             self.say(_shell(argv))
             for step in job.per_job:
-                self.say(f"  then on each completed job with {_where_text(step.where) or 'any config'}: "
+                which = f" with {_where_text(step.where)}" if step.where else ""
+                self.say(f"  then on each completed job{which}: "
                          f"{_shell([step.command, 'JOB_DIR', *step.args])}")
             self.say(f"  then: {_shell([str(self.bin_dir / 'headlab-aggregate'), str(folder)])}")
             self._record(label, job.claims, "planned", started)

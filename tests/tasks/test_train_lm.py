@@ -22,9 +22,11 @@ def test_induction_experiment_trains_measures_and_summarises(tmp_path, one_threa
     assert 0 <= summary["val_acc"] <= 1 and summary["n_measurements"] == 4  # steps 0, 4, 8 and fit end (10)
     rows = pd.read_parquet(run / "head_metrics.parquet")
     assert set(rows["metric"]) == {"prev_token_score", "duplicate_score", "induction_score", "copying_score",
-                                   "causal_entropy_norm", "rep_induction_score"}  # the last: the standard test, every measurement
+                                   "causal_entropy_norm", "rep_induction_score",  # the standard test, every measurement
+                                   "cum_grad_norm", "dist_from_init"}  # how far each head moved (tests/tasks/test_lm_movement.py)
     assert sorted(rows["step"].unique()) == [0, 4, 8, 10]
-    assert rows[rows.metric != "copying_score"]["value"].between(0, 1).all()
+    scores = rows[~rows.metric.isin(["copying_score", "cum_grad_norm", "dist_from_init"])]  # the last two: not shares
+    assert scores["value"].between(0, 1).all() and (rows[rows.metric == "cum_grad_norm"]["value"] >= 0).all()
     assert len(summary["lm"]["final_roles"]) == 2
     final_rep = rows[(rows.metric == "rep_induction_score") & (rows.step == 10)].sort_values(["layer", "head"])["value"]
     assert [v for layer in summary["lm"]["final_rep_induction_score"] for v in layer] == pytest.approx(final_rep.tolist(), abs=1e-4)

@@ -15,6 +15,10 @@ ICL jump (falling by `min_drop` nats; midpoints beside), how close the onsets si
 against onsets redrawn on the same grid (`headlab.analysis.coincidence`; the fixed `coincide_steps`
 check is kept beside), each head's final LM role and the measurement time. `dense_every_n_steps`
 over [`dense_from`, `dense_to`] measures finer where the transition is expected (off by default).
+Each measurement also records every head's `cum_grad_norm` (its per-step gradient norm on its Q, K, V
+and O slices, summed since step 0) and `dist_from_init` (how far those weights moved, relative to
+their norm at init), as the classifier's callback does, so a sweep can ask whether the heads that
+took large early gradients moved farther and ended up important (`headlab.sweep.heads`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from headlab.analysis.coincidence import grid_coincidence
 from headlab.analysis.lm_heads import lm_roles
 from headlab.analysis.phase_change import RISE_CONFIRM, RISE_MIN_BASELINE, onset_step, rise_start
 from headlab.errors import ConfigError
+from headlab.analysis import relative_distance_from_init
 from headlab.measure.lm_probe import LMMeasurement, measure_lm_probe
+from headlab.measure.weights import WEIGHT_NAMES, grad_norms, head_weight_snapshot, snapshot_weights
 from headlab.model.hooks import capture_patterns
 from headlab.store import RunDir, append_part, drop_parts_after
 from headlab.store.run_dir import INDUCTION_GRID_FIGURE, INDUCTION_PHASE_FIGURE
@@ -70,12 +76,25 @@ class LMHeadMetricsCallback(L.Callback):
         self.history: list[dict[str, Any]] = []  # one entry per measurement: step, per-head induction, loss, icl
         self.last: LMMeasurement | None = None
         self.measure_s = 0.0
+        # per-head weights at step 0 and gradient norms summed since (None: a run resumed from a checkpoint
+        # that predates them, which then records neither rather than numbers that start mid-run)
+        self._init_weights: list[dict[str, Any]] | None = None
+        self._cum_grad: Any = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self.history and trainer.global_step == 0:
+            import torch
+
+            self._init_weights = snapshot_weights(pl_module.net)
+            self._cum_grad = torch.zeros(len(pl_module.net.blocks), max(pl_module.net.heads_per_layer), dtype=torch.float64)
         if self.output_dir is not None and self.history:  # resumed: parts after the checkpoint are re-measured
             drop_parts_after(RunDir(self.output_dir).head_metrics_path, self.history[-1]["step"])
         if not self.history or self.history[-1]["step"] < trainer.global_step:
             self._measure(trainer, pl_module)
+
+    def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._cum_grad is not None:
+            self._cum_grad += grad_norms(pl_module.net).double()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         if self.due(trainer.global_step):
@@ -126,6 +145,7 @@ class LMHeadMetricsCallback(L.Callback):
         if self.standard_probe_size and self._repeated is None:
             self._repeated = data.repeated_probe(self.standard_probe_size)
         measurement = measure_lm_probe(pl_module.net, data.probe, data.probe_half_len, self.chunk_size, self._repeated)
+        self._add_movement(measurement, pl_module.net)
         step = int(trainer.global_step)
         self.last = measurement
         self.history.append({"step": step, "probe_loss": measurement.probe_loss, "icl_score": measurement.icl,
@@ -147,6 +167,18 @@ class LMHeadMetricsCallback(L.Callback):
             for logger in trainer.loggers:
                 logger.log_metrics(scalars, step=step)
         self.measure_s += time.perf_counter() - started
+
+    def _add_movement(self, measurement: LMMeasurement, net: Any) -> None:
+        """Each layer's `cum_grad_norm` and `dist_from_init` `[head]` into the measurement's per-layer metrics."""
+        if self._init_weights is None or self._cum_grad is None:
+            return
+        import torch
+
+        for layer, block in enumerate(net.blocks):
+            now = head_weight_snapshot(block.attn)
+            moved = relative_distance_from_init([now[k] for k in WEIGHT_NAMES], [self._init_weights[layer][k] for k in WEIGHT_NAMES])
+            measurement.per_layer[layer]["dist_from_init"] = torch.as_tensor(moved).float()
+            measurement.per_layer[layer]["cum_grad_norm"] = self._cum_grad[layer, : block.attn.n_heads].float()
 
     def phase_change(self) -> dict[str, Any]:
         """Onsets (start of the rise) per head, the loss drop and ICL jump (start of the fall), their
@@ -203,7 +235,8 @@ class LMHeadMetricsCallback(L.Callback):
         return facts
 
     def state_dict(self) -> dict[str, Any]:
-        return {"history": self.history, "measure_s": self.measure_s}
+        return {"history": self.history, "measure_s": self.measure_s, "init_weights": self._init_weights,
+                "cum_grad": self._cum_grad}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """A resume restores the history; evaluating the best checkpoint after fit (in the same
@@ -211,6 +244,7 @@ class LMHeadMetricsCallback(L.Callback):
         if self.history:
             return
         self.history, self.measure_s = list(state.get("history", [])), float(state.get("measure_s", 0.0))
+        self._init_weights, self._cum_grad = state.get("init_weights"), state.get("cum_grad")
 
 
 def _rounded(value: float | None) -> float | None:

@@ -1,5 +1,5 @@
-"""C9 v6 (version 5's rule on the induction LM, every head counted whatever its step-0 role, on 12 fresh seeds) and C18 v6 (version 5's rule
-frozen before fresh seeds): the shipped specs decided on hand-built tables against intervals computed
+"""C9 v6 (version 5's rule on the induction LM, every head counted whatever its step-0 role, on 12 fresh seeds) and C18 v7 (version 6's rule
+on the induction LM, 24 fresh seeds): the shipped specs decided on hand-built tables against intervals computed
 here with scipy, and their seed lists checked against the committed history of the same spec."""
 
 from __future__ import annotations
@@ -75,22 +75,29 @@ def test_c9_is_not_testable_when_the_x10_arm_forms_no_role():
     assert result.verdict == NOT_TESTABLE and result.reason.startswith("prerequisite `formed_x10.ci_low > 0`")
 
 
-def test_c18_needs_models_past_the_one_feature_shortcut():
-    def runs(acc):
-        return pd.DataFrame([{"job": str(s), "seed": s, "usable": True, "model.n_heads": 4, "test_acc": a,
-                              "rho_early_grad_ablation": 0.2 + 0.1 * (s % 3), "rho_grad_ablation": 0.3,
-                              "rho_dist_ablation": 0.3} for s, a in enumerate(acc)])
+def test_c18_needs_lms_whose_induction_circuit_formed_and_reads_the_early_gradient_rank():
+    rhos = [0.31, 0.11, 0.2, 0.15, 0.25, 0.18]
 
-    assert _decided(C18, runs([0.74, 0.76, 0.75, 0.77, 0.74])).verdict == NOT_TESTABLE
-    result = _decided(C18, runs([0.95, 0.96, 0.97, 0.95, 0.96]))
-    assert result.verdict != NOT_TESTABLE and result.spec.margin.value == 0.3
+    def runs(acc):
+        return pd.DataFrame([{"job": str(s), "seed": s, "usable": True, "model.n_heads": 8, "test_acc": acc + 0.001 * s,
+                              "rho_early_grad_ablation": r, "rho_grad_ablation": 0.8, "rho_dist_ablation": 0.7}
+                             for s, r in enumerate(rhos)])
+
+    stuck = _decided(C18, runs(0.02))  # no copying: the heads never came to different uses
+    assert stuck.verdict == NOT_TESTABLE and stuck.reason.startswith("prerequisite `acc.ci_low > 0.2`")
+    result = _decided(C18, runs(0.26))
+    s = result.statistics["early_grad_vs_ablation"]
+    half = stats.t.ppf(0.975, 5) * pd.Series(rhos).std(ddof=1) / len(rhos) ** 0.5
+    assert s.mean == pytest.approx(sum(rhos) / 6) and s.ci_high == pytest.approx(sum(rhos) / 6 + half)
+    assert result.verdict != NOT_TESTABLE and result.spec.margin.value == 0.3 and s.ci_high < 0.3  # short of the margin
+    assert result.statistics["grad_vs_ablation"].mean == pytest.approx(0.8)  # the secondary, beside it
 
 
 def test_the_new_versions_list_fresh_seeds_no_earlier_version_of_the_claim_read():
     from headlab.reproduce import spec_history as sh
     from headlab.reproduce.freeze import version_lines
 
-    for spec, version, fresh in ((C9, 6, range(560, 572)), (C18, 6, range(600, 610))):
+    for spec, version, fresh in ((C9, 6, range(560, 572)), (C18, 7, range(1600, 1624))):
         raw = sh.read_raw(Path(spec.path))
         assert raw["version"] == version and raw["seeds"]["confirmatory"] == list(fresh)
         history = sh.history(spec.path)

@@ -24,7 +24,7 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert lines[c10 + 1].endswith("optim=adamw_constant optim.lr=0.003 model.n_heads=8 seed=0,1 sweep_name=lm-prune figures=false")
     assert lines[c10 + 2] == ("  then on each completed job: "
                               "headlab-prune JOB_DIR prune.ranking=ablation prune.max_drop=0.005 prune.selection=val_half")
-    assert sum("-m sweep=heads " in line for line in lines) == 2  # synthetic and zh_reviews
+    assert sum("-m sweep=heads " in line for line in lines) == 1  # zh_reviews (C18 reads the LM since version 7)
     assert lines[-2].endswith("headlab-analyze-hf data=en_news threads=1 run_dir=logs/runs/reproduce/c17-minilm-en_news")
     assert lines[-1].startswith("# 11 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
     assert lines[lines.index("# lm-types: C2") + 1].endswith(  # C2 v3 on the induction LM, exploratory seeds 400-401
@@ -35,8 +35,8 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert main(["jobs=true", "scale=full", f"specs={SPECS}"]) == 0
     full = capsys.readouterr().out.splitlines()
     commands = [line for line in full if " -m sweep=" in line]
-    assert len(commands) == 11 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
-    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C8, C15, C18",
+    assert len(commands) == 12 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
+    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C8, C15",
                                                                    "# heads_width-zh_reviews-full: C16"]
 
 
@@ -60,7 +60,7 @@ def test_a_report_from_an_explicit_sweep_folder(tmp_path, capsys):
 def test_wrong_arguments_exit_2_with_one_line(tmp_path, capsys):
     assert main([f"specs={tmp_path}"]) == 2
     assert "a folder holding claim specs" in capsys.readouterr().err
-    assert main([f"specs={SPECS}", "evidence.heads-synthetic="]) == 2
+    assert main([f"specs={SPECS}", "evidence.lm-grad="]) == 2
     assert "SWEEP_NAME=DIR" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
@@ -125,7 +125,7 @@ def test_only_selects_claims_in_any_case_and_order_of_the_specs():
 
 def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_time(capsys):
     """make reproduce-cpu: seeds 10-17 (10-19 on the heads synthetic sweep, run first; C6 v6 on the LM
-    on fresh seeds 1400-1409; the LM sweep of C3, C4, C13, C14 on 300-307, C2 v3 on 410-419, C9 v5 on 520-524; C18 v6 on 600-609;
+    on fresh seeds 1400-1409; the LM sweep of C3, C4, C13, C14 on 300-307, C2 v3 on 410-419, C9 v5 on 520-524; C18 v7 on the LM on 1600-1623;
     C5 v4 on 700-715, C12 v6 on 800-811, C10 v7 on the LM on 1500-1515), zh reviews at max_len 128 with cls pooling, a
     wall time from the 2026-12-02 run's measured step times, look 2 included; look 2: fresh seeds only. Since C8 v5
     (48 zh jobs) the estimate is over the 2-hour budget, and it says so rather than hiding it (docs/reproduce.md)."""
@@ -135,7 +135,7 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     lines = capsys.readouterr().out.splitlines()
     header = lines.index("# look 2, only for the claims look 1 leaves inconclusive: fresh seeds, read on their own")
     sweeps = [line for line in lines[:header] if " -m sweep=" in line]
-    ten, eight, fresh = "seed=" + ",".join(map(str, range(600, 610))) + " ", "seed=10,11,12,13,14,15,16,17 ", "seed=" + ",".join(map(str, range(1400, 1410))) + " "
+    ten, eight, fresh = "seed=" + ",".join(map(str, range(1600, 1624))) + " ", "seed=10,11,12,13,14,15,16,17 ", "seed=" + ",".join(map(str, range(1400, 1410))) + " "
     assert len(sweeps) == 14
     # C8 v4 and C16 v4: one zh sweep on fresh seeds 1000-1007; C3 v5: the constant-lr arms on fresh seeds 1100-1127
     zh4, c3 = ("seed=" + ",".join(map(str, r)) + " " for r in (range(1000, 1008), range(1100, 1128)))
@@ -153,9 +153,9 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     assert "data.max_len=128 " in next(line for line in sweeps if c11 in line)
     types = "seed=" + ",".join(map(str, range(410, 420))) + " "  # C2 v3 on the LM: fresh seeds 410-419
     assert [line for line in sweeps if types in line] == [line for line in sweeps if "sweep_name=lm-types-cpu" in line]
-    # C18 v6: fresh seeds 600-609, the 4-head models its statistics read
-    assert [line for line in sweeps if ten in line] == [line for line in sweeps if "sweep_name=heads-synthetic-cpu-v6" in line]
-    assert "model.n_heads=4 " in next(line for line in sweeps if ten in line)
+    # C18 v7: the LM with 8 heads a layer, fresh seeds 1600-1623
+    assert [line for line in sweeps if ten in line] == [line for line in sweeps if "sweep_name=lm-grad-cpu-v7 " in line]
+    assert "optim=adamw_constant optim.lr=0.003 model.n_heads=8 " in next(line for line in sweeps if ten in line)
     init = "seed=" + ",".join(map(str, range(560, 572))) + " "  # C9 v6 on the LM: fresh seeds 560-571, both gains, 10 % warm-up
     assert [line for line in sweeps if init in line] == [line for line in sweeps if "sweep_name=lm-init-cpu-v6" in line]
     assert "optim=adamw optim.lr=0.003 optim.warmup_ratio=0.1 model.init_scale=1.0,1.5 " in next(line for line in sweeps if init in line)

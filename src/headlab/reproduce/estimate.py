@@ -38,8 +38,11 @@ QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-syntheti
                  "lm-posenc": 184,
                  # C10 v7's lm-prune sweep (2 seeds, 8 heads): its exploratory jobs (2026-12-04) took 62 and 67 s, and
                  # headlab-prune 21 and 18 s, beside two other jobs' threads
-                 "lm-prune": 168}
-MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03; lm-prune: 2026-12-04)"
+                 "lm-prune": 168,
+                 # C18 v7's lm-grad sweep (2 seeds, 8 heads): its exploratory jobs (2026-12-04) took 98 and 86 s
+                 # beside three other jobs' threads, and headlab-importance a few seconds each
+                 "lm-grad": 190}
+MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03; lm-prune, lm-grad: 2026-12-04)"
 # seconds per step of make reproduce-cpu on 2 cores, two lanes, 2026-12-02: each job's summary.json
 # wall_s plus its start (about 2 s), and the per-job commands (headlab-importance about 16 s,
 # headlab-prune about 70 s); the jobs that ran beside the test suite are counted at the speed of
@@ -64,15 +67,14 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
 # domains-multidomain-cpu's job (536 s / 16) x 64 jobs (16 seeds x 4 arms); C6 v6 is lm-roles-cpu's job
 # (1878 s / 32) x 20 jobs (10 seeds, positions none and learned); C8 v5 is heads-zh_reviews-cpu's job
 # ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) x 48 jobs (24 seeds x 4 and 8 heads); C10 v7 is lm-prune's
-# job and prune (84 s) x 16 seeds
+# job and prune (84 s) x 16 seeds; C18 v7 is lm-grad's job and importance (95 s) x 24 seeds
 DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992, "data_size_steps-synthetic-cpu": 792,
-                   "lm-prune-cpu-v7": 1344, "heads-zh_reviews-cpu-v4": 3640,
+                   "lm-prune-cpu-v7": 1344, "lm-grad-cpu-v7": 2280, "heads-zh_reviews-cpu-v4": 3640,
                    "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
                    "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174,
                    "heads-zh_reviews-cpu-c8v5": 7296}
 # heads-synthetic-cpu (C18 up to v5, 860 s), init_scale-synthetic-cpu (C9 up to v4, 480 s) and
-# posenc-synthetic-cpu-v5 (C6 v5, 762 s) left the plan: C18 v6 runs heads-synthetic-cpu-v6 (4 heads only),
-# C9 v5 and C6 v6 the LM
+# posenc-synthetic-cpu-v5 (C6 v5, 762 s) left the plan: C18 v7, C10 v7, C9 v5 and C6 v6 run the LM
 CPU_MEASURED = "make reproduce-cpu, 2026-12-02, 2 cores"
 
 

@@ -109,3 +109,23 @@ def test_bad_rank_is_refused():
 
     with pytest.raises(ValueError, match="rank"):
         BucketBatchSampler(LENGTHS, 32, seed=0, num_replicas=2, rank=2)
+
+
+def test_replayed_shuffle_serves_what_a_seeded_shuffling_loader_serves_epoch_after_epoch():
+    """The LM's train order: each epoch's batches are those of `DataLoader(shuffle=True, generator=seeded)`
+    on its (epoch+1)-th pass, computed from (seed, epoch), and a skip starts an epoch mid-way."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from headlab.data.sampler import ReplayedShuffleBatches
+
+    plain = DataLoader(range(50), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(3), collate_fn=list)
+    epochs = [[list(b) for b in plain] for _ in range(3)]
+    replayed = ReplayedShuffleBatches(50, 8, seed=3)
+    assert len(replayed) == 7 and [list(replayed) for _ in range(3)] == epochs  # each iter advances the epoch
+    replayed.set_epoch(1)
+    replayed.skip_next(5)
+    assert list(replayed) == epochs[1][5:] and replayed.epoch == 2
+    assert sorted(i for b in epochs[2] for i in b) == list(range(50)) and epochs[1] != epochs[2]
+    replayed.sampler.set_epoch(2)  # the view Lightning calls set_epoch on
+    assert list(replayed.sampler) == [i for b in epochs[2] for i in b] and len(replayed.sampler) == 50

@@ -23,6 +23,9 @@ import random
 from itertools import chain
 from typing import Iterator, Sequence
 
+import torch
+from torch.utils.data import DataLoader
+
 
 class BucketBatchSampler:
     """A `batch_sampler` for `DataLoader` yielding lists of indices of similar length."""
@@ -91,7 +94,7 @@ class BucketBatchSampler:
 class _IndexOrder:
     """The indices of the owner's current epoch, flattened: a `Sampler` view with `set_epoch`."""
 
-    def __init__(self, owner: BucketBatchSampler) -> None:
+    def __init__(self, owner: "BucketBatchSampler | ReplayedShuffleBatches") -> None:
         self._owner = owner
 
     def set_epoch(self, epoch: int) -> None:
@@ -102,4 +105,46 @@ class _IndexOrder:
 
     def __len__(self) -> int:
         owner = self._owner
+        if isinstance(owner, ReplayedShuffleBatches):
+            return owner.n
         return len(owner.lengths) if owner.num_replicas == 1 else sum(map(len, owner.batches(owner.epoch)))
+
+
+class ReplayedShuffleBatches:
+    """A `batch_sampler` serving, epoch after epoch, exactly the batches of
+    `DataLoader(range(n), batch_size, shuffle=True, generator=Generator().manual_seed(seed))`, but
+    each epoch's from (seed, epoch) alone: the LM's training order from before runs could resume,
+    now with `BucketBatchSampler`'s protocol (`epoch`, `skip_next`, a `sampler` view taking
+    `set_epoch`), so `ResumableLoader` restarts a killed run mid-epoch where it stopped."""
+
+    def __init__(self, n: int, batch_size: int, seed: int) -> None:
+        if n < 1 or batch_size < 1:
+            raise ValueError(f"need n >= 1 and batch_size >= 1, got {n=}, {batch_size=}")
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+        self.epoch = 0
+        self._skip = 0
+        self.sampler = _IndexOrder(self)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        """Epoch `epoch`'s batches: the shuffling loader replayed from its seed through that epoch (each
+        pass draws the loader's base seed, then the permutation, from the one generator)."""
+        reference = DataLoader(range(self.n), batch_size=self.batch_size, shuffle=True,
+                               generator=torch.Generator().manual_seed(self.seed), collate_fn=list)
+        for _ in range(epoch):
+            for _ in reference:
+                pass
+        return [list(batch) for batch in reference]
+
+    def skip_next(self, n_batches: int) -> None:
+        self._skip = n_batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self.batches(self.epoch)[self._skip :]
+        self.epoch, self._skip = self.epoch + 1, 0
+        return iter(batches)
+
+    def __len__(self) -> int:
+        return -(-self.n // self.batch_size)

@@ -41,9 +41,10 @@ class ResumePoint:
     model_config: dict[str, Any]
 
     def check_data_shape(self, model_config: Any) -> None:
-        """The data-dependent sizes (vocabulary, classes, max_len) must match the checkpoint too."""
-        differ = {k: (self.model_config.get(k), getattr(model_config, k)) for k in _DATA_SHAPE
-                  if self.model_config.get(k) != getattr(model_config, k)}
+        """The data-dependent sizes (vocabulary, classes, max_len) must match the checkpoint too; an LM's
+        config has no classes, and neither has its checkpoint."""
+        differ = {k: (self.model_config.get(k), getattr(model_config, k, None)) for k in _DATA_SHAPE
+                  if self.model_config.get(k) != getattr(model_config, k, None)}
         if differ:
             _refuse_shape(Path(self.path), differ, hint="the data, data.max_len or data.min_freq changed")
 

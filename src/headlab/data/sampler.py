@@ -27,7 +27,35 @@ import torch
 from torch.utils.data import DataLoader
 
 
-class BucketBatchSampler:
+class _EpochBatches:
+    """What Lightning and `ResumableLoader` need of a batch sampler whose order is a pure function of the
+    epoch: `set_epoch` (through the `sampler` view), `skip_next` for a resumed epoch, and each `iter`
+    serving `batches(epoch)` and advancing the epoch. Subclasses give `batches` and `__len__`."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self._skip = 0
+        self.sampler = _IndexOrder(self)
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        raise NotImplementedError
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order the next `iter` gives; each `iter` then advances it."""
+        self.epoch = epoch
+
+    def skip_next(self, n_batches: int) -> None:
+        """Make the next `iter` start `n_batches` into its epoch (a resumed run: no index of the
+        batches already trained on is handed to the loader, so none is collated again)."""
+        self._skip = n_batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self.batches(self.epoch)[self._skip :]
+        self.epoch, self._skip = self.epoch + 1, 0
+        return iter(batches)
+
+
+class BucketBatchSampler(_EpochBatches):
     """A `batch_sampler` for `DataLoader` yielding lists of indices of similar length."""
 
     def __init__(
@@ -43,13 +71,7 @@ class BucketBatchSampler:
         self.lengths = list(lengths)
         self.batch_size, self.seed, self.pool_batches, self.drop_last = batch_size, seed, pool_batches, drop_last
         self.num_replicas, self.rank = num_replicas, rank
-        self.epoch = 0
-        self._skip = 0
-        self.sampler = _IndexOrder(self)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch whose order the next `iter` gives; each `iter` then advances it."""
-        self.epoch = epoch
+        super().__init__()
 
     def batches(self, epoch: int) -> list[list[int]]:
         """This rank's batches of `epoch` (pure: same (seed, epoch, rank) -> same batches)."""
@@ -74,16 +96,6 @@ class BucketBatchSampler:
         rng.shuffle(batches)
         return batches
 
-    def skip_next(self, n_batches: int) -> None:
-        """Make the next `iter` start `n_batches` into its epoch (a resumed run: no index of the
-        batches already trained on is handed to the loader, so none is collated again)."""
-        self._skip = n_batches
-
-    def __iter__(self) -> Iterator[list[int]]:
-        batches = self.batches(self.epoch)[self._skip :]
-        self.epoch, self._skip = self.epoch + 1, 0
-        return iter(batches)
-
     def __len__(self) -> int:
         # pools hold whole batches, so only the very last batch can be short
         n = len(self.lengths)
@@ -94,7 +106,7 @@ class BucketBatchSampler:
 class _IndexOrder:
     """The indices of the owner's current epoch, flattened: a `Sampler` view with `set_epoch`."""
 
-    def __init__(self, owner: "BucketBatchSampler | ReplayedShuffleBatches") -> None:
+    def __init__(self, owner: _EpochBatches) -> None:
         self._owner = owner
 
     def set_epoch(self, epoch: int) -> None:
@@ -110,7 +122,7 @@ class _IndexOrder:
         return len(owner.lengths) if owner.num_replicas == 1 else sum(map(len, owner.batches(owner.epoch)))
 
 
-class ReplayedShuffleBatches:
+class ReplayedShuffleBatches(_EpochBatches):
     """A `batch_sampler` serving, epoch after epoch, exactly the batches of
     `DataLoader(range(n), batch_size, shuffle=True, generator=Generator().manual_seed(seed))`, but
     each epoch's from (seed, epoch) alone: the LM's training order from before runs could resume,
@@ -121,12 +133,7 @@ class ReplayedShuffleBatches:
         if n < 1 or batch_size < 1:
             raise ValueError(f"need n >= 1 and batch_size >= 1, got {n=}, {batch_size=}")
         self.n, self.batch_size, self.seed = n, batch_size, seed
-        self.epoch = 0
-        self._skip = 0
-        self.sampler = _IndexOrder(self)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        super().__init__()
 
     def batches(self, epoch: int) -> list[list[int]]:
         """Epoch `epoch`'s batches: the shuffling loader replayed from its seed through that epoch (each
@@ -137,14 +144,6 @@ class ReplayedShuffleBatches:
             for _ in reference:
                 pass
         return [list(batch) for batch in reference]
-
-    def skip_next(self, n_batches: int) -> None:
-        self._skip = n_batches
-
-    def __iter__(self) -> Iterator[list[int]]:
-        batches = self.batches(self.epoch)[self._skip :]
-        self.epoch, self._skip = self.epoch + 1, 0
-        return iter(batches)
 
     def __len__(self) -> int:
         return -(-self.n // self.batch_size)

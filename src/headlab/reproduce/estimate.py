@@ -59,7 +59,10 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
                "lm-init-cpu": 587,
                # C10 v7 (docs/results/2026-12-04-c8-c10-c18.md): its 16 jobs and prunes in one lane of one thread,
                # beside C8 v5's two threads and C18 v7's lane
-               "lm-prune-cpu-v7": 1674}
+               "lm-prune-cpu-v7": 1674,
+               # C18 v7 (the same page): its 24 jobs and headlab-importance runs in one lane of one thread, beside
+               # C8 v5's two threads and, for its first half, C10 v7's lane
+               "lm-grad-cpu-v7": 2306}
 # Steps not yet run at the cpu scale whose jobs are the measured jobs of a sweep above, timed from them
 # (shown as "from measured jobs"): C5 v4 is templates-synthetic-cpu's job (496 s / 16) x 32 jobs; C12 v6
 # trains both arms 600 steps, data_size-synthetic-cpu's full-data job (about 33 s) x 24 jobs;
@@ -69,10 +72,9 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
 # max_len 128: its exploratory student (2026-12-03) took 53 s beside two other jobs, x 48 jobs; C7 v4 is
 # domains-multidomain-cpu's job (536 s / 16) x 64 jobs (16 seeds x 4 arms); C6 v6 is lm-roles-cpu's job
 # (1878 s / 32) x 20 jobs (10 seeds, positions none and learned); C8 v5 is heads-zh_reviews-cpu's job
-# ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) x 48 jobs (24 seeds x 4 and 8 heads); C18 v7 is lm-grad's
-# job and importance (95 s) x 24 seeds
+# ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) x 48 jobs (24 seeds x 4 and 8 heads)
 DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992, "data_size_steps-synthetic-cpu": 792,
-                   "lm-grad-cpu-v7": 2280, "heads-zh_reviews-cpu-v4": 3640,
+                   "heads-zh_reviews-cpu-v4": 3640,
                    "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
                    "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174,
                    "heads-zh_reviews-cpu-c8v5": 7296}

@@ -192,3 +192,27 @@ def test_the_runs_page_carries_the_report_lines_most_important_first(tmp_path):
     assert data["report"][0].startswith("L0H1: from [CLS] picks tokens by content")
     page = write_view(run).read_text(encoding="utf-8")
     assert "L0H1: from [CLS] picks tokens by content" in page and "function report(lines)" in page
+
+
+def test_an_lm_runs_heads_read_as_their_lm_roles_with_the_scores_and_settle_steps():
+    """An LM head_metrics table (the three pattern scores, no classifier role): each line names the LM role
+    by the 0.4 rule, the scores behind it, importance, and the step the LM role stopped changing (a role
+    reached only at the last measurement is not settled yet, as for a classifier's roles)."""
+    scores = {  # step -> per head (prev-token, duplicate, induction); H0 a previous-token head from step 10,
+        0: [(0.05, 0.02, 0.03), (0.04, 0.02, 0.05), (0.30, 0.01, 0.02)],  # H1 an induction head from step 20,
+        10: [(0.55, 0.02, 0.03), (0.04, 0.02, 0.20), (0.35, 0.01, 0.02)],  # H2 never over 0.4
+        20: [(0.61, 0.02, 0.03), (0.04, 0.02, 0.45), (0.39, 0.01, 0.02)],
+    }
+    rows = [{"run_id": "r", "step": step, "epoch": 0, "layer": 0, "head": h, "metric": name, "value": v}
+            for step, heads in scores.items() for h, values in enumerate(heads)
+            for name, v in zip(("prev_token_score", "duplicate_score", "induction_score"), values)]
+    importance = pd.DataFrame([{"run_id": "r", "step": 20, "epoch": 0, "layer": 0, "head": h, "metric": "ablation_dloss",
+                                "value": v} for h, v in enumerate((0.2, 0.05, 0.001))])
+    lines = report_lines(pd.DataFrame(rows), importance)
+    assert lines == [
+        "L0H0: a previous-token head on the induction probe (prev-token 0.61, duplicate 0.02, induction 0.03); "
+        "1st most important of 3 (ablation dloss, step 20: 0.2); role settled at step 10",
+        "L0H1: an induction head on the induction probe (prev-token 0.04, duplicate 0.02, induction 0.45); "
+        "2nd most important of 3 (ablation dloss, step 20: 0.05); role still changing at step 20 (the last measurement)",
+        "L0H2: no LM role on the induction probe (prev-token 0.39, duplicate 0.01, induction 0.02); "
+        "3rd most important of 3 (ablation dloss, step 20: 0.001); no role formed (mixed since step 0)"]

@@ -5,7 +5,8 @@ as a dict), strings out. What a head reads comes from the last measurement, from
 feed the decision when the run measured them (`{metric}@task`, `headlab.analysis.task_roles`),
 else from every query; each conditional query token (`{metric}@y`) adds its own clause. Heads are
 sorted by importance when the run has it: ablation (`headlab-importance`) first, else the
-callback's gradient importance.
+callback's gradient importance. A causal LM's head reads what its LM role says (previous-token,
+duplicate-token, induction, or none, on the induction probe), with the three scores behind it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+import torch
+
 from headlab.analysis.bifurcation import role_bifurcation_steps
+from headlab.analysis.lm_heads import LM_PATTERN_SCORES, lm_role_ids
 from headlab.analysis.roles import ROLES, RoleThresholds
 from headlab.measure import TASK
 
@@ -30,6 +34,9 @@ FOCUSED = RoleThresholds().focused_confidence
 _TARGETS = (("last_attention", "the last token"), ("cls_attention", "[CLS]"), ("punct_attention", "punctuation"),
             ("prev_score", "the previous token"), ("next_score", "the next token"), ("self_score", "itself"))
 KEY_TOKENS = 3  # tokens named for a head that picks by content
+# An LM head's role (`lm_role_ids`, under the shared role names) in words
+_LM_WORDS = {"previous_token": "a previous-token head", "duplicate": "a duplicate-token head",
+             "induction": "an induction head", "mixed": "no LM role"}
 # Importance metrics, preferred first: (table, metric, words in the line).
 _IMPORTANCE = (("importance", "ablation_dloss", "ablation dloss"), ("head_metrics", "grad_importance", "gradient importance"))
 
@@ -64,7 +71,8 @@ def head_report(head_metrics: pd.DataFrame, importance: pd.DataFrame | None = No
     picked = _picked_tokens(sentences, queries, steps[-1])
     lines = []
     for (layer, head), values in last.iterrows():
-        parts = [_reading(values, queries, picked.get((layer, head), "")),
+        reading = _lm_reading(values) if _is_lm(values) else _reading(values, queries, picked.get((layer, head), ""))
+        parts = [reading,
                  _importance_words(ranks.get((layer, head)), scores.get((layer, head)), words, len(last)),
                  settled.get((layer, head), "")]
         text = f"L{layer}H{head}: " + "; ".join(p for p in parts if p)
@@ -192,6 +200,29 @@ def _reading(values: pd.Series, queries: str, picked: str = "") -> str:
     return text
 
 
+def _is_lm(values: pd.Series) -> bool:
+    """A causal LM's row: the LM pattern scores, and no classifier role."""
+    return "role" not in values.index and all(name in values.index for name in LM_PATTERN_SCORES)
+
+
+def _lm_reading(values: pd.Series) -> str:
+    """An LM head: its role on the induction probe and the three pattern scores that decide it."""
+    scores = [float(values[name]) for name in LM_PATTERN_SCORES]
+    role = _role_name(float(lm_role_ids(torch.tensor([scores]))[0]))
+    numbers = ", ".join(f"{name.removesuffix('_score').replace('_', '-')} {v:.2f}" for name, v in zip(LM_PATTERN_SCORES, scores))
+    return f"{_LM_WORDS.get(role, role)} on the induction probe ({numbers})"
+
+
+def _lm_role_grid(head_metrics: pd.DataFrame) -> pd.DataFrame:
+    """An LM run's role ids `[step, (layer, head)]` from its pattern scores (empty: not an LM run)."""
+    rows = head_metrics[head_metrics["metric"].isin(LM_PATTERN_SCORES)]
+    wide = rows.pivot_table(index=["step", "layer", "head"], columns="metric", values="value", aggfunc="last")
+    if rows.empty or not set(LM_PATTERN_SCORES) <= set(wide.columns):
+        return pd.DataFrame()
+    ids = lm_role_ids(torch.tensor(wide[list(LM_PATTERN_SCORES)].to_numpy(dtype=float)))
+    return pd.Series(ids.numpy(), index=wide.index).unstack(["layer", "head"]).sort_index()
+
+
 def _if_content(reading: str, picked: str) -> str:
     """The tokens a head picks, for a head that picks by content (for one that reads a place, the tokens
     there are whatever the sentences hold: no clause)."""
@@ -255,9 +286,10 @@ def _settled_steps(head_metrics: pd.DataFrame, steps: list[int]) -> dict[tuple[i
     """Per head: the step from which its role (the task role when measured) stayed at its final value."""
     metric = f"role@{TASK}" if f"role@{TASK}" in set(head_metrics["metric"]) else "role"
     rows = head_metrics[head_metrics["metric"] == metric]
-    if rows.empty:
+    grid = rows.pivot_table(index="step", columns=["layer", "head"], values="value", aggfunc="last").sort_index() \
+        if not rows.empty else _lm_role_grid(head_metrics)
+    if grid.empty:
         return {}
-    grid = rows.pivot_table(index="step", columns=["layer", "head"], values="value", aggfunc="last").sort_index()
     if len(grid) < 2:
         return {head: f"role measured once (step {int(grid.index[-1])})" for head in grid.columns}
     settle = role_bifurcation_steps(grid.index.to_numpy(dtype=float), grid.to_numpy(dtype=float)).tolist()

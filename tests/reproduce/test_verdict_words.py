@@ -118,7 +118,7 @@ def test_the_readme_words_are_those_the_ledgers_intervals_give_under_todays_defi
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     rows = {line.split(" ")[1]: line.split(" | ")[2] for line in readme.splitlines() if re.match(r"\| C\d+ ", line)}
-    # C2, C4, C5: new versions (below); C9 v5 and C8 v4: Holm's word; C12 v6: not testable (its prerequisite, not its interval);
+    # C2, C4, C5, C8, C10, C18: new versions (below); C9 v5: Holm's word; C12 v6: not testable (its prerequisite, not its interval);
     # C6 v6 reads another statistic on the LM (below)
     for claim in ("C1", "C7", "C11", "C15", "C16"):
         cell = rows[claim]
@@ -127,8 +127,9 @@ def test_the_readme_words_are_those_the_ledgers_intervals_give_under_todays_defi
         spec = SPECS[claim]
         primary = Statistic((low + high) / 2, low, high, 8, "as published")
         assert decide(spec, {spec.primary: primary}).verdict == word, claim
-    # the claims moved to the LM (2026-12-03) read their own new versions; C9's and C13's words are Holm's (not re-read here)
-    for claim in ("C2", "C3", "C4", "C5", "C6", "C14"):
+    # the claims moved to the LM (2026-12-03 and -04) and C8 v5 read their own new versions; C9's and C13's words are
+    # Holm's (not re-read here)
+    for claim in ("C2", "C3", "C4", "C5", "C6", "C8", "C10", "C14", "C18"):
         cell = rows[claim]
         word = cell.split(" (v")[0]
         low, high = (float(v.replace(",", "")) for v in re.search(r"\[(-?[\d.,]+), (-?[\d.,]+)\]", cell).groups())

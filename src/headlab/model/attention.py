@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -277,6 +277,20 @@ class MultiHeadSelfAttention(nn.Module):
 def _through(point: HookPoint, per_head: Tensor) -> Tensor:
     """Pass `[batch, head, seq, d_head]` through `point` as `[batch, pos, head_index, d_head]` (views both ways)."""
     return point(per_head.transpose(1, 2)).transpose(1, 2)
+
+
+def prune_block_heads(blocks: Sequence[nn.Module], heads: Mapping[int, Iterable[int]]) -> list[list[int]]:
+    """Remove heads `{layer: [current head indices]}` from the attention of each of `blocks`, every layer
+    checked before any is changed; returns per layer the current indices kept (the classifier's and the
+    LM's `prune_heads`)."""
+    heads = {operator.index(layer): list(hs) for layer, hs in heads.items()}
+    bad = sorted(layer for layer in heads if not 0 <= layer < len(blocks))
+    if bad:
+        raise ValueError(f"layers to prune must be in [0, {len(blocks)}); got {bad}")
+    keep = [heads_to_keep(block.attn.n_heads, heads.get(layer, [])) for layer, block in enumerate(blocks)]
+    for layer, hs in heads.items():
+        blocks[layer].attn.prune_heads(hs)
+    return keep
 
 
 def heads_to_keep(n_heads: int, heads: Iterable[int]) -> list[int]:

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from headlab.errors import ConfigError
-from headlab.model.attention import AttentionOutput, FixedPattern, MultiHeadSelfAttention, heads_to_keep
+from headlab.model.attention import AttentionOutput, FixedPattern, MultiHeadSelfAttention, prune_block_heads
 from headlab.model.config import ModelConfig
 from headlab.model.domains import hashed_routes
 from headlab.model.hooks import HookedModule, capture_patterns, name_hook_points
@@ -198,13 +198,7 @@ class HeadlabClassifier(HookedModule):
         counts it becomes `[layer, max heads]`, each row padded with 0 beyond its live heads
         (those slots are ignored by forward). Build the optimizer after pruning.
         """
-        heads = {operator.index(layer): list(hs) for layer, hs in heads.items()}
-        bad = sorted(layer for layer in heads if not 0 <= layer < len(self.blocks))
-        if bad:
-            raise ValueError(f"layers to prune must be in [0, {len(self.blocks)}); got {bad}")
-        keep = [heads_to_keep(n, heads.get(layer, [])) for layer, n in enumerate(self.heads_per_layer)]
-        for layer, hs in heads.items():  # all validated above: no layer is left half-pruned
-            self.blocks[layer].attn.prune_heads(hs)
+        keep = prune_block_heads(self.blocks, heads)  # every layer checked first: none is left half-pruned
         gates = self.head_gates.new_zeros(len(self.blocks), max(len(k) for k in keep))
         for layer, kept in enumerate(keep):
             gates[layer, : len(kept)] = self.head_gates[layer, kept]

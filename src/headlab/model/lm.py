@@ -11,7 +11,6 @@ embedding (`tied_unembed`) or its own matrix. The next-token loss is on every po
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from headlab.errors import ConfigError
-from headlab.model.attention import MultiHeadSelfAttention, heads_to_keep
+from headlab.model.attention import MultiHeadSelfAttention, prune_block_heads
 from headlab.model.encoder import MLP
 from headlab.model.hooks import HookedModule, name_hook_points
 from headlab.model.init import init_weights
@@ -126,8 +125,9 @@ class HeadlabLM(HookedModule):
         `[layer, head]` multiplies each head's output (default: every head 1, as `head_gates` gives)."""
         if input_ids.dim() != 2:
             raise ValueError(f"expected input_ids [batch, seq]; got {tuple(input_ids.shape)}")
-        if head_gates is not None and head_gates.shape != self.head_gates.shape:
-            raise ValueError(f"expected head_gates of shape {tuple(self.head_gates.shape)}; got {tuple(head_gates.shape)}")
+        if head_gates is not None and tuple(head_gates.shape) != (len(self.blocks), max(self.heads_per_layer)):
+            raise ValueError(f"expected head_gates of shape {(len(self.blocks), max(self.heads_per_layer))}; "
+                             f"got {tuple(head_gates.shape)}")
         if input_ids.size(1) > self.config.max_len:
             raise ConfigError("model.max_len", self.config.max_len, f"at least the sequence length {input_ids.size(1)}")
         mask = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
@@ -159,11 +159,4 @@ class HeadlabLM(HookedModule):
     def prune_heads(self, heads: Mapping[int, Iterable[int]]) -> None:
         """Remove heads physically, `{layer: [current head indices]}`: the same logits as gating them to 0
         (`HeadlabClassifier.prune_heads`' contract; `config` keeps the model as trained)."""
-        heads = {operator.index(layer): list(hs) for layer, hs in heads.items()}
-        bad = sorted(layer for layer in heads if not 0 <= layer < len(self.blocks))
-        if bad:
-            raise ValueError(f"layers to prune must be in [0, {len(self.blocks)}); got {bad}")
-        for layer, n in enumerate(self.heads_per_layer):
-            heads_to_keep(n, heads.get(layer, []))  # every layer validated before one is changed
-        for layer, hs in heads.items():
-            self.blocks[layer].attn.prune_heads(hs)
+        prune_block_heads(self.blocks, heads)

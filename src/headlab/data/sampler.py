@@ -30,7 +30,8 @@ from torch.utils.data import DataLoader
 class _EpochBatches:
     """What Lightning and `ResumableLoader` need of a batch sampler whose order is a pure function of the
     epoch: `set_epoch` (through the `sampler` view), `skip_next` for a resumed epoch, and each `iter`
-    serving `batches(epoch)` and advancing the epoch. Subclasses give `batches` and `__len__`."""
+    serving `batches(epoch)` and advancing the epoch. Subclasses give `batches` and `__len__` (and
+    `n_indices` when it is cheaper than listing an epoch's batches)."""
 
     def __init__(self) -> None:
         self.epoch = 0
@@ -39,6 +40,10 @@ class _EpochBatches:
 
     def batches(self, epoch: int) -> list[list[int]]:
         raise NotImplementedError
+
+    def n_indices(self) -> int:
+        """How many indices an epoch serves (the `sampler` view's length)."""
+        return sum(map(len, self.batches(self.epoch)))
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose order the next `iter` gives; each `iter` then advances it."""
@@ -96,6 +101,9 @@ class BucketBatchSampler(_EpochBatches):
         rng.shuffle(batches)
         return batches
 
+    def n_indices(self) -> int:
+        return len(self.lengths) if self.num_replicas == 1 else super().n_indices()
+
     def __len__(self) -> int:
         # pools hold whole batches, so only the very last batch can be short
         n = len(self.lengths)
@@ -116,10 +124,7 @@ class _IndexOrder:
         return chain.from_iterable(self._owner.batches(self._owner.epoch))
 
     def __len__(self) -> int:
-        owner = self._owner
-        if isinstance(owner, ReplayedShuffleBatches):
-            return owner.n
-        return len(owner.lengths) if owner.num_replicas == 1 else sum(map(len, owner.batches(owner.epoch)))
+        return self._owner.n_indices()
 
 
 class ReplayedShuffleBatches(_EpochBatches):
@@ -144,6 +149,9 @@ class ReplayedShuffleBatches(_EpochBatches):
             for _ in reference:
                 pass
         return [list(batch) for batch in reference]
+
+    def n_indices(self) -> int:
+        return self.n
 
     def __len__(self) -> int:
         return -(-self.n // self.batch_size)

@@ -43,9 +43,10 @@ class ScoreTally:
     def __init__(self, n_variants: int, n_classes: int, f1: bool = True) -> None:
         self.n_classes = n_classes
         self.loss_sum = torch.zeros(n_variants, dtype=torch.float64)
-        # f1=False: [variant, 1, 1] correct counts and [variant] totals instead of the confusion matrix
-        self.confusion = torch.zeros(n_variants, *((n_classes, n_classes) if f1 else (1, 1)), dtype=torch.int64)
-        self.totals = None if f1 else torch.zeros(n_variants, dtype=torch.int64)
+        self.correct = torch.zeros(n_variants, dtype=torch.int64)
+        self.total = torch.zeros(n_variants, dtype=torch.int64)
+        # [variant, true, predicted]; None without F1 (correct and total give the accuracy)
+        self.confusion = torch.zeros(n_variants, n_classes, n_classes, dtype=torch.int64) if f1 else None
 
     def update(self, logits: Tensor, labels: Tensor) -> None:
         """logits: `[variant, batch, class]`; labels: `[batch]` (the same for every variant)."""
@@ -57,21 +58,20 @@ class ScoreTally:
         labels = labels.detach().cpu().long()
         target = labels.expand(n_variants, batch)
         self.loss_sum += F.cross_entropy(logits.transpose(1, 2), target, reduction="none").sum(dim=1)
-        if self.totals is not None:
-            self.confusion[:, 0, 0] += (logits.argmax(dim=-1) == target).sum(dim=1)
-            self.totals += batch
+        predicted = logits.argmax(dim=-1)  # [variant, batch]
+        self.correct += (predicted == target).sum(dim=1)
+        self.total += batch
+        if self.confusion is None:
             return
-        cell = target * n_classes + logits.argmax(dim=-1)  # [variant, batch]
+        cell = target * n_classes + predicted
         counts = torch.zeros(n_variants, n_classes * n_classes, dtype=torch.int64)
         counts.scatter_add_(1, cell, torch.ones_like(cell))
         self.confusion += counts.view(n_variants, n_classes, n_classes)
 
     def compute(self) -> Scores:
-        if self.totals is not None:
-            n = self.totals.clamp(min=1).double()
-            correct = self.confusion[:, 0, 0].double()
-            return Scores(self.loss_sum / n, correct / n, torch.full_like(n, float("nan")))
-        n = self.confusion.sum(dim=(1, 2)).clamp(min=1).double()
+        n = self.total.clamp(min=1).double()
+        if self.confusion is None:
+            return Scores(self.loss_sum / n, self.correct.double() / n, torch.full_like(n, float("nan")))
         return Scores(self.loss_sum / n, accuracy(self.confusion), macro_f1(self.confusion))
 
 

@@ -89,7 +89,31 @@ class _EncodedDataset(Dataset):
         return self.split.input_ids[index], self.split.labels[index]
 
 
-class TextDataModule(L.LightningDataModule):
+class KeepsTrainPosition:
+    """A datamodule whose train loader's position travels in the datamodule's checkpoint state.
+    Lightning restores a stateful loader only if it is created after the loop state is loaded;
+    `configure_optimizers` asks for the step count, which creates it earlier. The datamodule's state
+    is loaded before that, so the position goes through here (`ResumableLoader`)."""
+
+    _train_loader: ResumableLoader | None = None
+    _train_position: dict[str, int] | None = None  # from a checkpoint, for the next train loader
+
+    def _resumable(self, loader: ResumableLoader) -> ResumableLoader:
+        """`loader`, placed where the checkpoint's position says (once), and remembered for `_position_state`."""
+        if self._train_position is not None:
+            loader.load_state_dict(self._train_position)
+            self._train_position = None
+        self._train_loader = loader
+        return loader
+
+    def _position_state(self) -> dict[str, Any]:
+        return {} if self._train_loader is None else {"train_position": self._train_loader.state_dict()}
+
+    def _restore_position(self, state_dict: dict[str, Any]) -> None:
+        self._train_position = state_dict.get("train_position")
+
+
+class TextDataModule(KeepsTrainPosition, L.LightningDataModule):
     """Loads a source, splits it, fits the tokenizer on train, serves batches and the probe set.
 
     `bucket_by_length` groups training examples of similar length into batches (still shuffled
@@ -171,8 +195,6 @@ class TextDataModule(L.LightningDataModule):
             raise ConfigError("data.train_unlabelled", train_unlabelled, "false, or true with data.train_labels set")
         self.train_unlabelled = train_unlabelled  # keep the other train rows, their label UNLABELLED (headlab-distill)
         self._prepared: _Prepared | None = None
-        self._train_loader: ResumableLoader | None = None
-        self._train_position: dict[str, int] | None = None
 
     # ---- Lightning hooks -------------------------------------------------------------------
     def prepare_data(self) -> None:
@@ -228,12 +250,7 @@ class TextDataModule(L.LightningDataModule):
         replicas, rank = self._replica()
         sampler = BucketBatchSampler(lengths, self.batch_size, seed=seed, pool_batches=50 if self.bucket_by_length else 1,
                                      num_replicas=replicas, rank=rank)
-        loader = ResumableLoader(dataset, batch_sampler=sampler, **self._loader_kwargs())
-        if self._train_position is not None:
-            loader.load_state_dict(self._train_position)
-            self._train_position = None
-        self._train_loader = loader
-        return loader
+        return self._resumable(ResumableLoader(dataset, batch_sampler=sampler, **self._loader_kwargs()))
 
     def _replica(self) -> tuple[int, int]:
         """(world size, global rank) of the attached trainer; (1, 0) without one. Under DDP every
@@ -255,16 +272,10 @@ class TextDataModule(L.LightningDataModule):
         """Saved in checkpoints so a resumed run can check it sees the same vocabulary and probe,
         and continues the training epoch where the checkpoint left it (`ResumableLoader`)."""
         data = self._data()
-        state: dict[str, Any] = {"tokens": list(data.tokenizer.tokens), "probe_digest": data.probe.digest()}
-        if self._train_loader is not None:
-            state["train_position"] = self._train_loader.state_dict()
-        return state
+        return {"tokens": list(data.tokenizer.tokens), "probe_digest": data.probe.digest(), **self._position_state()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        # Lightning restores a stateful loader only if it is created after the loop state is
-        # loaded; `configure_optimizers` asks for the step count, which creates it earlier. The
-        # datamodule's state is loaded before that, so the position travels here instead.
-        self._train_position = state_dict.get("train_position")
+        self._restore_position(state_dict)
         data = self._data()
         if state_dict.get("tokens") not in (None, list(data.tokenizer.tokens)):
             raise DataError(

@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from headlab.config.values import check_int
-from headlab.data.datamodule import ResumableLoader
+from headlab.data.datamodule import KeepsTrainPosition, ResumableLoader
 from headlab.data.sampler import ReplayedShuffleBatches
 from headlab.data.repeat_tokens import BOS_ID, check_repeat_keys, induction_probe, repeat_token_batch, text_induction_probe
 from headlab.errors import ConfigError, DataError
@@ -37,7 +37,7 @@ class TokenIdVocabulary:
         atomic_write_json(path, {"format": "headlab-token-ids", "version": 1, "vocab_size": self.vocab_size, "bos_id": BOS_ID})
 
 
-class RepeatTokensDataModule(L.LightningDataModule):
+class RepeatTokensDataModule(KeepsTrainPosition, L.LightningDataModule):
     """Random-token sequences with a recurring segment (`headlab.data.repeat_tokens`) for a causal LM."""
 
     def __init__(self, vocab_size: int = 64, max_len: int = 33, min_segment: int = 4, max_segment: int = 16,
@@ -60,8 +60,6 @@ class RepeatTokensDataModule(L.LightningDataModule):
         self.tokenizer = TokenIdVocabulary(vocab_size)
         self.splits: dict[str, torch.Tensor] = {}
         self.probe: torch.Tensor | None = None  # [probe_size, 1 + 2 * probe_half_len]
-        self._train_loader: ResumableLoader | None = None
-        self._train_position: dict[str, int] | None = None  # from a checkpoint, for the next train loader
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
@@ -97,23 +95,16 @@ class RepeatTokensDataModule(L.LightningDataModule):
         continues with the batches it had not trained on (`ResumableLoader`, `ReplayedShuffleBatches`)."""
         batches = ReplayedShuffleBatches(len(self.splits["train"]), self.batch_size, self.seed)
         # its own generator for the loader's base seed: building it again after a resume draws nothing from torch's
-        loader = ResumableLoader(TensorDataset(self.splits["train"]), batch_sampler=batches, num_workers=self.num_workers,
-                                 collate_fn=_collate, generator=torch.Generator().manual_seed(self.seed))
-        if self._train_position is not None:
-            loader.load_state_dict(self._train_position)
-            self._train_position = None
-        self._train_loader = loader
-        return loader
+        return self._resumable(ResumableLoader(TensorDataset(self.splits["train"]), batch_sampler=batches,
+                                               num_workers=self.num_workers, collate_fn=_collate,
+                                               generator=torch.Generator().manual_seed(self.seed)))
 
     def state_dict(self) -> dict[str, Any]:
-        """The train loader's position, in every checkpoint. Lightning hands a stateful loader its state only
-        when the loader is built after the loop state is loaded, and `configure_optimizers` builds it
-        earlier (for the step count); the datamodule's state is loaded before that, so the position
-        travels here, as `TextDataModule`'s does."""
-        return {} if self._train_loader is None else {"train_position": self._train_loader.state_dict()}
+        """The train loader's position, in every checkpoint (`KeepsTrainPosition`)."""
+        return self._position_state()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._train_position = state_dict.get("train_position")
+        self._restore_position(state_dict)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("val", shuffle=False)
@@ -175,7 +166,6 @@ class TextLMDataModule(RepeatTokensDataModule):
         self.probe_size, self.probe_half_len, self.probe_max_gap, self.seed = probe_size, probe_half_len, probe_max_gap, seed
         self.probe_vocab = probe_vocab
         self.splits, self.probe, self.tokenizer, self.vocab_size = {}, None, None, None
-        self._train_loader, self._train_position = None, None  # RepeatTokensDataModule.train_dataloader's
         self.probe_ids: torch.Tensor | None = None  # the character ids the probe draws from
         self._prepare()
 

@@ -216,9 +216,9 @@ def _lm_reading(values: pd.Series) -> str:
 def _lm_role_grid(head_metrics: pd.DataFrame) -> pd.DataFrame:
     """An LM run's role ids `[step, (layer, head)]` from its pattern scores (empty: not an LM run)."""
     rows = head_metrics[head_metrics["metric"].isin(LM_PATTERN_SCORES)]
-    wide = rows.pivot_table(index=["step", "layer", "head"], columns="metric", values="value", aggfunc="last")
-    if rows.empty or not set(LM_PATTERN_SCORES) <= set(wide.columns):
+    if set(rows["metric"]) != set(LM_PATTERN_SCORES):
         return pd.DataFrame()
+    wide = rows.pivot_table(index=["step", "layer", "head"], columns="metric", values="value", aggfunc="last")
     ids = lm_role_ids(torch.tensor(wide[list(LM_PATTERN_SCORES)].to_numpy(dtype=float)))
     return pd.Series(ids.numpy(), index=wide.index).unstack(["layer", "head"]).sort_index()
 

@@ -97,7 +97,8 @@ def test_the_new_versions_list_fresh_seeds_no_earlier_version_of_the_claim_read(
     from headlab.reproduce import spec_history as sh
     from headlab.reproduce.freeze import version_lines
 
-    for spec, version, fresh in ((C9, 6, range(560, 572)), (C18, 7, range(1600, 1624))):
+    c15 = load_spec(SPECS / "c15_punctuation.yaml")  # C15 v4 moved to the synthetic task the same way
+    for spec, version, fresh in ((C9, 6, range(560, 572)), (C18, 7, range(1600, 1624)), (c15, 4, range(1700, 1724))):
         raw = sh.read_raw(Path(spec.path))
         assert raw["version"] == version and raw["seeds"]["confirmatory"] == list(fresh)
         history = sh.history(spec.path)

@@ -111,7 +111,8 @@ def test_a_field_given_a_wrong_type_is_one_line_naming_the_file_the_key_and_the_
 @pytest.mark.parametrize("path, value, allowed", [
     (("statistics", "gap", "kind"), "ratio", "one of mean, paired_difference, group_difference, computed"),
     (("statistics", "gap", "reduce"), "sum", "one of mean, median, nan_fraction, fraction_in, distinct_per_layer, "
-                                             "last_step_mean, fraction_at_most, settle_median"),
+                                             "last_step_mean, last_step_max, first_step_max, fraction_at_most, "
+                                             "settle_median"),
     (("statistics", "gap", "bounds"), [0, "one"], "[low, high]: the range the value can take (its interval is clipped to it)"),
     (("statistics", "gap", "seeds"), [0, "one"], "a list of integers"),
     (("statistics", "gap", "exclude"), {"final_role": "mixed"}, "a list of values"),

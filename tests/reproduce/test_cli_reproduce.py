@@ -12,7 +12,7 @@ from tests.reproduce.test_verdicts import SPECS, heads_runs
 def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(capsys):
     assert main(["jobs=true", f"specs={SPECS}"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    at = lines.index("# heads-zh_reviews: C8, C15, C16")
+    at = lines.index("# heads-zh_reviews: C8, C16")
     zh = lines[at + 1]
     assert zh.startswith(".venv/bin/headlab-train -m sweep=heads hydra/launcher=joblib hydra.launcher.n_jobs=2 "
                          "hydra.sweep.dir=logs/sweeps/heads-zh_reviews/reproduce resume=auto experiment=sweep_zh seed=0,1,2 "
@@ -24,9 +24,12 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert lines[c10 + 1].endswith("optim=adamw_constant optim.lr=0.003 model.n_heads=8 seed=0,1 sweep_name=lm-prune figures=false")
     assert lines[c10 + 2] == ("  then on each completed job: "
                               "headlab-prune JOB_DIR prune.ranking=ablation prune.max_drop=0.005 prune.selection=val_half")
-    assert sum("-m sweep=heads " in line for line in lines) == 1  # zh_reviews (C18 reads the LM since version 7)
+    # zh_reviews and C15 v4's synthetic task read from [CLS] (C18 reads the LM since version 7)
+    assert sum("-m sweep=heads " in line for line in lines) == 2
+    assert lines[lines.index("# heads-synthetic-cls: C15") + 1].endswith(
+        "seed=0,1,2 model.n_heads=8 model.pooling=cls sweep_name=heads-synthetic-cls figures=false")
     assert lines[-2].endswith("headlab-analyze-hf data=en_news threads=1 run_dir=logs/runs/reproduce/c17-minilm-en_news")
-    assert lines[-1].startswith("# 11 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
+    assert lines[-1].startswith("# 12 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
     assert lines[lines.index("# lm-types: C2") + 1].endswith(  # C2 v3 on the induction LM, exploratory seeds 400-401
         "optim=adamw_constant optim.lr=0.003 seed=400,401 sweep_name=lm-types figures=false")
     assert lines[lines.index("# lm-init: C9") + 1].endswith(  # C9 v5 on the induction LM, exploratory seeds 300-301
@@ -35,8 +38,8 @@ def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(cap
     assert main(["jobs=true", "scale=full", f"specs={SPECS}"]) == 0
     full = capsys.readouterr().out.splitlines()
     commands = [line for line in full if " -m sweep=" in line]
-    assert len(commands) == 12 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
-    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C8, C15",
+    assert len(commands) == 13 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
+    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C8", "# heads-synthetic-cls-full: C15",
                                                                    "# heads_width-zh_reviews-full: C16"]
 
 
@@ -176,8 +179,14 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     c7 = "seed=" + ",".join(map(str, range(1300, 1316))) + " "
     assert [line for line in sweeps if c7 in line] == [line for line in sweeps if "sweep_name=domains-multidomain-cpu-v4 " in line]
     assert "model.domain_split_layers=0,2 model.d_head=16,32 " in next(line for line in sweeps if c7 in line)
-    assert all(eight in line for line in sweeps if not any(seeds in line for seeds in (ten, fresh, lm, types, init, c5, c12, c10, zh4, c3, c11, c7, c8)))
-    for name in ("heads-zh_reviews-cpu", "heads-zh_reviews-cpu-v4", "heads-zh_reviews-cpu-c8v5"):
+    # C15 v4: the synthetic task, whose final mark decides part of the label, 8 heads read from [CLS], fresh seeds 1700-1723
+    c15 = "seed=" + ",".join(map(str, range(1700, 1724))) + " "
+    assert [line for line in sweeps if c15 in line] == [line for line in sweeps if "sweep_name=heads-synthetic-cls-cpu-v4 " in line]
+    assert next(line for line in sweeps if c15 in line).endswith(c15 + "model.n_heads=8 model.pooling=cls "
+                                                                 "sweep_name=heads-synthetic-cls-cpu-v4 figures=false")
+    assert all(eight in line for line in sweeps if not any(seeds in line for seeds in (ten, fresh, lm, types, init, c5, c12, c10, zh4, c3, c11, c7, c8, c15)))
+    assert not any("sweep_name=heads-zh_reviews-cpu " in line for line in sweeps)  # C15 up to v3's zh sweep left the plan
+    for name in ("heads-zh_reviews-cpu-v4", "heads-zh_reviews-cpu-c8v5"):
         zh = next(line for line in sweeps if f"sweep_name={name} " in line)
         assert "data.max_len=128" in zh and "model.pooling=cls" in zh
     second = [line for line in lines[header:] if " -m sweep=" in line]

@@ -57,25 +57,61 @@ def test_each_of_the_18_specs_names_its_primary_margin_from_the_article_and_prer
     assert numbers["C8"] == 0.015 and numbers["C10"] == 0.2 and numbers["C11"] == 0.03 and numbers["C12"] == 0.25
 
 
-def test_c15_all_zero_heads_give_no_interval_over_seeds_and_at_quick_scale_not_testable(tmp_path):
-    """0 heads in every seed is no interval over the seeds (the units), never [0, 0] and never heads
-    pooled across seeds; and with mean pooling and max_len 64 the claim was never put to the test."""
-    spec = load_spec(SPECS / "c15_punctuation.yaml")
-    table = _heads({(("model.n_heads", 8),): [["local"] * 16] * 3})
-    _sweep(tmp_path, spec, table)
-    result = evaluate_claim(spec, tmp_path)
-    assert result.verdict == NOT_TESTABLE and "model.pooling=cls" in result.reason and "max_len" in result.reason
-    # the same table from a sweep that had cls pooling and max_len 128: an exact bound decides
-    cpu = tmp_path / "cpu"
-    aggregate = cpu / spec.sweep_name("cpu") / STAMP / "aggregate"
+def _mark_table(first: list[list[float]], last: list[list[float]], final_step: int = 600) -> pd.DataFrame:
+    """sweep.parquet rows of `last_attention@task`: per seed, each head's value at step 0 and at the last step."""
+    rows = []
+    for seed, (at_init, trained) in enumerate(zip(first, last)):
+        for step, values in ((0, at_init), (final_step, trained)):
+            rows += [{"job": str(seed), "seed": seed, "model.n_heads": 8, "step": step, "layer": h // 8, "head": h % 8,
+                      "metric": "last_attention@task", "value": v} for h, v in enumerate(values)]
+            rows += [{"job": str(seed), "seed": seed, "model.n_heads": 8, "step": step, "layer": 0, "head": 0,
+                      "metric": "cls_attention@task", "value": 0.99}]  # another metric: never read
+    return pd.DataFrame(rows)
+
+
+def _c15_sweep(root: Path, spec, table: pd.DataFrame, **changes) -> Path:
+    aggregate = root / spec.sweep_name("cpu") / STAMP / "aggregate"
     aggregate.mkdir(parents=True)
-    record_jobs(aggregate.parent, spec, "cpu")
-    table.to_csv(aggregate / "sweep_heads.csv", index=False)
-    decided = evaluate_claim(spec, cpu, scale="cpu")
-    s = decided.statistics["punct_heads"]
-    assert s.mean == 0.0 and math.isnan(s.ci_low) and math.isnan(s.ci_high) and s.n == 3
-    assert "no spread over the units" in s.method and "0 of 48 rows, share per run" in s.unit
-    assert decided.verdict == INCONCLUSIVE and decided.reason.startswith("no interval"), decided.reason
+    record_jobs(aggregate.parent, spec, "cpu", data__source=["synthetic"], **changes)
+    table.to_parquet(aggregate / "sweep.parquet", index=False)
+    return aggregate
+
+
+def test_c15_reads_each_seeds_top_head_on_the_final_mark_from_cls_against_its_own_step_0(tmp_path):
+    """Version 4: per seed, the largest [CLS]-query mass on the final mark of the 16 heads at the last
+    step (the primary) and at step 0 (the baseline); t over seeds, hand-computed with scipy."""
+    from scipy import stats
+
+    spec = load_spec(SPECS / "c15_punctuation.yaml")
+    rng = __import__("numpy").random.default_rng(0)
+    tops = [0.62, 0.58, 0.66, 0.6, 0.64]
+    first = [list(rng.uniform(0.0, 0.1, 16)) for _ in tops]
+    last = [list(rng.uniform(0.0, 0.3, 15)) + [top] for top in tops]
+    _c15_sweep(tmp_path, spec, _mark_table(first, last))
+    result = evaluate_claim(spec, tmp_path, scale="cpu")
+    s, base = result.statistics["mark_mass"], result.statistics["mark_mass_init"]
+    low, high = stats.t.interval(0.95, len(tops) - 1, loc=sum(tops) / 5, scale=stats.sem(tops))
+    assert (s.mean, s.n) == (pytest.approx(0.62), 5) and (s.ci_low, s.ci_high) == (pytest.approx(low), pytest.approx(high))
+    assert base.mean == pytest.approx(sum(max(f) for f in first) / 5)
+    assert low > 0.5 and result.verdict == SUPPORTED, result.reason
+    # the top head only half on the mark in every seed: short of the margin, far above no effect
+    _c15_sweep(tmp_path / "half", spec, _mark_table(first, [v[:15] + [t - 0.17] for v, t in zip(last, tops)]))
+    assert evaluate_claim(spec, tmp_path / "half", scale="cpu").verdict == "direction only"
+
+
+def test_c15_is_not_testable_where_an_untrained_model_already_holds_the_mark_or_the_data_is_not_the_synthetic_task(tmp_path):
+    spec = load_spec(SPECS / "c15_punctuation.yaml")
+    first = [[0.4] + [0.01] * 15, [0.35] + [0.01] * 15, [0.45] + [0.01] * 15]
+    last = [[0.8] + [0.01] * 15] * 3
+    _c15_sweep(tmp_path, spec, _mark_table(first, last))
+    held = evaluate_claim(spec, tmp_path, scale="cpu")
+    assert held.verdict == NOT_TESTABLE and "mark_mass_init.ci_high < 0.25" in held.reason, held.reason
+    aggregate = tmp_path / "zh" / spec.sweep_name("cpu") / STAMP / "aggregate"  # the reviews: a weak final mark
+    aggregate.mkdir(parents=True)
+    record_jobs(aggregate.parent, spec, "cpu", data__source=["zh_reviews"])
+    _mark_table([[0.05] * 16] * 3, last).to_parquet(aggregate / "sweep.parquet", index=False)
+    zh = evaluate_claim(spec, tmp_path / "zh", scale="cpu")
+    assert zh.verdict == NOT_TESTABLE and "data.source=synthetic (the jobs have zh_reviews)" in zh.reason, zh.reason
 
 
 def test_c12_all_zero_arms_are_not_testable_never_contradicted_and_have_no_zero_width_interval(tmp_path):

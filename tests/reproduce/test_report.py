@@ -32,7 +32,7 @@ def _figure(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    """Every shipped claim: C1 computed, C8 / C15 / C16 from one hand-made heads-zh_reviews sweep with
+    """Every shipped claim: C1 computed, C8 / C16 from one hand-made heads-zh_reviews sweep with
     a figure, the others not measured (no sweep on disk)."""
     root = tmp_path_factory.mktemp("sweeps")
     aggregate = root / "heads-zh_reviews" / "2026-11-30_12-00-00_000000" / "aggregate"
@@ -72,8 +72,8 @@ def test_claims_csv_has_one_row_per_claim_with_its_verdict_and_statistic(report)
     assert rows.loc["C8", "figure"] == "figures/c8_accuracy_vs_factor.png"
     assert rows.loc["C8", "coverage"] == "6 of 7 jobs usable" and rows.loc["C1", "coverage"] == ""
     assert rows.loc["C10", "verdict"] == "not measured" and "prune" in rows.loc["C10", "reason"]
-    # C15 reads the same sweep: its jobs had mean pooling and max_len 64, so the claim is not testable there
-    assert rows.loc["C15", "verdict"] == "not testable at this scale" and "model.pooling=cls" in rows.loc["C15", "reason"]
+    # C15 (version 4) reads its own synthetic sweep, not the reviews': none on disk
+    assert rows.loc["C15", "verdict"] == "not measured" and "heads-synthetic-cls" in rows.loc["C15", "reason"]
     assert (out / "figures" / "c8_accuracy_vs_factor.png").is_file()
 
 

@@ -41,14 +41,16 @@ QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-syntheti
                  "lm-prune": 168,
                  # C18 v7's lm-grad sweep (2 seeds, 8 heads): its exploratory jobs (2026-12-04) took 98 and 86 s
                  # beside three other jobs' threads, and headlab-importance a few seconds each
-                 "lm-grad": 190}
-MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03; lm-prune, lm-grad: 2026-12-04)"
+                 "lm-grad": 190,
+                 # C15 v4's heads-synthetic-cls sweep (3 jobs, 8 heads, cls pooling, two at a time): 2026-12-04
+                 "heads-synthetic-cls": 128}
+MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03; lm-prune, lm-grad, heads-synthetic-cls: 2026-12-04)"
 # seconds per step of make reproduce-cpu on 2 cores, two lanes, 2026-12-02: each job's summary.json
 # wall_s plus its start (about 2 s), and the per-job commands (headlab-importance about 16 s,
 # headlab-prune about 70 s); the jobs that ran beside the test suite are counted at the speed of
 # the same config's unloaded jobs. A step whose grid differs from the one measured is not here.
 CPU_SECONDS = {"templates-synthetic-cpu": 496,
-               "domains-multidomain-cpu": 536, "heads-zh_reviews-cpu": 4200,
+               "domains-multidomain-cpu": 536,
                "data_size-synthetic-cpu": 298, "distill-zh_reviews-cpu": 504,
                "c17-minilm-en_news-cpu": 33, "templates-synthetic-rep": 982, "data_size-synthetic-rep": 1750,
                # 2026-12-03 (docs/results/2026-12-03-lm-roles.md): 939 s and 354 s with two jobs side by side on
@@ -64,20 +66,22 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
                # C8 v5's two threads and, for its first half, C10 v7's lane
                "lm-grad-cpu-v7": 2306}
 # Steps not yet run at the cpu scale whose jobs are the measured jobs of a sweep above, timed from them
-# (shown as "from measured jobs"): C5 v4 is templates-synthetic-cpu's job (496 s / 16) x 32 jobs; C12 v6
-# trains both arms 600 steps, data_size-synthetic-cpu's full-data job (about 33 s) x 24 jobs;
+# (shown as "from measured jobs"); heads-zh_reviews-cpu, C15's sweep up to version 3 (24 zh jobs and 8
+# prunes), took 4200 s. C5 v4 is templates-synthetic-cpu's job (496 s / 16) x 32 jobs; C12 v6 trains both
+# arms 600 steps, data_size-synthetic-cpu's full-data job (about 33 s) x 24 jobs;
 # C8 v4 and C16 v4 run heads-zh_reviews-cpu's grid without prunes on fresh seeds, (4200 s - 8 x 70 s)
 # for 24 jobs; C3 v5 is lm-roles-cpu's job (1878 s / 32) x 56 jobs (28 seeds x 2 lrs, constant lr); C11 v4
 # is distill-zh_reviews-cpu's student (504 s / 24) x 48 jobs (16 seeds x 3 variants); C11 v5's students read
 # max_len 128: its exploratory student (2026-12-03) took 53 s beside two other jobs, x 48 jobs; C7 v4 is
 # domains-multidomain-cpu's job (536 s / 16) x 64 jobs (16 seeds x 4 arms); C6 v6 is lm-roles-cpu's job
 # (1878 s / 32) x 20 jobs (10 seeds, positions none and learned); C8 v5 is heads-zh_reviews-cpu's job
-# ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) x 48 jobs (24 seeds x 4 and 8 heads)
+# ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) x 48 jobs (24 seeds x 4 and 8 heads); C15 v4 is 24 synthetic
+# 8-head jobs with cls pooling, whose exploratory jobs (2026-12-04) took 37 and 38 s beside another job: 38 s x 24
 DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992, "data_size_steps-synthetic-cpu": 792,
                    "heads-zh_reviews-cpu-v4": 3640,
                    "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
                    "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174,
-                   "heads-zh_reviews-cpu-c8v5": 7296}
+                   "heads-zh_reviews-cpu-c8v5": 7296, "heads-synthetic-cls-cpu-v4": 912}
 # heads-synthetic-cpu (C18 up to v5, 860 s), init_scale-synthetic-cpu (C9 up to v4, 480 s) and
 # posenc-synthetic-cpu-v5 (C6 v5, 762 s) left the plan: C18 v7, C10 v7, C9 v5 and C6 v6 run the LM
 CPU_MEASURED = "make reproduce-cpu, 2026-12-02, 2 cores"

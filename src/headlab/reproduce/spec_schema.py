@@ -55,6 +55,8 @@ class Reduction(Enum):
     fraction_in = "fraction_in"                # share of rows whose `column` is in `values`
     distinct_per_layer = "distinct_per_layer"  # distinct values of `column` per layer, averaged
     last_step_mean = "last_step_mean"          # mean of `column` over the run's last `step`
+    last_step_max = "last_step_max"            # largest `column` at the run's last `step` (its top head)
+    first_step_max = "first_step_max"          # largest `column` at the run's first `step` (the top head at init)
     fraction_at_most = "fraction_at_most"      # share of rows whose `column` is <= `at_most` (missing: not)
     settle_median = "settle_median"            # median step, a missing one (never settled) read as the run's `final_step`
 

@@ -24,7 +24,9 @@ of the rows a run has in a per-head / per-layer table (``sweep_heads.csv``,
 ``final_step``, so heads still moving do not pull the median early), ``fraction_in`` (share of rows whose ``column`` is in ``values``), ``distinct_per_layer`` (number of
 different values of ``column`` in a layer, averaged over layers; with ``types``, of types, so a layer
 with no head of any type has 0), ``last_step_mean`` (mean of
-``column`` over the rows of the run's last ``step``). ``exclude`` drops rows first
+``column`` over the rows of the run's last ``step``), ``last_step_max`` / ``first_step_max`` (the
+largest ``column`` at the run's last / first ``step``: the top head trained and the top head at
+initialisation, its own baseline). ``exclude`` drops rows first
 (``{final_role: [mixed, broad]}``); ``metric`` keeps the rows of one ``metric`` (long tables).
 """
 
@@ -231,6 +233,9 @@ def _reduce(run: pd.DataFrame, column: str, how: Reduction, values, at_most=None
         return float(run.groupby("layer")[column].nunique().mean())
     if how is Reduction.last_step_mean:
         return float(pd.to_numeric(x[run["step"] == run["step"].max()], errors="coerce").mean())
+    if how in (Reduction.last_step_max, Reduction.first_step_max):
+        at = run["step"].max() if how is Reduction.last_step_max else run["step"].min()
+        return float(pd.to_numeric(x[run["step"] == at], errors="coerce").max())  # NaN only when every head's is
     numbers = pd.to_numeric(x, errors="coerce")
     if how is Reduction.settle_median:  # a head still moving at the end settles no earlier than the end
         return float(numbers.fillna(pd.to_numeric(run["final_step"], errors="coerce")).median())

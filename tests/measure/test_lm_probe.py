@@ -80,3 +80,29 @@ def test_causal_entropy_is_the_probes_mean_of_each_querys_entropy_over_the_keys_
                    / (seq - 1) for h in range(2) for b in range(data.probe.size(0))]
         expected = torch.tensor(by_hand, dtype=torch.float64).view(2, -1).mean(1)
         torch.testing.assert_close(measured.per_layer[layer]["causal_entropy_norm"], expected, atol=1e-5, rtol=0)
+
+
+def test_head_pairs_equal_scipys_jensen_shannon_and_pearson_on_the_networks_own_patterns(data):
+    """Each layer's `js[a, b]`: scipy's Jensen-Shannon (squared distance, nats) of the two heads' smoothed
+    rows, averaged over every query of every probe sequence; `corr[a, b]`: numpy's Pearson r of the two
+    maps per sequence, averaged over sequences. A chunk size that splits the probe gives the same."""
+    import numpy as np
+    from scipy.spatial.distance import jensenshannon
+
+    torch.manual_seed(3)
+    net = HeadlabLM(LMConfig(vocab_size=16, max_len=15, n_layers=2, n_heads=3, d_model=24)).eval()
+    measured = measure_lm_probe(net, data.probe, data.probe_half_len, chunk_size=4)
+    with torch.no_grad():
+        out = net(data.probe, return_patterns=True)
+    for layer, pattern in enumerate(out.patterns):
+        maps = pattern.double().numpy()  # [n, head, q, k]
+        n_keys = maps.shape[-1]
+        smoothed = 0.001 / n_keys + 0.999 * maps
+        for a in range(3):
+            for b in range(3):
+                js = np.mean([jensenshannon(smoothed[s, a, q], smoothed[s, b, q]) ** 2
+                              for s in range(maps.shape[0]) for q in range(maps.shape[2])])
+                r = np.mean([np.corrcoef(maps[s, a].ravel(), maps[s, b].ravel())[0, 1] for s in range(maps.shape[0])])
+                assert measured.head_pairs[layer]["js"][a, b].item() == pytest.approx(js, abs=1e-6)
+                assert measured.head_pairs[layer]["corr"][a, b].item() == pytest.approx(r, abs=1e-6)
+    assert measured.head_pairs[1]["js"][0, 1] > 0  # heads of a random net differ

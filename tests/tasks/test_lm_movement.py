@@ -63,3 +63,21 @@ def test_an_lm_run_records_each_heads_gradient_and_distance_moved(tmp_path):
         recorded = grad[grad["step"] == step].sort_values(["layer", "head"])["value"].to_numpy()
         np.testing.assert_allclose(recorded, HandGradNorms.sums[step].reshape(-1), rtol=1e-5)
     assert torch.get_num_threads() == 1
+
+
+def test_an_lm_run_records_each_layers_head_pairs_for_the_redundancy_tables(tmp_path):
+    """head_pairs.parquet: per measured step and layer, a js and a corr matrix over the heads (js 0
+    and corr 1 on the diagonal), which the sweep's near-duplicate table reads at the last step."""
+    from headlab.analysis.redundancy import pair_table_redundancy
+
+    train_keeping_threads(compose_train_config(tmp_path / "run", TINY_LM))
+    pairs = pd.read_parquet(tmp_path / "run" / "head_pairs.parquet")
+    assert sorted(pairs["step"].unique()) == [0, 4, 8] and set(pairs["metric"]) == {"js", "corr"}
+    assert len(pairs) == 3 * 2 * 2 * (2 * 2)  # steps x layers x metrics x head pairs
+    diagonal = pairs[pairs["head_a"] == pairs["head_b"]]
+    assert np.allclose(diagonal[diagonal["metric"] == "js"]["value"], 0, atol=1e-9)
+    assert np.allclose(diagonal[diagonal["metric"] == "corr"]["value"], 1)
+    off = pairs[(pairs["head_a"] != pairs["head_b"]) & (pairs["metric"] == "js")]
+    assert (off["value"] > 0).all()
+    found = pair_table_redundancy(pairs)
+    assert found["step"] == 8 and found["n_heads"] == 4

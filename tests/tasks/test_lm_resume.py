@@ -49,3 +49,8 @@ def test_a_killed_lm_run_resumes_to_the_uninterrupted_one(tmp_path):
     b = read_table(reference / "head_metrics.parquet").drop(columns="run_id").sort_values(KEYS, ignore_index=True)
     assert not a.duplicated(KEYS).any() and {"cum_grad_norm", "dist_from_init"} <= set(a["metric"])
     pd.testing.assert_frame_equal(a, b, check_exact=True)
+    pair_keys = ["step", "layer", "head_a", "head_b", "metric"]  # the head-pair table: re-measured, never doubled
+    a = read_table(run / "head_pairs.parquet").drop(columns="run_id").sort_values(pair_keys, ignore_index=True)
+    b = read_table(reference / "head_pairs.parquet").drop(columns="run_id").sort_values(pair_keys, ignore_index=True)
+    assert not a.duplicated(pair_keys).any()
+    pd.testing.assert_frame_equal(a, b, check_exact=True)

@@ -3,7 +3,10 @@
 The one seam for language models, as `measure_probe` is for classifiers: the probe runs through
 the weight path in eval mode under `no_grad`, chunk by chunk, and `headlab.analysis.lm_heads`
 reduces each chunk to per-head sums, so memory does not grow with the probe (only each sequence's
-per-position loss is kept, for the ICL score's standard error). The network needs
+per-position loss is kept, for the ICL score's standard error). Each layer's head-by-head `js` and
+`corr` (`headlab.analysis.head_similarity`, over the probe's queries) come with it, so near-duplicate
+heads are found in an LM as in a classifier; every causal head gives the first query wholly to the
+first token, so that one row of each sequence always agrees. The network needs
 the `capture_patterns` contract plus `W_E`, `W_U` and per-head `head_weights()` (HeadlabLM).
 """
 
@@ -15,6 +18,7 @@ import torch
 
 from scipy import stats
 
+from headlab.analysis.head_similarity import HeadSimilarityAccumulator
 from headlab.analysis.lm_heads import (CAUSAL_ENTROPY, LM_PATTERN_SCORES, causal_entropy_norm_sums, icl_differences,
                                        lm_pattern_score_sums, ov_copying_score, per_position_loss,
                                        repeated_stripe_score_sums)
@@ -37,6 +41,7 @@ class LMMeasurement:
     icl_se: float = float("nan")  # standard error of `icl` over the probe's sequences
     rep_icl: float | None = None  # ICL on the standard probe (late: its last token; early: the first block's last)
     rep_icl_se: float | None = None
+    head_pairs: list[dict[str, torch.Tensor]] | None = None  # per layer {"js", "corr"} `[head, head]` on the probe
 
 
 def icl_positions(seq_len: int, half_len: int) -> tuple[int, int]:
@@ -56,7 +61,7 @@ def measure_lm_probe(net: torch.nn.Module, probe: torch.Tensor, half_len: int, c
     was_training = net.training
     net.eval()
     try:
-        per_layer, losses = _pattern_scores(net, probe, chunk_size)
+        per_layer, losses, pairs = _pattern_scores(net, probe, chunk_size)
         for layer, block in enumerate(net.blocks):
             weights = block.attn.head_weights()
             per_layer[layer]["copying_score"] = ov_copying_score(net.W_E, weights.W_V, weights.W_O, net.W_U).cpu()
@@ -65,7 +70,7 @@ def measure_lm_probe(net: torch.nn.Module, probe: torch.Tensor, half_len: int, c
         icl = icl_differences(losses, late, early)
         repeat = loss_by_position[probe.size(1) - half_len: probe.size(1) - 1]
         measurement = LMMeasurement(per_layer, loss_by_position, float(loss_by_position.mean()), float(icl.mean()),
-                                    float(repeat.mean()), _standard_error(icl))
+                                    float(repeat.mean()), _standard_error(icl), head_pairs=pairs)
         if repeated is not None:
             _add_standard_test(measurement, net, repeated, chunk_size)
         return measurement
@@ -73,10 +78,12 @@ def measure_lm_probe(net: torch.nn.Module, probe: torch.Tensor, half_len: int, c
         net.train(was_training)
 
 
-def _pattern_scores(net: torch.nn.Module, probe: torch.Tensor,
-                    chunk_size: int) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
-    """Per layer the probe's pattern scores `[head]`, and every sequence's per-position loss `[n, seq - 1]` (float64)."""
+def _pattern_scores(net: torch.nn.Module, probe: torch.Tensor, chunk_size: int
+                    ) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor, list[dict[str, torch.Tensor]]]:
+    """Per layer the probe's pattern scores `[head]`, every sequence's per-position loss `[n, seq - 1]`
+    (float64), and per layer the heads' similarity `{"js", "corr"}` `[head, head]`."""
     sums = [{name: 0.0 for name in (*LM_PATTERN_SCORES, CAUSAL_ENTROPY)} for _ in net.blocks]
+    similarity = [HeadSimilarityAccumulator() for _ in net.blocks]
     losses, device = [], next(net.parameters()).device
     for chunk in probe.split(chunk_size):
         chunk = chunk.to(device)
@@ -86,8 +93,10 @@ def _pattern_scores(net: torch.nn.Module, probe: torch.Tensor,
                 if name != "n_sequences":
                     sums[layer][name] = sums[layer][name] + value.cpu()
             sums[layer][CAUSAL_ENTROPY] = sums[layer][CAUSAL_ENTROPY] + causal_entropy_norm_sums(pattern).cpu()
+            similarity[layer].update(pattern, torch.ones_like(chunk, dtype=torch.bool))
         losses.append(per_position_loss(out.logits, chunk).double().cpu())
-    return [{name: value / probe.size(0) for name, value in layer.items()} for layer in sums], torch.cat(losses)
+    pairs = [{name: value.cpu() for name, value in acc.compute().items()} for acc in similarity]
+    return [{name: value / probe.size(0) for name, value in layer.items()} for layer in sums], torch.cat(losses), pairs
 
 
 def _add_standard_test(measurement: LMMeasurement, net: torch.nn.Module, repeated: torch.Tensor, chunk_size: int) -> None:

@@ -5,7 +5,9 @@ gives each head's previous-token, duplicate, induction and OV copying scores, an
 per-position loss and ICL score (with its standard error over the probe's sequences); with
 `standard_probe_size` > 0 also each head's `rep_induction_score` on the standard test (repeated
 random tokens, the copy a fixed distance back, `data.repeated_probe`) and the ICL score on that
-probe. Per-head rows go to `head_metrics.parquet` (the run contract's long format); `lm/probe_loss`,
+probe. Per-head rows go to `head_metrics.parquet` (the run contract's long format), each layer's
+head-by-head `js` and `corr` on the probe to `head_pairs.parquet` (near-duplicate heads,
+`headlab.sweep.redundancy`); `lm/probe_loss`,
 `lm/icl_score` (and `_se`), `lm/rep_icl_score` (and `_se`) and `heads/{metric}/L{l}H{h}` go to the
 loggers (metrics.csv). At fit end `summary_facts()` puts into summary.json: each head's induction onset
 (the START of its score's rise, `headlab.analysis.phase_change.rise_start`, counted only if the score
@@ -40,7 +42,7 @@ from headlab.measure.weights import WEIGHT_NAMES, grad_norms, head_weight_snapsh
 from headlab.model.hooks import capture_patterns
 from headlab.store import RunDir, append_part, drop_parts_after
 from headlab.store.run_dir import INDUCTION_GRID_FIGURE, INDUCTION_PHASE_FIGURE
-from headlab.store.tables import head_metric_rows
+from headlab.store.tables import head_metric_rows, head_pair_rows
 
 
 class LMHeadMetricsCallback(L.Callback):
@@ -88,7 +90,9 @@ class LMHeadMetricsCallback(L.Callback):
             self._init_weights = snapshot_weights(pl_module.net)
             self._cum_grad = torch.zeros(len(pl_module.net.blocks), max(pl_module.net.heads_per_layer), dtype=torch.float64)
         if self.output_dir is not None and self.history:  # resumed: parts after the checkpoint are re-measured
-            drop_parts_after(RunDir(self.output_dir).head_metrics_path, self.history[-1]["step"])
+            run = RunDir(self.output_dir)
+            for table in (run.head_metrics_path, run.head_pairs_path):
+                drop_parts_after(table, self.history[-1]["step"])
         if not self.history or self.history[-1]["step"] < trainer.global_step:
             self._measure(trainer, pl_module)
 
@@ -154,8 +158,11 @@ class LMHeadMetricsCallback(L.Callback):
                              "induction": [layer["induction_score"].tolist() for layer in measurement.per_layer]})
         if trainer.is_global_zero and self.output_dir is not None:
             per_layer = [{k: v.numpy() for k, v in layer.items()} for layer in measurement.per_layer]
-            rows = head_metric_rows(self.output_dir.name, step, int(trainer.current_epoch), per_layer)
-            append_part(RunDir(self.output_dir).head_metrics_path, step, rows)
+            run, epoch = RunDir(self.output_dir), int(trainer.current_epoch)
+            append_part(run.head_metrics_path, step, head_metric_rows(self.output_dir.name, step, epoch, per_layer))
+            if measurement.head_pairs is not None:
+                pairs = [{k: v.numpy() for k, v in layer.items()} for layer in measurement.head_pairs]
+                append_part(run.head_pairs_path, step, head_pair_rows(self.output_dir.name, step, epoch, pairs))
         if self.log_to_loggers and trainer.loggers:
             scalars = {"lm/probe_loss": measurement.probe_loss, "lm/icl_score": measurement.icl,
                        "lm/repeat_loss": measurement.repeat_loss, "lm/icl_score_se": measurement.icl_se}

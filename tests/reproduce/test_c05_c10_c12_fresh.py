@@ -1,5 +1,5 @@
-"""C5 v4, C10 v7, C12 v6 (issue 31, item 6): each on seeds no earlier version listed, C5 with the
-article's one soft-templated head, C12 at equal optimiser steps with the fixed bar as prerequisite,
+"""C5 v4, C10 v7, C12 v7 (issue 31, item 6): each on seeds no earlier version listed, C5 with the
+article's one soft-templated head, C12 on the induction LM at equal optimiser steps with the fixed bar as prerequisite,
 C10 on the induction LM with the power its spec states at the pipeline's alpha. Verdicts on hand-made tables, checked
 against scipy's t-interval."""
 
@@ -43,7 +43,7 @@ def _interval(d: list[float]) -> tuple[float, float]:
 def test_no_earlier_version_of_c5_c10_c12_listed_their_confirmatory_seeds():
     specs = [load_spec(SPECS / f) for f in ("c05_templates.yaml", "c10_pruning.yaml", "c12_data_size.yaml")]
     assert [(s.version, s.confirmatory_seeds[0], len(s.confirmatory_seeds)) for s in specs] == \
-        [(4, 700, 16), (7, 1500, 16), (6, 800, 12)]
+        [(4, 700, 16), (7, 1500, 16), (7, 1800, 12)]
     assert [line for line in freeze_problems(specs) if "seeds" in line] == []
 
 
@@ -76,21 +76,25 @@ def test_c5_reads_free_minus_one_soft_head_and_a_sweep_of_the_old_hard_templates
     assert refused.verdict != SUPPORTED and "model.template_mode is hard in its jobs" in refused.reason
 
 
-def test_c12_trains_both_arms_the_same_steps_and_is_measured_at_the_same_steps():
-    sweep = yaml.safe_load((ROOT / "conf" / "sweep" / "data_size_steps.yaml").read_text(encoding="utf-8"))
+def test_c12_trains_both_arms_the_same_steps_and_is_measured_at_the_same_steps(tmp_path):
+    """Version 7: the LM's 3,000 steps are one epoch of 96,000 sequences and 20 of 4,800, so max_steps
+    (not the data) ends both arms, and its callback measures on a step grid, never at an epoch's end."""
+    from tests._runs import compose_train_config
+
     spec = load_spec(SPECS / "c12_data_size.yaml")
-    assert spec.evidence.sweep == "data_size_steps" and sweep["defaults"] == ["data_size"]
-    # 5 % of the 4,800 synthetic train examples is 4 batches of 64: 150 epochs hold the 600 steps
-    assert sweep["trainer"]["max_steps"] == 600 and sweep["trainer"]["max_epochs"] * math.ceil(0.05 * 4800 / 64) >= 600
-    assert sweep["trainer"]["check_val_every_n_epoch"] is None and sweep["trainer"]["val_check_interval"] == 75
-    assert sweep["callbacks"]["head_metrics"]["measure_epoch_end"] is False
-    assert "trainer.max_epochs" not in " ".join(spec.overrides("cpu"))  # nothing per arm: the arms differ in data only
+    assert spec.evidence.sweep == "lm_roles"
+    overrides = spec.overrides("cpu")
+    assert "data.n_train=4800,96000" in overrides and not any(o.startswith("trainer.") for o in overrides)
+    cfg = compose_train_config(tmp_path / "run", ["experiment=induction", "data.n_train=4800", "model.n_heads=8"])
+    assert cfg.trainer.max_steps == 3000 and cfg.trainer.max_epochs * 4800 // cfg.data.batch_size >= 3000
+    assert cfg.data.n_train * 20 == 96000 and 96000 // cfg.data.batch_size == 3000
+    assert cfg.callbacks.lm_metrics.every_n_steps == 100 and "measure_epoch_end" not in cfg.callbacks.lm_metrics
 
 
 def _c12_rows(calibrated_small: list[float], calibrated_full: list[float], fixed: float) -> pd.DataFrame:
-    return pd.DataFrame([{"job": f"{f}-{s}", "seed": 800 + s, "data.train_fraction": f, "duplicate_fraction": fixed * (s % 2),
+    return pd.DataFrame([{"job": f"{f}-{s}", "seed": 1800 + s, "data.n_train": f, "duplicate_fraction": fixed * (s % 2),
                           "calibrated_duplicate_fraction": c, "min_pair_js": 0.3}
-                         for f, values in ((0.05, calibrated_small), (1.0, calibrated_full)) for s, c in enumerate(values)])
+                         for f, values in ((4800, calibrated_small), (96000, calibrated_full)) for s, c in enumerate(values)])
 
 
 def test_c12_needs_heads_under_the_fixed_bar_before_the_calibrated_bar_decides(tmp_path):

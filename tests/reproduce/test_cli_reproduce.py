@@ -167,12 +167,14 @@ def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_tim
     assert "model.pos_encoding=none,learned " in next(line for line in sweeps if fresh in line)
     lm = "seed=" + ",".join(map(str, range(300, 308))) + " "   # the roles claims moved to the LM: fresh seeds 300-307
     assert [line for line in sweeps if lm in line] == [line for line in sweeps if "sweep_name=lm-roles-cpu" in line]
-    # issue 31 item 6: C5 v4 (one soft-templated head per layer), C12 v6 (equal steps), C10 v7 (the LM, 16 seeds, 8 heads)
-    c5, c12, c10 = ("seed=" + ",".join(map(str, r)) + " " for r in (range(700, 716), range(800, 812), range(1500, 1516)))
+    # issue 31 item 6: C5 v4 (one soft-templated head per layer), C12 v7 (the LM, equal steps), C10 v7 (the LM, 16 seeds, 8 heads)
+    c5, c10 = ("seed=" + ",".join(map(str, r)) + " " for r in (range(700, 716), range(1500, 1516)))
+    c12 = "seed=" + ",".join(map(str, range(1800, 1812)))  # the last override of its line
     assert [line for line in sweeps if c5 in line] == [line for line in sweeps if "sweep_name=templates-synthetic-cpu-v4" in line]
     assert "model.template_mode=free,soft model.template=local_head1 model.template_anneal_steps=0 " in \
         next(line for line in sweeps if c5 in line)
-    assert [line for line in sweeps if c12 in line] == [line for line in sweeps if "sweep=data_size_steps " in line]
+    assert [line for line in sweeps if c12 in line] == [line for line in sweeps if "sweep_name=lm-data-cpu-v7 " in line]
+    assert "optim=adamw_constant optim.lr=0.003 model.n_heads=8 data.n_train=4800,96000 " in next(line for line in sweeps if c12 in line)
     assert [line for line in sweeps if c10 in line] == [line for line in sweeps if "sweep_name=lm-prune-cpu-v7 " in line]
     assert "optim=adamw_constant optim.lr=0.003 model.n_heads=8 " in next(line for line in sweeps if c10 in line)
     # C7 v4: split by domain against a shared model twice as wide, fresh seeds 1300-1315

@@ -145,7 +145,7 @@ def test_the_runner_gets_each_look_two_sweep_after_its_claims_look_one_sweep():
         return _result(spec.claim, *verdicts[spec.claim])
 
     items = {d.job.sweep_name: d for d in deferred_second_look(specs, "root", {}, evaluate=evaluate)}
-    c5, c12 = "templates-synthetic-cpu-v4", "data_size_steps-synthetic-cpu"
+    c5, c12 = "templates-synthetic-cpu-v4", "lm-data-cpu-v7"
     assert {name: d.after for name, d in items.items()} == {f"{c5}-rep": (c5,), f"{c12}-rep": (c12,), "lm-roles-rep": ("lm-roles-cpu",)}
     assert read == []  # nothing is read before a lane takes the item
     # 18 specs with a primary: the bar is 0.05 / 18 = 0.0028

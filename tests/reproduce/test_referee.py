@@ -115,10 +115,10 @@ def test_c15_is_not_testable_where_an_untrained_model_already_holds_the_mark_or_
 
 
 def test_c12_all_zero_arms_are_not_testable_never_contradicted_and_have_no_zero_width_interval(tmp_path):
-    """C12 v6: no head under the fixed bar in any run means no near-duplicates formed (the prerequisite)."""
+    """C12 (since v6): no head under the fixed bar in any run means no near-duplicates formed (the prerequisite)."""
     spec = load_spec(SPECS / "c12_data_size.yaml")
-    rows = pd.DataFrame([{"job": f"{f}-{s}", "seed": s, "data.train_fraction": f, "duplicate_fraction": 0.0,
-                          "calibrated_duplicate_fraction": 0.0} for f in (0.05, 1.0) for s in range(3)])
+    rows = pd.DataFrame([{"job": f"{f}-{s}", "seed": s, "data.n_train": f, "duplicate_fraction": 0.0,
+                          "calibrated_duplicate_fraction": 0.0} for f in (4800, 96000) for s in range(3)])
     _sweep(tmp_path, spec, rows)
     result = evaluate_claim(spec, tmp_path)
     assert result.verdict == NOT_TESTABLE and "duplicates_exist.ci_low > 0" in result.reason
@@ -128,8 +128,8 @@ def test_c12_all_zero_arms_are_not_testable_never_contradicted_and_have_no_zero_
 
 def test_c12_without_the_calibrated_column_is_not_testable_and_says_why(tmp_path):
     spec = load_spec(SPECS / "c12_data_size.yaml")
-    rows = pd.DataFrame([{"job": f"{f}-{s}", "seed": s, "data.train_fraction": f, "duplicate_fraction": 0.0}
-                         for f in (0.05, 1.0) for s in range(3)])
+    rows = pd.DataFrame([{"job": f"{f}-{s}", "seed": s, "data.n_train": f, "duplicate_fraction": 0.0}
+                         for f in (4800, 96000) for s in range(3)])
     _sweep(tmp_path, spec, rows)
     result = evaluate_claim(spec, tmp_path)
     assert result.verdict == NOT_TESTABLE and "no column 'calibrated_duplicate_fraction'" in result.reason

@@ -43,8 +43,11 @@ QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-syntheti
                  # beside three other jobs' threads, and headlab-importance a few seconds each
                  "lm-grad": 190,
                  # C15 v4's heads-synthetic-cls sweep (3 jobs, 8 heads, cls pooling, two at a time): 2026-12-04
-                 "heads-synthetic-cls": 128}
-MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03; lm-prune, lm-grad, heads-synthetic-cls: 2026-12-04)"
+                 "heads-synthetic-cls": 128,
+                 # C12 v7's lm-data sweep (4,800 vs 96,000 sequences x 2 seeds, 8 heads): its exploratory jobs
+                 # (2026-12-04) took 64-76 s each, one thread, beside another job
+                 "lm-data": 274}
+MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03; lm-prune, lm-grad, heads-synthetic-cls, lm-data: 2026-12-04)"
 # seconds per step of make reproduce-cpu on 2 cores, two lanes, 2026-12-02: each job's summary.json
 # wall_s plus its start (about 2 s), and the per-job commands (headlab-importance about 16 s,
 # headlab-prune about 70 s); the jobs that ran beside the test suite are counted at the speed of
@@ -76,8 +79,10 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
 # domains-multidomain-cpu's job (536 s / 16) x 64 jobs (16 seeds x 4 arms); C6 v6 is lm-roles-cpu's job
 # (1878 s / 32) x 20 jobs (10 seeds, positions none and learned); C8 v5 is heads-zh_reviews-cpu's job
 # ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) x 48 jobs (24 seeds x 4 and 8 heads); C15 v4 is 24 synthetic
-# 8-head jobs with cls pooling, whose exploratory jobs (2026-12-04) took 37 and 38 s beside another job: 38 s x 24
-DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992, "data_size_steps-synthetic-cpu": 792,
+# 8-head jobs with cls pooling, whose exploratory jobs (2026-12-04) took 37 and 38 s beside another job: 38 s x 24;
+# C12 v7 is 24 LM jobs (12 seeds x 2 data sizes) at lm-data's 69 s a job; C12 v6's data_size_steps-synthetic-cpu
+# (792 s) left the plan
+DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992, "lm-data-cpu-v7": 1656,
                    "heads-zh_reviews-cpu-v4": 3640,
                    "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
                    "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174,

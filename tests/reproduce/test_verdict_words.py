@@ -118,7 +118,7 @@ def test_the_readme_words_are_those_the_ledgers_intervals_give_under_todays_defi
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     rows = {line.split(" ")[1]: line.split(" | ")[2] for line in readme.splitlines() if re.match(r"\| C\d+ ", line)}
-    # C2, C4, C5, C8, C10, C18: new versions (below); C9 v5: Holm's word; C12 v6: not testable (its prerequisite, not its interval);
+    # C2, C4, C5, C8, C10, C18: new versions (below); C9 v5: Holm's word; C12 v7 and C15 v4 read their own new versions;
     # C6 v6 reads another statistic on the LM (below)
     for claim in ("C1", "C7", "C11", "C16"):
         cell = rows[claim]
@@ -129,7 +129,7 @@ def test_the_readme_words_are_those_the_ledgers_intervals_give_under_todays_defi
         assert decide(spec, {spec.primary: primary}).verdict == word, claim
     # the claims moved to the LM (2026-12-03 and -04) and C8 v5 read their own new versions; C9's and C13's words are
     # Holm's (not re-read here)
-    for claim in ("C2", "C3", "C4", "C5", "C6", "C8", "C10", "C14", "C18"):
+    for claim in ("C2", "C3", "C4", "C5", "C6", "C8", "C10", "C12", "C14", "C15", "C18"):
         cell = rows[claim]
         word = cell.split(" (v")[0]
         low, high = (float(v.replace(",", "")) for v in re.search(r"\[(-?[\d.,]+), (-?[\d.,]+)\]", cell).groups())

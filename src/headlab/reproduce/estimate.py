@@ -67,7 +67,12 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
                "lm-prune-cpu-v7": 1674,
                # C18 v7 (the same page): its 24 jobs and headlab-importance runs in one lane of one thread, beside
                # C8 v5's two threads and, for its first half, C10 v7's lane
-               "lm-grad-cpu-v7": 2306}
+               "lm-grad-cpu-v7": 2306,
+               # C15 v4 (docs/results/2026-12-04-c12-c15.md): its 24 synthetic jobs in one lane of one thread, beside
+               # C12 v7's lane for their last 5 minutes
+               "heads-synthetic-cls-cpu-v4": 991,
+               # C12 v7 (the same page): its 24 LM jobs in one lane of one thread, beside C15 v4's lane at first
+               "lm-data-cpu-v7": 1496}
 # Steps not yet run at the cpu scale whose jobs are the measured jobs of a sweep above, timed from them
 # (shown as "from measured jobs"); heads-zh_reviews-cpu, C15's sweep up to version 3 (24 zh jobs and 8
 # prunes), took 4200 s. C5 v4 is templates-synthetic-cpu's job (496 s / 16) x 32 jobs; C12 v6 trains both
@@ -78,15 +83,13 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
 # max_len 128: its exploratory student (2026-12-03) took 53 s beside two other jobs, x 48 jobs; C7 v4 is
 # domains-multidomain-cpu's job (536 s / 16) x 64 jobs (16 seeds x 4 arms); C6 v6 is lm-roles-cpu's job
 # (1878 s / 32) x 20 jobs (10 seeds, positions none and learned); C8 v5 is heads-zh_reviews-cpu's job
-# ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) x 48 jobs (24 seeds x 4 and 8 heads); C15 v4 is 24 synthetic
-# 8-head jobs with cls pooling, whose exploratory jobs (2026-12-04) took 37 and 38 s beside another job: 38 s x 24;
-# C12 v7 is 24 LM jobs (12 seeds x 2 data sizes) at lm-data's 69 s a job; C12 v6's data_size_steps-synthetic-cpu
-# (792 s) left the plan
-DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992, "lm-data-cpu-v7": 1656,
+# ((4200 s - 8 prunes x 70 s) / 24 jobs = 152 s) x 48 jobs (24 seeds x 4 and 8 heads). C12 v6's
+# data_size_steps-synthetic-cpu (792 s) left the plan for C12 v7's LM sweep (measured above)
+DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992,
                    "heads-zh_reviews-cpu-v4": 3640,
                    "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
                    "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174,
-                   "heads-zh_reviews-cpu-c8v5": 7296, "heads-synthetic-cls-cpu-v4": 912}
+                   "heads-zh_reviews-cpu-c8v5": 7296}
 # heads-synthetic-cpu (C18 up to v5, 860 s), init_scale-synthetic-cpu (C9 up to v4, 480 s) and
 # posenc-synthetic-cpu-v5 (C6 v5, 762 s) left the plan: C18 v7, C10 v7, C9 v5 and C6 v6 run the LM
 CPU_MEASURED = "make reproduce-cpu, 2026-12-02, 2 cores"

@@ -46,7 +46,7 @@ def test_units_are_seeds_or_disjoint_seed_pairs_and_a_bound_gives_no_spread():
     assert units(BY_CLAIM["C8"], 1) == 24 and units(BY_CLAIM["C14"], 1) == 4 and units(BY_CLAIM["C14"], 2) == 8
     rng = np.random.default_rng(0)
     assert (draw(BY_CLAIM["C14"], 1.0, 5, rng) == 1.0).all()   # kappa 1: every pair gives the same division
-    shares = draw(BY_CLAIM["C15"], 0.05, 2000, rng)            # a share of heads: Beta on [0, 1]
+    shares = draw(BY_CLAIM["C15"], 0.05, 2000, rng)            # an attention mass: Beta on [0, 1]
     assert shares.min() >= 0 and shares.max() <= 1 and shares.mean() == pytest.approx(0.05, abs=0.005)
 
 

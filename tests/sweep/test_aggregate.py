@@ -163,3 +163,18 @@ def test_a_plain_override_names_the_config_over_an_appended_default_of_the_same_
     assert runs[0].override_values()["distill"] == "ce"
     tags = run_tags(runs)
     assert list(tags["config_label"]) == ["distill=ce", "distill=ce", "distill=logits", "distill=logits"]
+
+
+def test_a_sweep_of_one_config_is_labelled_by_what_it_trained_not_how_it_ran(tmp_path):
+    """Every job alike but the seed: the label is the sweep's own overrides less figures, resume,
+    sweep, sweep_name and threads (a legend of the whole override string crowded the figures out)."""
+    from headlab.sweep.aggregate import run_tags
+    from headlab.sweep.runs import Run
+
+    ran = ["figures=false", "resume=auto", "sweep=heads", "sweep_name=heads-synthetic-cls", "threads=1"]
+    runs = [Run(str(i), tmp_path / str(i), "completed", overrides=[f"seed={i}", "model.n_heads=8", "model.pooling=cls", *ran])
+            for i in range(3)]
+    assert list(run_tags(runs)["config_label"]) == ["model.n_heads=8,model.pooling=cls"] * 3
+    only_ran = [Run("0", tmp_path / "0", "completed", overrides=["seed=0", *ran])]
+    assert list(run_tags(only_ran)["config_label"]) == [only_ran[0].config]  # nothing trained differently: the config
+

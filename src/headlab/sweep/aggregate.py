@@ -185,11 +185,18 @@ def run_tags(runs: list[Run]) -> pd.DataFrame:
     return tags
 
 
+# Overrides that say how a job ran, not what it trained: left out of the label of a one-config sweep.
+_HOW_IT_RAN = frozenset({"figures", "resume", "sweep", "sweep_name", "threads"})
+
+
 def _config_labels(runs: list[Run]) -> list[str]:
+    """The overrides that differ between configs; in a sweep of one config (every job but the seed
+    alike) its own overrides less `_HOW_IT_RAN`, so a legend or tick names what was trained."""
     values = pd.DataFrame([{k: v for k, v in r.override_values().items() if k != "seed"} for r in runs])
     varying = [c for c in values.columns if values[c].astype(str).nunique() > 1]
     if not varying:
-        return [r.config for r in runs]
+        return [",".join(f"{k}={v}" for k, v in r.override_values().items() if k != "seed" and k not in _HOW_IT_RAN)
+                or r.config for r in runs]
     return [",".join(f"{k}={row[k]}" for k in varying if isinstance(row[k], str)) or r.config
             for r, (_, row) in zip(runs, values.iterrows())]
 

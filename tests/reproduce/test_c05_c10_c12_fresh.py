@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 from scipy import stats
 from statsmodels.stats.power import TTestPower
 

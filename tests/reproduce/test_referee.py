@@ -9,6 +9,7 @@ import os
 from datetime import date
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -83,7 +84,7 @@ def test_c15_reads_each_seeds_top_head_on_the_final_mark_from_cls_against_its_ow
     from scipy import stats
 
     spec = load_spec(SPECS / "c15_punctuation.yaml")
-    rng = __import__("numpy").random.default_rng(0)
+    rng = np.random.default_rng(0)
     tops = [0.62, 0.58, 0.66, 0.6, 0.64]
     first = [list(rng.uniform(0.0, 0.1, 16)) for _ in tops]
     last = [list(rng.uniform(0.0, 0.3, 15)) + [top] for top in tops]

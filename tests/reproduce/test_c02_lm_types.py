@@ -1,5 +1,6 @@
-"""C2 v3 on the induction LM: the shipped spec decided on hand-built head tables (per seed, the
-article's three pattern types counted per layer), against intervals computed here with scipy."""
+"""C2 on the induction LM: the shipped spec decided on hand-built head tables (per seed, the
+article's three pattern types counted per layer, in the 4-head models of a 2/4/8-head sweep),
+against intervals computed here with scipy."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ SPEC = load_spec(SPECS / "c02_split_roles.yaml")
 L, D, U, X = "local_diagonal", "distant_points", "uniform", "untyped"
 
 
-def _heads(seeds: dict[int, tuple[list[str], list[str]]]) -> pd.DataFrame:
-    """A sweep_heads.csv of 2-layer, 4-head LM runs: per seed the final types of layer 0 and layer 1."""
-    return pd.DataFrame([{"job": str(seed), "seed": seed, "usable": True, "layer": layer, "head": head, "final_type": kind}
+def _heads(seeds: dict[int, tuple[list[str], list[str]]], n_heads: int = 4) -> pd.DataFrame:
+    """A sweep_heads.csv of 2-layer LM runs: per seed the final types of layer 0 and layer 1."""
+    return pd.DataFrame([{"job": f"{n_heads}-{seed}", "seed": seed, "model.n_heads": n_heads, "usable": True, "layer": layer,
+                          "head": head, "final_type": kind}
                          for seed, layers in seeds.items() for layer, kinds in enumerate(layers)
                          for head, kind in enumerate(kinds)])
 
@@ -32,6 +34,8 @@ def test_the_spec_counts_types_per_layer_with_seeds_as_units():
                     1: ([L, L, X, X], [D, D, D, X]),    # 1 + 1: 1.0
                     2: ([L, U, D, X], [D, X, X, X]),    # 3 + 1: 2.0
                     3: ([L, X, X, X], [D, D, X, X])})   # 1 + 1: 1.0
+    eight = _heads({seed: ([L, U, D] + [X] * 5, [D, U, L] + [X] * 5) for seed in range(4)}, n_heads=8)  # 3 types a layer: not read
+    table = pd.concat([table, eight], ignore_index=True)
     types = table_statistic(SPEC.statistics["types"], table)
     per_seed = [2.0, 1.0, 2.0, 1.0]
     low, high = stats.t.interval(0.95, 3, loc=1.5, scale=stats.sem(per_seed))

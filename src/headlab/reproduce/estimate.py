@@ -6,7 +6,7 @@ Any other step is the quick step of the same claims
 (docs/results/2026-11-30-reproduce-quick.md: commit 753d192), scaled by its number of jobs (the
 sweep file's grid with the axes its overrides set replaced by theirs) and by its sequence length where it changes (data.max_len 64 -> 128:
 x2, since every layer's work grows at least linearly with the tokens), then packed onto the lanes
-the way the runner does (teachers' sweeps first, a student after its teacher's sweep, a look-2
+the way the runner does (teachers' sweeps first, then their students, a look-2
 sweep after its claims' look-1 sweeps). Both runs had one thread per lane on 2 cores: with more cores, more lanes shorten the total but a
 step is no faster, so the estimate is the 2-core one with `lanes` lanes.
 """
@@ -46,7 +46,13 @@ QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-syntheti
                  "heads-synthetic-cls": 128,
                  # C12 v7's lm-data sweep (4,800 vs 96,000 sequences x 2 seeds, 8 heads): its exploratory jobs
                  # (2026-12-04) took 64-76 s each, one thread, beside another job
-                 "lm-data": 274}
+                 "lm-data": 274,
+                 # C2 v4, C8 v6 and C16 v5's lm-heads sweep (2, 4 and 8 heads x 2 seeds): its exploratory
+                 # jobs (2026-12-04, seeds 1900-1903, two side by side) took 41, 45 and 62 s plus about 5 s
+                 # of start each
+                 "lm-heads": 325,
+                 # C11's teacher since 2026-12-04 (one 8-head zh job, max_len 64): the quick zh sweep's job
+                 "heads-zh_reviews-teacher": 98}
 MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03; lm-prune, lm-grad, heads-synthetic-cls, lm-data: 2026-12-04)"
 # seconds per step of make reproduce-cpu on 2 cores, two lanes, 2026-12-02: each job's summary.json
 # wall_s plus its start (about 2 s), and the per-job commands (headlab-importance about 16 s,
@@ -89,7 +95,24 @@ DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992,
                    "heads-zh_reviews-cpu-v4": 3640,
                    "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
                    "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174,
-                   "heads-zh_reviews-cpu-c8v5": 7296}
+                   "heads-zh_reviews-cpu-c8v5": 7296,
+                   # the plan of 2026-12-04 (commit after 7e7e548), sized to the 2-hour budget. An LM job of
+                   # 2, 4 or 8 heads takes 45.6, 49.9 or 67.0 s of a lane (the mean wall_s of the lm-heads
+                   # trial of 2026-12-04, seeds 1900-1903, two jobs side by side, plus 4.6 s of start);
+                   # headlab-prune about 39 s and headlab-importance about 30 s a job (C10 v7's and C18
+                   # v7's steps less their 8-head jobs); a templates job 31 s and a domains job 33.5 s
+                   # (templates-synthetic-cpu, domains-multidomain-cpu); C11's teacher is one zh job of
+                   # heads-zh_reviews-cpu-v4 (152 s)
+                   "lm-heads-cpu": 1950,          # 12 seeds x (45.6 + 49.9 + 67.0)
+                   "lm8-cpu-v8": 2040,            # 15 seeds x (67.0 + 39 + 30)
+                   "lm-lr-cpu-v6": 1397,          # 28 four-head jobs
+                   "lm-schedule-cpu": 599,        # 12 four-head jobs
+                   "lm-posenc-cpu-v7": 798,       # 16 four-head jobs
+                   "lm-init-cpu-v7": 599,         # 12 four-head jobs
+                   "lm-data-cpu-v8": 804,         # 12 eight-head jobs
+                   "templates-synthetic-cpu-v5": 744,   # 24 jobs
+                   "domains-multidomain-cpu-v5": 804,   # 24 jobs
+                   "heads-zh_reviews-teacher-cpu": 152}
 # heads-synthetic-cpu (C18 up to v5, 860 s), init_scale-synthetic-cpu (C9 up to v4, 480 s) and
 # posenc-synthetic-cpu-v5 (C6 v5, 762 s) left the plan: C18 v7, C10 v7, C9 v5 and C6 v6 run the LM
 CPU_MEASURED = "make reproduce-cpu, 2026-12-02, 2 cores"
@@ -174,7 +197,7 @@ def step_estimates(quick_sweeps, sweeps, runs, scale: str) -> list[StepEstimate]
 
 def wall_seconds(steps: list[StepEstimate], sweeps, lanes: int, after: dict[str, tuple[str, ...]] | None = None) -> float:
     """The plan's wall time with `lanes` lanes, each taking the first ready step when it frees (the
-    runner's order: teachers' sweeps first, then the rest, then the runs, then the deferred steps
+    runner's order: teachers' sweeps first, then their students, then the rest, then the runs, then the deferred steps
     of `after`; a student waits for its teacher's sweep, a deferred step for the sweeps it names).
 
     >>> from types import SimpleNamespace as J
@@ -190,7 +213,8 @@ def wall_seconds(steps: list[StepEstimate], sweeps, lanes: int, after: dict[str,
     waits.update(after or {})
     teachers = {w for j in sweeps if j.teacher for w in waits[j.sweep_name]}
     order = [j.sweep_name for j in sweeps]
-    queue = sorted(order, key=lambda n: order.index(n) + (0 if n in teachers else len(order)))
+    students = {j.sweep_name for j in sweeps if j.teacher}
+    queue = sorted(order, key=lambda n: (n not in teachers, n not in students, order.index(n)))
     queue += [st.name for st in steps if st.name not in order and st.name not in (after or {})]
     queue += [name for name in (after or {}) if name in seconds]
     free = [0.0] * max(1, lanes)

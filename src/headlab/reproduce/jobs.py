@@ -50,7 +50,27 @@ def sweep_jobs(specs: list[ClaimSpec], scale: str, elsewhere: frozenset[str] = f
         per_job.extend(p for p in spec.per_job(scale) if p not in per_job)
     found = [SweepJob(sweep, name, overrides, tuple(claims), program, teacher, tuple(per_job))
              for name, ((sweep, overrides, program, teacher), claims, per_job) in jobs.items()]
-    return _teachers_first(found, scale, elsewhere)
+    return _teachers_first(_teacher_sweeps(specs, scale, jobs, elsewhere) + found, scale, elsewhere)
+
+
+def _teacher_sweeps(specs: list[ClaimSpec], scale: str, planned, elsewhere: frozenset[str]) -> list[SweepJob]:
+    """The sweeps that train a teacher no claim's sweep holds (`evidence.<scale>.teacher.sweep` and
+    `overrides`), each once, listed under the claims whose students read it. Two specs that train one
+    teacher folder differently would read each other's teacher: a ConfigError."""
+    found: dict[str, SweepJob] = {}
+    for spec in specs:
+        if spec.evidence.kind != "sweep" or getattr(spec.evidence, scale) is None:
+            continue
+        training = spec.teacher_training(scale)
+        if training is None or training[1] in planned or training[1] in elsewhere:
+            continue
+        sweep, name, overrides = training
+        seen = found.get(name)
+        if seen is not None and (seen.sweep, seen.overrides) != (sweep, overrides):
+            raise ConfigError(f"{spec.claim}: evidence.{scale}.teacher", name,
+                              f"a sweep_name of its own: {seen.claims[0]} trains {sweep} {' '.join(seen.overrides)} under it")
+        found[name] = SweepJob(sweep, name, overrides, (*seen.claims, spec.claim) if seen else (spec.claim,))
+    return list(found.values())
 
 
 def _teachers_first(jobs: list[SweepJob], scale: str, elsewhere: frozenset[str] = frozenset()) -> list[SweepJob]:

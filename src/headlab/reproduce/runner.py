@@ -274,9 +274,9 @@ def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob | SuiteJo
             runner.run_suite(job) if isinstance(job, SuiteJob) else runner.run_one(job)
         for item in deferred:
             runner.run_deferred(item)
-    else:  # teachers first: their students wait for them, and they are the long real-text sweeps
+    else:  # teachers first, then their students (they wait for them anyway; a long student left to the end runs alone)
         teachers = {j.teacher[0] for j in sweeps if j.teacher}
-        _in_lanes(runner, sorted(sweeps, key=lambda j: j.sweep_name not in teachers) + list(runs) + list(deferred))
+        _in_lanes(runner, sorted(sweeps, key=lambda j: (j.sweep_name not in teachers, not j.teacher)) + list(runs) + list(deferred))
     if runner.dry_run:
         return {}
     every = [*sweeps, *(d.job for d in deferred), *(j for j in runs if isinstance(j, SuiteJob))]

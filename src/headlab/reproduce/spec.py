@@ -149,6 +149,14 @@ class ClaimSpec:
         found = getattr(self.evidence, scale).teacher
         return (str(found.sweep_name), tuple(sorted(found.where.items()))) if found else None
 
+    def teacher_training(self, scale: str) -> tuple[str, str, tuple[str, ...]] | None:
+        """(sweep file, sweep_name, overrides) that train this sweep's teacher when no claim's sweep
+        holds it, or None (the teacher is a job of another claim's sweep)."""
+        found = getattr(self.evidence, scale).teacher
+        if found is None or not found.sweep:
+            return None
+        return str(found.sweep), str(found.sweep_name), tuple(str(o) for o in found.overrides)
+
     def per_job(self, scale: str) -> tuple[PerJob, ...]:
         """The commands to run on the completed jobs of this sweep at `scale`, before aggregating."""
         return tuple(PerJob(step.command, tuple(step.args),
@@ -310,6 +318,11 @@ def _evidence(evidence: EvidenceConfig, key) -> EvidenceConfig:
             if at.teacher is not None and not at.teacher.where:
                 raise ConfigError(key(f"evidence.{scale}.teacher.where"), at.teacher.where,
                                   "{key: value, ...} naming one job of the teacher's sweep")
+            if at.teacher is not None and bool(at.teacher.sweep) != bool(at.teacher.overrides):
+                raise ConfigError(key(f"evidence.{scale}.teacher.sweep"), at.teacher.sweep,
+                                  "a sweep file and its overrides together (how to train the teacher), or neither")
+            if at.teacher is not None and at.teacher.overrides:
+                _settings(at.teacher.overrides, key(f"evidence.{scale}.teacher.overrides"), "a list of key=value overrides")
         for i, step in enumerate(evidence.per_job):
             _per_job(step, lambda k, i=i: key(f"evidence.per_job[{i}].{k}"))
     return evidence

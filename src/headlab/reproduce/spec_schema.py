@@ -114,6 +114,10 @@ class TeacherConfig:
 
     sweep_name: str = MISSING
     where: Dict[str, Any] = MISSING  # config key -> value, naming exactly one job
+    # how to train it when no claim's sweep of the scale holds it: conf/sweep/<sweep>.yaml with these
+    # overrides, one job (a teacher that outlives the claim whose sweep first trained it)
+    sweep: Optional[str] = None
+    overrides: List[str] = field(default_factory=list, metadata=_allowed_text("a list of key=value overrides"))
 
 
 @dataclass

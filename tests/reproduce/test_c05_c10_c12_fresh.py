@@ -1,7 +1,7 @@
-"""C5 v4, C10 v7, C12 v7 (issue 31, item 6): each on seeds no earlier version listed, C5 with the
-article's one soft-templated head, C12 on the induction LM at equal optimiser steps with the fixed bar as prerequisite,
-C10 on the induction LM with the power its spec states at the pipeline's alpha. Verdicts on hand-made tables, checked
-against scipy's t-interval."""
+"""C5 v4, C10 v7, C12 v7 (issue 31, item 6) and their rules unchanged on fresh seeds since 2026-12-04 (C5 v5,
+C10 v8, C12 v8): each on seeds no earlier version listed, C5 with the article's one soft-templated head, C12 on the
+induction LM at equal optimiser steps with the fixed bar as prerequisite, C10 on the induction LM; each with the power
+its spec states at the pipeline's alpha. Verdicts on hand-made tables, checked against scipy's t-interval."""
 
 from __future__ import annotations
 
@@ -41,24 +41,48 @@ def _interval(d: list[float]) -> tuple[float, float]:
 @pytest.mark.skipif(toplevel(SPECS) is None, reason="not a git checkout: the specs' history cannot be read")
 def test_no_earlier_version_of_c5_c10_c12_listed_their_confirmatory_seeds():
     specs = [load_spec(SPECS / f) for f in ("c05_templates.yaml", "c10_pruning.yaml", "c12_data_size.yaml")]
-    assert [(s.version, s.confirmatory_seeds[0], len(s.confirmatory_seeds)) for s in specs] == \
-        [(4, 700, 16), (7, 1500, 16), (7, 1800, 12)]
+    assert [(s.version, s.confirmatory_seeds, s.sweep_name("cpu")) for s in specs] == \
+        [(5, tuple(range(2400, 2412)), "templates-synthetic-cpu-v5"), (8, tuple(range(2100, 2115)), "lm8-cpu-v8"),
+         (8, tuple(range(2800, 2806)), "lm-data-cpu-v8")]
+    # each earlier version's confirmatory seeds are read as exploratory now
+    assert all(set(earlier) <= set(s.exploratory_seeds)
+               for s, earlier in zip(specs, (range(700, 716), range(1500, 1516), range(1800, 1812))))
     assert [line for line in freeze_problems(specs) if "seeds" in line] == []
 
 
-def test_c10_seeds_give_the_power_its_spec_states_at_the_pipelines_alpha():
-    # version 7: the exploratory LM share about 0.37 (8 heads: 0.44, 0.31), the margin 0.2, alpha 0.025 over 18 claims
-    n = len(load_spec(SPECS / "c10_pruning.yaml").confirmatory_seeds)
-    power = [TTestPower().power(effect_size=(0.37 - 0.2) / sd, nobs=n, alpha=0.025 / 18, alternative="larger")
-             for sd in (0.10, 0.12, 0.15)]
-    assert n == 16 and [round(p, 2) for p in power] == [1.00, 0.96, 0.80]
+def _power(effect: float, sd: float, n: int) -> float:
+    return TTestPower().power(effect_size=effect / sd, nobs=n, alpha=0.025 / 18, alternative="larger")
+
+
+@pytest.mark.parametrize("file, look, margin, sd, sized, stated", [
+    # version 4's look (seeds 700-715): +0.110, per-seed SD 0.066; the margin a point of accuracy
+    ("c05_templates.yaml", 0.110, 0.01, 0.066, 12, "0.87"),
+    # version 7's look (seeds 1500-1515): 0.426 of the heads pruned, SD 0.137; the margin a fifth. Sized for
+    # 12 seeds; the sweep is shared with C18, which needs 15
+    ("c10_pruning.yaml", 0.426, 0.2, 0.137, 12, "0.9"),
+    # version 7's look (seeds 1800-1811): reversed, -0.260 (its size against no effect, 0), SD 0.079
+    ("c12_data_size.yaml", 0.260, 0.0, 0.079, 6, "0.9"),
+])
+def test_c10_seeds_give_the_power_its_spec_states_at_the_pipelines_alpha(file, look, margin, sd, sized, stated):
+    """The power each new version's notes state for its seed count, at one-sided 0.025 over 18 claims,
+    recomputed with statsmodels from the last look the notes quote."""
+    spec = load_spec(SPECS / file)
+    notes = " ".join(spec.notes.split())
+    assert f"{sized} seeds tell its mean from" in notes and f"with power {stated} at one-sided 0.025 / 18" in notes
+    assert f"SD ({sd})" in notes
+    power = _power(look - margin, sd, sized)
+    digits = len(stated) - 2
+    assert math.floor(power * 10 ** digits) / 10 ** digits == float(stated)  # the stated power, never more than this
+    assert _power(look - margin, sd, sized - 1) < float(stated)  # sized by power: one seed fewer falls short
+    n = len(spec.confirmatory_seeds)
+    assert n >= sized and _power(look - margin, sd, n) >= power
 
 
 def test_c5_reads_free_minus_one_soft_head_and_a_sweep_of_the_old_hard_templates_is_refused(tmp_path):
     spec = load_spec(SPECS / "c05_templates.yaml")
     free = [0.90, 0.91, 0.89, 0.92, 0.90, 0.88, 0.91, 0.90]
     soft = [0.84, 0.86, 0.83, 0.85, 0.86, 0.82, 0.85, 0.84]
-    rows = [{"job": f"{m}-{s}", "seed": 700 + s, "model.template_mode": m, "usable": True, "test_acc": a,
+    rows = [{"job": f"{m}-{s}", "seed": 2400 + s, "model.template_mode": m, "usable": True, "test_acc": a,
              "steps_to_converge": 300.0 + (60 + 10 * s if m == "soft" else 0)}
             for m, accs in (("free", free), ("soft", soft)) for s, a in enumerate(accs)]
     _sweep(tmp_path / "ok", spec, pd.DataFrame(rows))
@@ -91,7 +115,7 @@ def test_c12_trains_both_arms_the_same_steps_and_is_measured_at_the_same_steps(t
 
 
 def _c12_rows(calibrated_small: list[float], calibrated_full: list[float], fixed: float) -> pd.DataFrame:
-    return pd.DataFrame([{"job": f"{f}-{s}", "seed": 1800 + s, "data.n_train": f, "duplicate_fraction": fixed * (s % 2),
+    return pd.DataFrame([{"job": f"{f}-{s}", "seed": 2800 + s, "data.n_train": f, "duplicate_fraction": fixed * (s % 2),
                           "calibrated_duplicate_fraction": c, "min_pair_js": 0.3}
                          for f, values in ((4800, calibrated_small), (96000, calibrated_full)) for s, c in enumerate(values)])
 

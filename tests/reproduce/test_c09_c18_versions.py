@@ -1,6 +1,8 @@
 """C9 v6 (version 5's rule on the induction LM, every head counted whatever its step-0 role, on 12 fresh seeds) and C18 v7 (version 6's rule
-on the induction LM, 24 fresh seeds): the shipped specs decided on hand-built tables against intervals computed
-here with scipy, and their seed lists checked against the committed history of the same spec."""
+on the induction LM, 24 fresh seeds), each rule kept since 2026-12-04 on fresh seeds sized by power (C9 v7, C18 v8, the
+latter in one 8-head sweep with C10): the shipped specs decided on hand-built tables against intervals computed here
+with scipy, and their seed lists, and those of every claim re-versioned with them (commit 6fabec9), checked against
+the committed history of the same spec."""
 
 from __future__ import annotations
 
@@ -93,18 +95,75 @@ def test_c18_needs_lms_whose_induction_circuit_formed_and_reads_the_early_gradie
     assert result.statistics["grad_vs_ablation"].mean == pytest.approx(0.8)  # the secondary, beside it
 
 
-def test_the_new_versions_list_fresh_seeds_no_earlier_version_of_the_claim_read():
+# (spec file, version, its confirmatory seeds): the versions of commit 6fabec9 (2026-12-04: `make reproduce-cpu`
+# in 2 hours), whose rules are their previous versions' or were frozen before these seeds ran, and the versions
+# before them that moved C9, C18 and C15 to a new task the same way
+RE_VERSIONED = "6fabec9"
+FRESH = [
+    ("c02_split_roles.yaml", 4, range(2000, 2012)),   # C2, C8 and C16: one sweep of 2, 4 and 8 heads
+    ("c03_lr_local.yaml", 6, range(2200, 2214)),
+    ("c04_early_roles.yaml", 5, range(2300, 2306)),   # C4, C13 and C14: one schedule sweep
+    ("c05_templates.yaml", 5, range(2400, 2412)),
+    ("c06_posenc.yaml", 7, range(2500, 2508)),
+    ("c07_domains.yaml", 5, range(2600, 2606)),
+    ("c08_heads.yaml", 6, range(2000, 2012)),
+    ("c09_init_scale.yaml", 7, range(2700, 2706)),
+    ("c10_pruning.yaml", 8, range(2100, 2115)),       # C10 and C18: one 8-head sweep
+    ("c12_data_size.yaml", 8, range(2800, 2806)),
+    ("c13_schedule.yaml", 6, range(2300, 2306)),
+    ("c14_seeds.yaml", 7, range(2300, 2306)),
+    ("c16_head_width.yaml", 5, range(2000, 2012)),
+    ("c18_gradients.yaml", 8, range(2100, 2115)),
+]
+EARLIER = [("c09_init_scale.yaml", 6, range(560, 572)), ("c18_gradients.yaml", 7, range(1600, 1624)),
+           ("c15_punctuation.yaml", 4, range(1700, 1724))]  # C15 v4 moved to the synthetic task the same way
+
+
+def _history_or_skip(path: Path):
+    from headlab.reproduce import spec_history as sh
+
+    history = sh.history(path)
+    if not history:
+        pytest.skip("the specs are not in a git checkout")
+    return history
+
+
+def test_the_claims_re_versioned_for_the_two_hour_ledger_are_the_ones_checked_here():
+    """Every spec whose version number commit 6fabec9 raised is in FRESH, at the version it holds now."""
+    from headlab.reproduce import spec_history as sh
+
+    found = sh.git(SPECS, "cat-file", "-e", f"{RE_VERSIONED}^{{commit}}")
+    if found is None or found.returncode != 0:
+        pytest.skip(f"commit {RE_VERSIONED} is not in this checkout's history")
+    raised = {}
+    for path in sorted(SPECS.glob("c*.yaml")):
+        history = _history_or_skip(path)
+        at = next((i for i, v in enumerate(history) if v.commit.startswith(RE_VERSIONED)), None)
+        if at is not None and at + 1 < len(history) and history[at].number > history[at + 1].number:
+            raised[path.name] = history[at].number
+            assert sh.read_raw(path)["version"] == history[at].number  # not re-versioned since
+    assert raised == {file: version for file, version, _ in FRESH}
+
+
+@pytest.mark.parametrize("file, version, fresh", FRESH + EARLIER, ids=[f"{f[:3]}-v{v}" for f, v, _ in FRESH + EARLIER])
+def test_the_new_versions_list_fresh_seeds_no_earlier_version_of_the_claim_read(file, version, fresh):
     from headlab.reproduce import spec_history as sh
     from headlab.reproduce.freeze import version_lines
 
-    c15 = load_spec(SPECS / "c15_punctuation.yaml")  # C15 v4 moved to the synthetic task the same way
-    for spec, version, fresh in ((C9, 6, range(560, 572)), (C18, 7, range(1600, 1624)), (c15, 4, range(1700, 1724))):
-        raw = sh.read_raw(Path(spec.path))
-        assert raw["version"] == version and raw["seeds"]["confirmatory"] == list(fresh)
-        history = sh.history(spec.path)
-        if not history:
-            pytest.skip("the specs are not in a git checkout")
-        assert version_lines(spec.claim, raw, history) == []
-        earlier = set().union(*(v.seeds("exploratory", "confirmatory", "replication") for v in history
-                                if isinstance(v.number, int) and v.number < version))
-        assert earlier and not earlier & set(fresh)
+    path = SPECS / file
+    history = _history_or_skip(path)
+    held = [v for v in history if v.number == version]
+    assert held, f"no committed version {version} of {file}"
+    # every commit of that version listed these confirmatory seeds (the newest commit's list first)
+    assert [v.raw["seeds"]["confirmatory"] for v in held] == [list(fresh)] * len(held)
+    listed = set().union(*(v.seeds("confirmatory", "replication") for v in held))
+    assert listed == set(fresh)  # and no replication seeds beside them
+    earlier = [v for v in history if isinstance(v.number, int) and v.number < version]
+    read = set().union(*(v.seeds("exploratory", "confirmatory", "replication") for v in earlier))
+    assert earlier and read and not read & listed, sorted(read & listed)
+    raw = sh.read_raw(path)
+    if raw["version"] == version:  # the version the working tree holds: what a confirmatory start checks
+        assert raw["seeds"]["confirmatory"] == list(fresh) and version_lines(raw["claim"], raw, history) == []
+        # the previous version's look is read as exploratory now
+        previous = next(v for v in earlier if v.number == max(e.number for e in earlier))
+        assert previous.seeds("confirmatory") <= set(raw["seeds"]["exploratory"])

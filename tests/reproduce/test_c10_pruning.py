@@ -6,6 +6,8 @@ statistic, decided on its interval."""
 from __future__ import annotations
 
 import math
+import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -97,8 +99,46 @@ def test_the_runner_prunes_every_lm_job_at_every_scale():
     args = ("prune.ranking=ablation", "prune.max_drop=0.005", "prune.selection=val_half")
     for scale in ("quick", "cpu", "full"):
         assert spec.per_job(scale) == (PerJob("headlab-prune", args, ()),)
-    assert not spec.proxy and spec.version >= 7 and spec.rules_frozen == "2026-12-04"
-    # version 7: version 6's rule on the induction LM (2 x 8 heads), 16 fresh seeds, the induction circuit formed first
-    assert spec.confirmatory_seeds == tuple(range(1500, 1516)) and spec.evidence.sweep == "lm_roles"
+    assert not spec.proxy and spec.version >= 8 and spec.rules_frozen == "2026-12-04"
+    # version 7: version 6's rule on the induction LM (2 x 8 heads), the induction circuit formed first;
+    # version 8: the same rule on 15 fresh seeds, in one 8-head sweep with C18
+    assert spec.confirmatory_seeds == tuple(range(2100, 2115)) and spec.evidence.sweep == "lm_roles"
     assert spec.prerequisite.text == "formed.ci_low > 0.2"
-    assert "model.n_heads=8" in spec.overrides("cpu")
+    assert "model.n_heads=8" in spec.overrides("cpu") and spec.sweep_name("cpu") == "lm8-cpu-v8"
+
+
+def test_the_cpu_sweep_shared_with_c18_runs_both_per_job_commands_on_every_job(tmp_path, monkeypatch):
+    """C10 v8 and C18 v8 read one sweep (lm8-cpu-v8): the plan holds it once, for both claims, and the
+    runner prunes every completed job and scores its head importance, each once, then aggregates; the
+    quick and full scales keep a sweep per claim."""
+    from headlab.reproduce.jobs import sweep_jobs
+    from headlab.reproduce.runner import Runner, run_plan
+    from tests.reproduce.test_runner import TOOL, TRAIN, _calls
+
+    c10, c18 = load_spec(SPEC), load_spec(SPEC.with_name("c18_gradients.yaml"))
+    assert c18.confirmatory_seeds == c10.confirmatory_seeds and c18.overrides("cpu") == c10.overrides("cpu")
+    prune = PerJob("headlab-prune", ("prune.ranking=ablation", "prune.max_drop=0.005", "prune.selection=val_half"), ())
+    importance = PerJob("headlab-importance", ("importance.curves=false",), ())
+    jobs = sweep_jobs([c10, c18], "cpu")
+    assert [(j.sweep_name, j.claims, j.per_job) for j in jobs] == [("lm8-cpu-v8", ("C10", "C18"), (prune, importance))]
+    for scale in ("quick", "full"):
+        assert [(j.claims, j.per_job) for j in sweep_jobs([c10, c18], scale)] == [(("C10",), (prune,)), (("C18",), (importance,))]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("headlab-train", TRAIN), ("headlab-aggregate", TOOL), ("headlab-prune", TOOL),
+                       ("headlab-importance", TOOL)):
+        (bin_dir / name).write_text(f"#!{sys.executable}\n{textwrap.dedent(body)}")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls.jsonl"))
+    runner = Runner(tmp_path / "sweeps", tmp_path / "runs", "cpu", "joblib", lanes=1, bin_dir=bin_dir, say=lambda _: None)
+    run_plan(runner, jobs, [])
+    calls = _calls(tmp_path)
+    assert calls[0][0] == "headlab-train" and "sweep_name=lm8-cpu-v8" in calls[0]
+    folder = Path(next(a.split("=", 1)[1] for a in calls[0] if a.startswith("hydra.sweep.dir=")))
+    completed = sorted(str(d) for d in folder.iterdir() if (d / "summary.json").is_file())
+    assert len(completed) == 4  # the stand-in trains 4 jobs
+    for step in (prune, importance):
+        ran = [c for c in calls if c[0] == step.command]
+        assert sorted(c[1] for c in ran) == completed and all(c[2:2 + len(step.args)] == list(step.args) for c in ran)
+    assert [c[0] for c in calls[1:]] == ["headlab-prune"] * 4 + ["headlab-importance"] * 4 + ["headlab-aggregate"]
+    assert [(r.status, r.claims) for r in runner.results] == [("done", "C10 C18")]

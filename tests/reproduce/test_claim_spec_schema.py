@@ -91,9 +91,10 @@ def test_the_walk_reaches_every_kind_of_field():
             "evidence.per_job[0].quick_where", "statistics.gap.kind", "statistics.gap.bounds", "statistics.gap.seeds",
             "statistics.gap.field", "rule.supported_if", "notes", "evidence.cpu.sweep_name", "margin.value",
             "margin.direction", "prerequisite.rule", "seeds.confirmatory", "evidence.replication.sweep_name",
-                "seeds.replication", "evidence.per_job[0].replication_where"} <= keys
-    assert len(LEAVES) == 84  # 68 + the second look: a ScaleConfig (6), its per-job selection, its seeds; the alpha plan;
-    # + the suites scale: a SuitesConfig (7)
+            "seeds.replication", "evidence.per_job[0].replication_where", "evidence.quick.teacher.sweep",
+            "evidence.quick.teacher.overrides", "evidence.cpu.teacher.sweep", "evidence.full.teacher.overrides"} <= keys
+    assert len(LEAVES) == 92  # 68 + the second look: a ScaleConfig (6), its per-job selection, its seeds; the alpha plan;
+    # + the suites scale: a SuitesConfig (7); + how a teacher is trained (sweep, overrides) at each of the 4 scales (8)
 
 
 @pytest.mark.parametrize("path, tp", LEAVES, ids=[_key_text(p) for p, _ in LEAVES])
@@ -120,6 +121,7 @@ def test_a_field_given_a_wrong_type_is_one_line_naming_the_file_the_key_and_the_
     (("evidence", "quick", "overrides"), "seed=0,1", "a list of key=value overrides"),
     (("evidence", "per_job", 0, "args"), "prune.max_drop=0.005", "a list of key=value settings of the command"),
     (("evidence", "quick", "teacher", "where"), "seed=0", "a mapping of key -> value"),
+    (("evidence", "quick", "teacher", "overrides"), "seed=0", "a list of key=value overrides"),
     (("version",), "first", "an integer >= 1"),
     (("rule", "supported_if"), ["gap.mean > 0"], "text"),
     (("evidence", "computed"), "maybe", "true or false"),
@@ -204,7 +206,17 @@ def test_all_18_shipped_specs_load_as_typed_objects_with_the_schemas_defaults():
     assert c10.per_job("full")[0].where == ()  # version 7: the LM, every job pruned
     assert c10.statistics["pruned"].bounds == [0.0, 1.0] and c10.statistics["speedup"].bounds is None
     assert c10.program == "headlab-train" and c11.program == "headlab-distill"
-    assert c11.teacher("quick") == ("heads-zh_reviews", (("model.n_heads", 8), ("seed", 0)))
+    # since 2026-12-04 C11's teacher is trained by a one-job sweep of its own (teacher.sweep, teacher.overrides)
+    assert c11.teacher("quick") == ("heads-zh_reviews-teacher", (("model.n_heads", 8), ("seed", 0)))
+    assert c11.teacher_training("quick") == ("heads", "heads-zh_reviews-teacher",
+                                             ("experiment=sweep_zh", "seed=0", "model.n_heads=8", "trainer.max_epochs=2",
+                                              "data.max_len=64"))
+    assert c11.teacher("cpu") == ("heads-zh_reviews-teacher-cpu", (("model.n_heads", 8), ("seed", 1000)))
+    assert c11.teacher_training("cpu")[2][:3] == ("experiment=sweep_zh", "seed=1000", "model.n_heads=8")
+    assert c11.teacher("full")[0] == c11.teacher_training("full")[1] == "heads-zh_reviews-teacher-full"
+    # a teacher that is a job of another claim's sweep has no training of its own: the schema's defaults
+    assert all(s.teacher_training(scale) is None for s in specs.values() if s is not c11 and s.evidence.kind == "sweep"
+               for scale in ("quick", "cpu", "full") if getattr(s.evidence, scale) is not None)
     assert c17.evidence.run is RunCommand.analyze_hf and c17.run_command("full") == ("data=en_news", "threads=1")
     assert c17.statistics["deeper_farther"].a == {"layer": [3, 4, 5]} and c17.statistics["deeper_farther"].metric == "distance_norm"
     assert specs["C9"].statistics["earlier"].reduce is Reduction.median
@@ -243,3 +255,20 @@ def test_evidence_must_be_exactly_one_kind_and_not_measured_needs_no_statistics(
     assert spec.not_measured == "no grid varies this yet" and spec.statistics == {} and spec.supported_if is None
     result = evaluate_claim(spec, tmp_path)
     assert result.verdict == NOT_MEASURED and result.reason == "no grid varies this yet"
+
+
+def test_a_teacher_trained_here_names_its_sweep_and_its_overrides_together(tmp_path):
+    teacher = {"sweep_name": "heads-synthetic-teacher", "where": {"seed": 0}}
+    for given, value in (({"sweep": "heads"}, "'heads'"), ({"overrides": ["seed=0"]}, "None")):
+        with pytest.raises(ConfigError) as err:
+            load_spec(_write(tmp_path, _put(_base(), ("evidence", "quick", "teacher"), {**teacher, **given})))
+        assert str(err.value) == (f"invalid config c08_heads.yaml: evidence.quick.teacher.sweep={value}: expected a sweep "
+                                  "file and its overrides together (how to train the teacher), or neither")
+    with pytest.raises(ConfigError, match=r"evidence\.quick\.teacher\.overrides=\['seed'\]: expected a list of key=value"):
+        load_spec(_write(tmp_path, _put(_base(), ("evidence", "quick", "teacher"),
+                                        {**teacher, "sweep": "heads", "overrides": ["seed"]})))
+    spec = load_spec(_write(tmp_path, _put(_base(), ("evidence", "quick", "teacher"),
+                                           {**teacher, "sweep": "heads", "overrides": ["seed=0", "model.n_heads=8"]})))
+    assert spec.teacher("quick") == ("heads-synthetic-teacher", (("seed", 0),))
+    assert spec.teacher_training("quick") == ("heads", "heads-synthetic-teacher", ("seed=0", "model.n_heads=8"))
+    assert load_spec(_write(tmp_path, _base())).teacher_training("quick") is None  # a job of another claim's sweep

@@ -12,35 +12,45 @@ from tests.reproduce.test_verdicts import SPECS, heads_runs
 def test_the_quick_job_list_runs_each_sweep_once_for_all_claims_that_read_it(capsys):
     assert main(["jobs=true", f"specs={SPECS}"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    at = lines.index("# heads-zh_reviews: C8, C16")
-    zh = lines[at + 1]
-    assert zh.startswith(".venv/bin/headlab-train -m sweep=heads hydra/launcher=joblib hydra.launcher.n_jobs=2 "
-                         "hydra.sweep.dir=logs/sweeps/heads-zh_reviews/reproduce resume=auto experiment=sweep_zh seed=0,1,2 "
-                         "model.n_heads=4,8,16") or "headlab-train -m sweep=heads" in zh
-    assert zh.endswith("sweep_name=heads-zh_reviews figures=false")  # the quick default
-    assert all(line.endswith(" figures=false") for line in lines if " -m sweep=" in line)  # the LM sweep too
-    assert lines[at + 2].endswith("headlab-aggregate logs/sweeps/heads-zh_reviews/reproduce")
+    # C11's teacher first: a one-job zh sweep of its own since C8 and C16 moved to the LM (2026-12-04)
+    assert lines[0] == "# heads-zh_reviews-teacher: C11"
+    assert "headlab-train -m sweep=heads hydra/launcher=joblib " in lines[1]
+    assert lines[1].endswith("experiment=sweep_zh seed=0 model.n_heads=8 trainer.max_epochs=2 data.max_len=64 "
+                             "sweep_name=heads-zh_reviews-teacher figures=false")
+    assert lines[2].endswith("headlab-aggregate logs/sweeps/heads-zh_reviews-teacher/reproduce")
+    # C2 v4, C8 v6 and C16 v5: one LM sweep of 2, 4 and 8 heads on exploratory seeds 1900-1901
+    at = lines.index("# lm-heads: C2, C8, C16")
+    lm = lines[at + 1]
+    assert "headlab-train -m sweep=lm_roles hydra/launcher=joblib " in lm and "hydra.sweep.dir=logs/sweeps/lm-heads/reproduce resume=auto " in lm
+    assert lm.endswith("optim=adamw_constant optim.lr=0.003 model.n_heads=2,4,8 seed=1900,1901 sweep_name=lm-heads figures=false")
+    assert all(line.endswith(" figures=false") for line in lines if " -m sweep=" in line)  # the quick default, every sweep
+    assert lines[at + 2].endswith("headlab-aggregate logs/sweeps/lm-heads/reproduce")
     c10 = lines.index("# lm-prune: C10")  # C10 v7 on the induction LM: every job pruned, then aggregated
     assert lines[c10 + 1].endswith("optim=adamw_constant optim.lr=0.003 model.n_heads=8 seed=0,1 sweep_name=lm-prune figures=false")
     assert lines[c10 + 2] == ("  then on each completed job: "
                               "headlab-prune JOB_DIR prune.ranking=ablation prune.max_drop=0.005 prune.selection=val_half")
-    # zh_reviews and C15 v4's synthetic task read from [CLS] (C18 reads the LM since version 7)
+    # the classifier sweeps left: C11's zh teacher and C15 v4's synthetic task read from [CLS]
     assert sum("-m sweep=heads " in line for line in lines) == 2
     assert lines[lines.index("# heads-synthetic-cls: C15") + 1].endswith(
         "seed=0,1,2 model.n_heads=8 model.pooling=cls sweep_name=heads-synthetic-cls figures=false")
+    # the students run after their teacher, on its job of 8 heads and seed 0
+    distill = lines[lines.index("# distill-zh_reviews: C11") + 1]
+    assert lines.index("# distill-zh_reviews: C11") > at
+    assert distill.endswith("sweep_name=distill-zh_reviews 'teacher=<the job of heads-zh_reviews-teacher with model.n_heads=8, seed=0>' "
+                            "figures=false")
     assert lines[-2].endswith("headlab-analyze-hf data=en_news threads=1 run_dir=logs/runs/reproduce/c17-minilm-en_news")
-    assert lines[-1].startswith("# 12 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): ")
-    assert lines[lines.index("# lm-types: C2") + 1].endswith(  # C2 v3 on the induction LM, exploratory seeds 400-401
-        "optim=adamw_constant optim.lr=0.003 seed=400,401 sweep_name=lm-types figures=false")
+    assert lines[-1] == "# 12 sweeps, 1 runs; computed without training: C1; no evidence yet (not measured): -"
+    assert lines[lines.index("# lm-roles: C3, C4, C13, C14") + 1].endswith("seed=0,1 sweep_name=lm-roles figures=false")
     assert lines[lines.index("# lm-init: C9") + 1].endswith(  # C9 v5 on the induction LM, exploratory seeds 300-301
         "optim=adamw optim.lr=0.003 optim.warmup_ratio=0.1 model.init_scale=1.0,1.5 seed=300,301 sweep_name=lm-init figures=false")
-    assert "# init_scale-synthetic: C9" not in lines
+    assert not any(line.startswith(("# heads-zh_reviews:", "# lm-types:", "# init_scale-synthetic:")) for line in lines)
     assert main(["jobs=true", "scale=full", f"specs={SPECS}"]) == 0
     full = capsys.readouterr().out.splitlines()
     commands = [line for line in full if " -m sweep=" in line]
-    assert len(commands) == 13 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
-    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-full: C8", "# heads-synthetic-cls-full: C15",
-                                                                   "# heads_width-zh_reviews-full: C16"]
+    assert len(commands) == 14 and all("hydra/launcher=slurm" in line and "figures" not in line for line in commands)
+    assert [line for line in full if line.startswith("# heads")] == ["# heads-zh_reviews-teacher-full: C11",
+                                                                   "# heads-synthetic-cls-full: C15"]
+    assert "# lm-heads-zh-full: C8" in full and "# lm-width-zh-full: C16" in full  # two grids at the article's scale
 
 
 def test_a_report_from_an_explicit_sweep_folder(tmp_path, capsys):
@@ -52,7 +62,7 @@ def test_a_report_from_an_explicit_sweep_folder(tmp_path, capsys):
     record_jobs(sweep, load_spec(SPECS / "c08_heads.yaml"))
     heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841]).to_csv(sweep / "aggregate" / "sweep_runs.csv", index=False)
     out = tmp_path / "report"
-    args = [f"specs={SPECS}", "only=[c8,C10]", f"evidence.heads-zh_reviews={sweep}", f"out={out}",
+    args = [f"specs={SPECS}", "only=[c8,C10]", f"evidence.lm-heads={sweep}", f"out={out}",
             f"sweeps_root={tmp_path / 'none'}"]
     assert main(args) == 0
     printed = capsys.readouterr().out
@@ -126,87 +136,96 @@ def test_only_selects_claims_in_any_case_and_order_of_the_specs():
     assert len(claim_specs(str(SPECS), [])) == len(claim_specs(None, [])) == 18
 
 
-def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_time(capsys):
-    """make reproduce-cpu: seeds 10-17 (10-19 on the heads synthetic sweep, run first; C6 v6 on the LM
-    on fresh seeds 1400-1409; the LM sweep of C3, C4, C13, C14 on 300-307, C2 v3 on 410-419, C9 v5 on 520-524; C18 v7 on the LM on 1600-1623;
-    C5 v4 on 700-715, C12 v6 on 800-811, C10 v7 on the LM on 1500-1515), zh reviews at max_len 128 with cls pooling, a
-    wall time from the 2026-12-02 run's measured step times, look 2 included; look 2: fresh seeds only. Since C8 v5
-    (48 zh jobs) the estimate is over the 2-hour budget, and it says so rather than hiding it (docs/reproduce.md)."""
+def _seeds(first: int, last: int) -> str:
+    return "seed=" + ",".join(map(str, range(first, last + 1))) + " "
+
+
+# make reproduce-cpu since 2026-12-04: each sweep's fresh confirmatory seeds and what it trains
+CPU_SWEEPS = {
+    # C11 v5's teacher: one 8-head zh job (seed 1000, max_len 128, cls), the config of C16 v4's job it was
+    "heads-zh_reviews-teacher-cpu": ("seed=1000 ", "experiment=sweep_zh seed=1000 model.n_heads=8 trainer.max_epochs=2 "
+                                                   "data.max_len=128 model.pooling=cls "),
+    # C2 v4, C8 v6 and C16 v5: one LM sweep of 2, 4 and 8 heads
+    "lm-heads-cpu": (_seeds(2000, 2011), "optim=adamw_constant optim.lr=0.003 model.n_heads=2,4,8 "),
+    "lm-lr-cpu-v6": (_seeds(2200, 2213), "optim=adamw_constant "),                              # C3 v6: both lrs, constant
+    "lm-schedule-cpu": (_seeds(2300, 2305), "optim.lr=0.003 "),                                 # C4, C13, C14: both schedules
+    "templates-synthetic-cpu-v5": (_seeds(2400, 2411), "model.template_mode=free,soft model.template=local_head1 "
+                                                       "model.template_anneal_steps=0 "),
+    "lm-posenc-cpu-v7": (_seeds(2500, 2507), "optim=adamw_constant optim.lr=0.003 model.pos_encoding=none,learned "),
+    "domains-multidomain-cpu-v5": (_seeds(2600, 2605), "model.domain_split_layers=0,2 model.d_head=16,32 "),
+    "lm-init-cpu-v7": (_seeds(2700, 2705), "optim=adamw optim.lr=0.003 optim.warmup_ratio=0.1 model.init_scale=1.0,1.5 "),
+    "lm8-cpu-v8": (_seeds(2100, 2114), "optim=adamw_constant optim.lr=0.003 model.n_heads=8 "),   # C10 v8 and C18 v8
+    "lm-data-cpu-v8": (_seeds(2800, 2805), "optim=adamw_constant optim.lr=0.003 model.n_heads=8 data.n_train=4800,96000 "),
+    "heads-synthetic-cls-cpu-v4": (_seeds(1700, 1723), "model.n_heads=8 model.pooling=cls "),   # C15 v4
+    # C11 v5's students at the teacher's max_len 128
+    "distill-zh_reviews-cpu-v5": (_seeds(1220, 1235), "distill.labels=1000 data.max_len=128 model.n_layers=2 model.n_heads=2 "),
+}
+
+
+def test_the_cpu_job_list_runs_the_confirmatory_seeds_and_estimates_its_wall_time(capsys, tmp_path):
+    """make reproduce-cpu: every sweep on fresh seeds of its own (the specs of 2026-12-04: C2, C8 and C16
+    share one 2/4/8-head LM sweep, C10 and C18 one 8-head sweep, C4, C13 and C14 one schedule sweep),
+    C11's teacher trained first in a one-job sweep, its students after it; a wall time from the
+    measured step times that fits the 2-hour budget (docs/reproduce.md). No shipped spec has a look 2
+    since C14 v7: a copy of the specs with C14 given one prints it after look 1, on fresh seeds only."""
     import re
+    import shutil
+
+    import yaml
+
+    from headlab.reproduce.estimate import CPU_SECONDS, DERIVED_SECONDS
 
     assert main(["jobs=true", "scale=cpu", f"specs={SPECS}"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    header = lines.index("# look 2, only for the claims look 1 leaves inconclusive: fresh seeds, read on their own")
-    sweeps = [line for line in lines[:header] if " -m sweep=" in line]
-    ten, eight, fresh = "seed=" + ",".join(map(str, range(1600, 1624))) + " ", "seed=10,11,12,13,14,15,16,17 ", "seed=" + ",".join(map(str, range(1400, 1410))) + " "
-    assert len(sweeps) == 14
-    # C8 v4 and C16 v4: one zh sweep on fresh seeds 1000-1007; C3 v5: the constant-lr arms on fresh seeds 1100-1127
-    zh4, c3 = ("seed=" + ",".join(map(str, r)) + " " for r in (range(1000, 1008), range(1100, 1128)))
-    assert [line for line in sweeps if zh4 in line] == [line for line in sweeps if "sweep_name=heads-zh_reviews-cpu-v4 " in line]
-    assert "model.n_heads=4,8,16 " in next(line for line in sweeps if zh4 in line)
-    # C8 v5: its own 4/8-head zh sweep on 24 fresh seeds 1420-1443
-    c8 = "seed=" + ",".join(map(str, range(1420, 1444))) + " "
-    assert [line for line in sweeps if c8 in line] == [line for line in sweeps if "sweep_name=heads-zh_reviews-cpu-c8v5 " in line]
-    assert "model.n_heads=4,8 " in next(line for line in sweeps if c8 in line)
-    assert [line for line in sweeps if c3 in line] == [line for line in sweeps if "sweep_name=lm-roles-c3-cpu-v5 " in line]
-    assert "optim=adamw_constant " in next(line for line in sweeps if c3 in line)
-    # C11 v5: students on fresh seeds 1220-1235 at the teacher's max_len 128, taught by the 8-head job of seed 1000 of C8/C16's sweep
-    c11 = "seed=" + ",".join(map(str, range(1220, 1236))) + " "
-    assert [line for line in sweeps if c11 in line] == [line for line in sweeps if "sweep_name=distill-zh_reviews-cpu-v5 " in line]
-    assert "data.max_len=128 " in next(line for line in sweeps if c11 in line)
-    types = "seed=" + ",".join(map(str, range(410, 420))) + " "  # C2 v3 on the LM: fresh seeds 410-419
-    assert [line for line in sweeps if types in line] == [line for line in sweeps if "sweep_name=lm-types-cpu" in line]
-    # C18 v7: the LM with 8 heads a layer, fresh seeds 1600-1623
-    assert [line for line in sweeps if ten in line] == [line for line in sweeps if "sweep_name=lm-grad-cpu-v7 " in line]
-    assert "optim=adamw_constant optim.lr=0.003 model.n_heads=8 " in next(line for line in sweeps if ten in line)
-    init = "seed=" + ",".join(map(str, range(560, 572))) + " "  # C9 v6 on the LM: fresh seeds 560-571, both gains, 10 % warm-up
-    assert [line for line in sweeps if init in line] == [line for line in sweeps if "sweep_name=lm-init-cpu-v6" in line]
-    assert "optim=adamw optim.lr=0.003 optim.warmup_ratio=0.1 model.init_scale=1.0,1.5 " in next(line for line in sweeps if init in line)
-    # C6 v6 on the LM: learned positions against none, fresh seeds 1400-1409
-    assert [line for line in sweeps if fresh in line] == [line for line in sweeps if "sweep_name=lm-posenc-cpu-v6 " in line]
-    assert "model.pos_encoding=none,learned " in next(line for line in sweeps if fresh in line)
-    lm = "seed=" + ",".join(map(str, range(300, 308))) + " "   # the roles claims moved to the LM: fresh seeds 300-307
-    assert [line for line in sweeps if lm in line] == [line for line in sweeps if "sweep_name=lm-roles-cpu" in line]
-    # issue 31 item 6: C5 v4 (one soft-templated head per layer), C12 v7 (the LM, equal steps), C10 v7 (the LM, 16 seeds, 8 heads)
-    c5, c10 = ("seed=" + ",".join(map(str, r)) + " " for r in (range(700, 716), range(1500, 1516)))
-    c12 = "seed=" + ",".join(map(str, range(1800, 1812)))  # the last override of its line
-    assert [line for line in sweeps if c5 in line] == [line for line in sweeps if "sweep_name=templates-synthetic-cpu-v4" in line]
-    assert "model.template_mode=free,soft model.template=local_head1 model.template_anneal_steps=0 " in \
-        next(line for line in sweeps if c5 in line)
-    assert [line for line in sweeps if c12 in line] == [line for line in sweeps if "sweep_name=lm-data-cpu-v7 " in line]
-    assert "optim=adamw_constant optim.lr=0.003 model.n_heads=8 data.n_train=4800,96000 " in next(line for line in sweeps if c12 in line)
-    assert [line for line in sweeps if c10 in line] == [line for line in sweeps if "sweep_name=lm-prune-cpu-v7 " in line]
-    assert "optim=adamw_constant optim.lr=0.003 model.n_heads=8 " in next(line for line in sweeps if c10 in line)
-    # C7 v4: split by domain against a shared model twice as wide, fresh seeds 1300-1315
-    c7 = "seed=" + ",".join(map(str, range(1300, 1316))) + " "
-    assert [line for line in sweeps if c7 in line] == [line for line in sweeps if "sweep_name=domains-multidomain-cpu-v4 " in line]
-    assert "model.domain_split_layers=0,2 model.d_head=16,32 " in next(line for line in sweeps if c7 in line)
-    # C15 v4: the synthetic task, whose final mark decides part of the label, 8 heads read from [CLS], fresh seeds 1700-1723
-    c15 = "seed=" + ",".join(map(str, range(1700, 1724))) + " "
-    assert [line for line in sweeps if c15 in line] == [line for line in sweeps if "sweep_name=heads-synthetic-cls-cpu-v4 " in line]
-    assert next(line for line in sweeps if c15 in line).endswith(c15 + "model.n_heads=8 model.pooling=cls "
-                                                                 "sweep_name=heads-synthetic-cls-cpu-v4 figures=false")
-    assert all(eight in line for line in sweeps if not any(seeds in line for seeds in (ten, fresh, lm, types, init, c5, c12, c10, zh4, c3, c11, c7, c8, c15)))
-    assert not any("sweep_name=heads-zh_reviews-cpu " in line for line in sweeps)  # C15 up to v3's zh sweep left the plan
-    for name in ("heads-zh_reviews-cpu-v4", "heads-zh_reviews-cpu-c8v5"):
-        zh = next(line for line in sweeps if f"sweep_name={name} " in line)
-        assert "data.max_len=128" in zh and "model.pooling=cls" in zh
-    second = [line for line in lines[header:] if " -m sweep=" in line]
-    assert [re.search(r"sweep_name=(\S+)", line).group(1) for line in second] == ["lm-roles-rep"]   # C14's only
-    assert "seed=" + ",".join(map(str, range(308, 324))) + " " in second[0]
-    assert "optim=adamw_constant optim.lr=3e-3 " in second[0]
-    from headlab.reproduce.estimate import CPU_SECONDS, DERIVED_SECONDS
+    assert not any(line.startswith("# look 2") for line in lines)
+    sweeps = [line for line in lines if " -m sweep=" in line]
+    names = [re.search(r" sweep_name=(\S+) ", line).group(1) for line in sweeps]
+    assert sorted(names) == sorted(CPU_SWEEPS) and len(sweeps) == 12
+    for name, line in zip(names, sweeps):
+        seeds, settings = CPU_SWEEPS[name]
+        assert seeds in line and settings in line, name
+        assert line.endswith(f"sweep_name={name} figures=false") or \
+            (name.startswith("distill") and line.endswith("'teacher=<the job of heads-zh_reviews-teacher-cpu with "
+                                                          "model.n_heads=8, seed=1000>' figures=false"))
+        assert [other for other in names if seeds in sweeps[names.index(other)]] == [name]  # no seed in two sweeps
+    assert names[0] == "heads-zh_reviews-teacher-cpu" and names[-1] == "distill-zh_reviews-cpu-v5"
+    assert sum("-m sweep=heads " in line for line in sweeps) == 2 and "headlab-distill -m sweep=distill " in sweeps[-1]
+    lm8 = lines.index("# lm8-cpu-v8: C10, C18")   # both per-job steps on the one 8-head sweep, then the aggregate
+    assert lines[lm8 + 2].startswith("  then on each completed job: headlab-prune JOB_DIR ")
+    assert lines[lm8 + 3] == "  then on each completed job: headlab-importance JOB_DIR importance.curves=false"
+    for gone in ("heads-zh_reviews-cpu-v4", "heads-zh_reviews-cpu-c8v5", "lm-roles-cpu", "lm-roles-rep", "lm-types-cpu",
+                 "lm-prune-cpu-v7", "lm-grad-cpu-v7", "lm-data-cpu-v7", "lm-init-cpu-v6", "lm-posenc-cpu-v6"):
+        assert not any(f"sweep_name={gone} " in line for line in lines), gone
 
     estimate = lines[-1]
-    assert estimate.startswith("# estimated wall time on 2 cores with 2 lanes, look 2 included")
-    minutes = float(re.search(r"included: (\d+) min", estimate).group(1))
-    # every measured step over two lanes is a lower bound, and the zh lane (heads then its distill
-    # students) cannot be split; C8 v5's 48 zh jobs are one lane's work on their own
-    c8_minutes = float(re.search(r"heads-zh_reviews-cpu-c8v5 (\d+) min", estimate).group(1))
-    assert c8_minutes == round(DERIVED_SECONDS["heads-zh_reviews-cpu-c8v5"] / 60) and c8_minutes > 120
-    assert minutes >= sum(CPU_SECONDS.values()) / 2 / 60 - 1
-    assert minutes >= max(c8_minutes, (DERIVED_SECONDS["heads-zh_reviews-cpu-v4"] + DERIVED_SECONDS["distill-zh_reviews-cpu-v5"]) / 60) - 1
-    assert minutes <= (sum(CPU_SECONDS.values()) + sum(DERIVED_SECONDS.values())) / 60 / 2 + c8_minutes  # no lane idles for long
+    assert estimate.startswith("# estimated wall time on 2 cores with 2 lanes: ")
+    minutes = float(re.search(r"lanes: (\d+) min", estimate).group(1))
+    # every step of the plan has a measured or derived time; two lanes cannot beat half their sum, nor
+    # the student's wait for its teacher; greedy lanes add at most that chain to half the sum
+    seconds = {name: {**CPU_SECONDS, **DERIVED_SECONDS}[name] for name in [*names, "c17-minilm-en_news-cpu"]}
+    chain = seconds["heads-zh_reviews-teacher-cpu"] + seconds["distill-zh_reviews-cpu-v5"]
+    assert sum(seconds.values()) / 2 / 60 - 1 <= minutes <= (sum(seconds.values()) / 2 + chain) / 60
+    assert minutes >= chain / 60 - 1 and minutes <= 120  # the 2-hour budget
+
+    # look 2: C14 given version 6's (a sweep of its own on 16 fresh seeds, the config its primary reads)
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS, specs)
+    data = yaml.safe_load((specs / "c14_seeds.yaml").read_text(encoding="utf-8"))
+    fresh = list(range(2306, 2322))
+    data["evidence"]["replication"] = {"sweep_name": "lm-roles-rep", "overrides": [
+        "seed=" + ",".join(map(str, fresh)), "optim=adamw_constant", "optim.lr=3e-3"]}
+    data["seeds"].update(replication=fresh, alpha=[0.0125, 0.0125])
+    (specs / "c14_seeds.yaml").write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    assert main(["jobs=true", "scale=cpu", f"specs={specs}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines.index("# look 2, only for the claims look 1 leaves inconclusive: fresh seeds, read on their own")
+    assert [line for line in lines[:header] if " -m sweep=" in line] == sweeps   # look 1 as before
+    second = [line for line in lines[header:] if " -m sweep=" in line]
+    assert [re.search(r"sweep_name=(\S+)", line).group(1) for line in second] == ["lm-roles-rep"]   # C14's only
+    assert "seed=" + ",".join(map(str, fresh)) + " optim=adamw_constant optim.lr=3e-3 " in second[0]
+    with_look2 = lines[-1]
+    assert with_look2.startswith("# estimated wall time on 2 cores with 2 lanes, look 2 included: ")
+    assert float(re.search(r"included: (\d+) min", with_look2).group(1)) >= minutes
 
 
 def test_an_evidence_name_no_chosen_claim_reads_is_refused_naming_the_known_ones(tmp_path, capsys):
@@ -215,7 +234,7 @@ def test_an_evidence_name_no_chosen_claim_reads_is_refused_naming_the_known_ones
                  f"out={tmp_path / 'report'}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"headlab-reproduce: error: invalid config evidence.heads='{tmp_path / 'sweep'}': expected a sweep "
-                   "name the chosen claims read at this scale: heads-zh_reviews"]
+                   "name the chosen claims read at this scale: lm-heads"]
     assert not (tmp_path / "report").exists()
 
 

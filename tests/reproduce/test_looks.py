@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 from statsmodels.stats.multitest import multipletests
 
 from headlab.errors import ConfigError
@@ -17,26 +19,39 @@ from headlab.reproduce.verdict import INCONCLUSIVE, NOT_TESTABLE, SUPPORTED, Cla
 SPECS = Path(__file__).resolve().parents[2] / "conf" / "reproduce"
 
 
-def _with_second_look(claim: str, seeds: list[int]) -> object:
-    """A shipped spec given a look 2 on `seeds` (its cpu grid, alpha 0.0125 + 0.0125): since C5 v4 and
-    C12 v6 (one look each) only C14 ships one, and the mechanism is tested on two claims."""
-    import tempfile
-
-    import yaml
-
+def _second_look_file(claim: str, seeds: list[int], out_dir: Path, sweep_name: str | None = None,
+                      overrides: list[str] | None = None) -> Path:
+    """A shipped spec written to `out_dir` with a look 2 (`evidence.replication` on `seeds.replication`
+    = `seeds`, alpha 0.0125 + 0.0125): since C14 v7 (one look) no shipped spec has one, so the
+    mechanism is tested on specs given one here. The look-2 sweep is `sweep_name` (default: the cpu
+    sweep's name + "-rep") with `overrides` (default: the cpu grid on `seeds`)."""
     path = next(SPECS.glob(f"c{int(claim[1:]):02d}_*.yaml"))
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     cpu = data["evidence"]["cpu"]
-    overrides = ["seed=" + ",".join(map(str, seeds)) if o.startswith("seed=") else o for o in cpu["overrides"]]
-    data["evidence"]["replication"] = {"sweep_name": cpu["sweep_name"] + "-rep", "overrides": overrides}
+    if overrides is None:
+        overrides = ["seed=" + ",".join(map(str, seeds)) if o.startswith("seed=") else o for o in cpu["overrides"]]
+    data["evidence"]["replication"] = {"sweep_name": sweep_name or cpu["sweep_name"] + "-rep", "overrides": overrides}
     data["seeds"].update(replication=seeds, alpha=[0.0125, 0.0125])
-    out = Path(tempfile.mkdtemp()) / path.name
+    out = out_dir / path.name
     out.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
-    return load_spec(out)
+    return out
 
 
+def _with_second_look(claim: str, seeds: list[int], **kwargs) -> object:
+    import tempfile
+
+    return load_spec(_second_look_file(claim, seeds, Path(tempfile.mkdtemp()), **kwargs))
+
+
+# C14 as version 6 had it (`git show 6fabec9^:conf/reproduce/c14_seeds.yaml`): a look 2 of 8 fresh
+# disjoint seed pairs on the config its primary reads (constant lr 3e-3), in a sweep of its own. Version
+# 6's seeds 308-323 are among version 7's exploratory seeds, so the look 2 here takes 2306-2321.
+C14_SEEDS = list(range(2306, 2322))
+C14_REPLICATION = dict(sweep_name="lm-roles-rep",
+                       overrides=["seed=" + ",".join(map(str, C14_SEEDS)), "optim=adamw_constant", "optim.lr=3e-3"])
 BY_CLAIM = {s.claim: s for s in load_specs(SPECS)}
-BY_CLAIM.update(C5=_with_second_look("C5", list(range(720, 736))), C12=_with_second_look("C12", list(range(820, 836))))
+BY_CLAIM.update(C5=_with_second_look("C5", list(range(720, 736))), C12=_with_second_look("C12", list(range(820, 836))),
+                C14=_with_second_look("C14", C14_SEEDS, **C14_REPLICATION))
 
 
 def _result(claim: str, verdict: str, p: float) -> ClaimResult:
@@ -91,12 +106,13 @@ def test_nothing_to_retry_leaves_the_results_as_they_were():
     ("[]", "the second look's seeds exactly when evidence.replication is given"),
 ])
 def test_a_second_look_must_name_fresh_seeds(tmp_path, seeds, words):
-    text = (SPECS / "c14_seeds.yaml").read_text(encoding="utf-8")
-    start = text.index("  replication: [")
-    path = tmp_path / "c14_seeds.yaml"
-    path.write_text(text[:start] + f"  replication: {seeds}\n" + text[text.index("\n", start) + 1:], encoding="utf-8")
-    with pytest.raises(ConfigError, match=words.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
+    # C14 given version 6's look 2 (C14_REPLICATION), its seeds.replication replaced by `seeds`:
+    # 303 is one of version 7's exploratory seeds (version 6's confirmatory run)
+    path = _second_look_file("C14", yaml.safe_load(seeds), tmp_path, **C14_REPLICATION)
+    assert 303 in load_spec(SPECS / "c14_seeds.yaml").exploratory_seeds
+    with pytest.raises(ConfigError, match=re.escape(words)):
         load_spec(path)
+    load_spec(_second_look_file("C14", C14_SEEDS, tmp_path, **C14_REPLICATION))   # fresh seeds load
 
 
 def test_the_report_says_which_look_decided_and_states_the_design(tmp_path):
@@ -145,9 +161,10 @@ def test_the_runner_gets_each_look_two_sweep_after_its_claims_look_one_sweep():
         return _result(spec.claim, *verdicts[spec.claim])
 
     items = {d.job.sweep_name: d for d in deferred_second_look(specs, "root", {}, evaluate=evaluate)}
-    c5, c12 = "templates-synthetic-cpu-v4", "lm-data-cpu-v7"
-    assert {name: d.after for name, d in items.items()} == {f"{c5}-rep": (c5,), f"{c12}-rep": (c12,), "lm-roles-rep": ("lm-roles-cpu",)}
+    c5, c12 = "templates-synthetic-cpu-v5", "lm-data-cpu-v8"
+    # C14's look 2 waits for the sweep its look 1 reads (shared with C4 and C13), not for C4's or C13's claims
+    assert {name: d.after for name, d in items.items()} == {f"{c5}-rep": (c5,), f"{c12}-rep": (c12,), "lm-roles-rep": ("lm-schedule-cpu",)}
     assert read == []  # nothing is read before a lane takes the item
-    # 18 specs with a primary: the bar is 0.05 / 18 = 0.0028
+    # 18 specs with a primary: the bar is 0.025 / 18 = 0.0014 on the p weighted by 0.025 / 0.0125 = 2
     assert [items[n].needed() for n in (f"{c5}-rep", f"{c12}-rep", "lm-roles-rep")] == [True, False, True]
     assert read == [("C5", "cpu"), ("C12", "cpu"), ("C14", "cpu")]

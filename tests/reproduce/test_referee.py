@@ -50,7 +50,10 @@ def test_each_of_the_18_specs_names_its_primary_margin_from_the_article_and_prer
         assert s.primary in s.statistics, s.claim
         assert s.margin.reason and s.margin.value != s.margin.no_effect, s.claim
         assert s.prerequisite_reason, s.claim
-        assert len(s.confirmatory_seeds) >= 8 and not set(s.confirmatory_seeds) & set(s.exploratory_seeds), s.claim
+        assert len(s.confirmatory_seeds) >= 6 and not set(s.confirmatory_seeds) & set(s.exploratory_seeds), s.claim
+        if len(s.confirmatory_seeds) < 8:  # the 2026-12-04 rules size some looks by power from their last one: the notes say so
+            seeds = sorted(s.confirmatory_seeds)
+            assert f"{seeds[0]}-{seeds[-1]}" in s.notes and "fresh seeds" in s.notes, s.claim
         # frozen on issue 25's first freeze or later (a spec revised after it, e.g. C10 v5, re-freezes)
         assert s.version >= 2 and date.fromisoformat(s.rules_frozen) >= date(2026, 12, 1), s.claim
     numbers = {s.claim: s.margin.value for s in specs}
@@ -148,24 +151,25 @@ def test_c03_without_a_previous_token_or_induction_head_is_not_testable_and_the_
 
 
 def test_a_sweep_of_another_grid_under_the_same_folder_name_is_refused_as_evidence(tmp_path):
-    """A user's own 2-epoch `make sweep SWEEP=heads` lands in heads-zh_reviews/ too: it is not C8's evidence."""
+    """A user's own `headlab-train -m sweep=lm_roles sweep_name=lm-heads` at lr 1e-3 over 1-16 heads lands
+    in lm-heads/ too: it is not C8's evidence."""
     spec = load_spec(SPECS / "c08_heads.yaml")
-    good = heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841])
+    good = heads_runs([0.31, 0.31, 0.32], [0.28, 0.279, 0.291])  # the LM's next-token accuracy, 3 points apart
     own = _sweep(tmp_path, spec, good, stamp="2026-12-01_09-00-00_000000",
-                 model__n_heads=["1", "2", "4", "8", "16"], trainer__max_epochs=["1"])
+                 model__n_heads=["1", "2", "4", "8", "16"], optim__lr=["0.001"])
     os.utime(own, (2_000_000_000, 2_000_000_000))  # the newest aggregate
     alone = evaluate_claim(spec, tmp_path)
     assert alone.verdict == NOT_MEASURED and "refused as evidence" in alone.reason
-    assert str(own.parent) in alone.reason and "model.n_heads is 1, 2 in its jobs, the spec asks 4,8,16" in alone.reason
-    assert "trainer.max_epochs is 1" in alone.reason
+    assert str(own.parent) in alone.reason and "model.n_heads is 1, 16 in its jobs, the spec asks 2,4,8" in alone.reason
+    assert "optim.lr is 0.001 in its jobs, the spec asks 0.003" in alone.reason
     spec_grid = _sweep(tmp_path, spec, good)
     os.utime(spec_grid, (1_000_000_000, 1_000_000_000))  # older than the user's sweep
     read = evaluate_claim(spec, tmp_path)
     assert read.verdict == SUPPORTED and read.source == str(spec_grid / "sweep_runs.csv")
-    assert read.provenance.startswith(f"read {spec_grid.parent} (9 jobs, commit ")
+    assert read.provenance.startswith(f"read {spec_grid.parent} (6 jobs, commit ")  # 2, 4, 8 heads x seeds 1900, 1901
     assert f"refused: {own.parent}" in read.provenance
     # an explicit folder is checked too
-    explicit = evaluate_claim(spec, tmp_path, {"heads-zh_reviews": own.parent})
+    explicit = evaluate_claim(spec, tmp_path, {"lm-heads": own.parent})
     assert explicit.verdict == NOT_MEASURED and "refused as evidence" in explicit.reason
 
 
@@ -174,9 +178,9 @@ def test_exploratory_seeds_are_refused_where_the_confirmatory_ones_are_asked_for
     aggregate = tmp_path / spec.sweep_name("cpu") / STAMP / "aggregate"
     aggregate.mkdir(parents=True)
     record_jobs(aggregate.parent, spec, "cpu", seed=["0", "1", "2"])
-    heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841]).to_csv(aggregate / "sweep_runs.csv", index=False)
+    heads_runs([0.31, 0.31, 0.32], [0.28, 0.279, 0.291]).to_csv(aggregate / "sweep_runs.csv", index=False)
     result = evaluate_claim(spec, tmp_path, scale="cpu")
-    assert result.verdict == NOT_MEASURED and "seed is 0, 1, 2 in its jobs, the spec asks 1420,1421" in result.reason  # C8 v5: fresh seeds 1420-1443
+    assert result.verdict == NOT_MEASURED and "seed is 0, 1, 2 in its jobs, the spec asks 2000,2001" in result.reason  # C8 v6: fresh seeds 2000-2011
 
 
 def _result(claim: str, verdict: str, p: float) -> ClaimResult:
@@ -205,7 +209,7 @@ def test_the_power_section_sizes_an_undecided_claim_on_its_per_seed_sd(tmp_path)
     from headlab.reproduce.power import power_markdown, power_rows
 
     spec = load_spec(SPECS / "c08_heads.yaml")
-    acc8, acc4 = [0.86, 0.87, 0.85], [0.84, 0.845, 0.835]  # gaps 0.02, 0.025, 0.015
+    acc8, acc4 = [0.31, 0.32, 0.30], [0.29, 0.295, 0.285]  # the LM's next-token accuracy, gaps 0.02, 0.025, 0.015
     _sweep(tmp_path, spec, heads_runs(acc8, acc4))
     result = control([evaluate_claim(spec, tmp_path)])[0]
     assert result.verdict == INCONCLUSIVE

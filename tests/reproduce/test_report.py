@@ -32,15 +32,16 @@ def _figure(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    """Every shipped claim: C1 computed, C8 / C16 from one hand-made heads-zh_reviews sweep with
-    a figure, the others not measured (no sweep on disk)."""
+    """Every shipped claim: C1 computed, C8 from one hand-made lm-heads sweep (the 2/4/8-head LM sweep
+    C2, C8 and C16 share) with a figure, the others not measured (no sweep on disk; C2 finds no
+    sweep_heads.csv in it, C16 no 2-head rows)."""
     root = tmp_path_factory.mktemp("sweeps")
-    aggregate = root / "heads-zh_reviews" / "2026-11-30_12-00-00_000000" / "aggregate"
+    aggregate = root / "lm-heads" / "2026-11-30_12-00-00_000000" / "aggregate"
     aggregate.mkdir(parents=True)
     from headlab.reproduce.spec import load_spec
 
     record_jobs(aggregate.parent, load_spec(SPECS / "c08_heads.yaml"))
-    heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841]).to_csv(aggregate / "sweep_runs.csv", index=False)
+    heads_runs([0.31, 0.31, 0.32], [0.28, 0.279, 0.291]).to_csv(aggregate / "sweep_runs.csv", index=False)
     _figure(aggregate / "figures" / "accuracy_vs_factor.png")
     from headlab.reproduce.multiplicity import control
     from headlab.reproduce.report import write_report
@@ -56,8 +57,8 @@ def test_claims_csv_has_one_row_per_claim_with_its_verdict_and_statistic(report)
     assert list(table["claim"]) == [f"C{i}" for i in range(1, 19)]
     rows = table.set_index("claim")
     assert rows.loc["C1", "verdict"] == "direction only" and rows.loc["C8", "verdict"] == "supported"
-    # mean and t-interval of 0.03, 0.031, 0.029; the prerequisite's statistic is secondary
-    assert rows.loc["C8", "statistics"] == "gap = 0.03 [0.0275, 0.0325] (n=3) (primary); acc8 = 0.863 [0.849, 0.878] (n=3) (secondary)"
+    # mean and t-interval of 0.03, 0.031, 0.029; the prerequisite's statistic (0.31, 0.31, 0.32) is secondary
+    assert rows.loc["C8", "statistics"] == "gap = 0.03 [0.0275, 0.0325] (n=3) (primary); acc8 = 0.313 [0.299, 0.328] (n=3) (secondary)"
     assert rows.loc["C8", "primary"] == "gap" and rows.loc["C8", "margin"] == "greater 0.015"
     assert rows.loc["C8", "seeds"] == "0,1,2 (exploratory)" and "grid checked against the spec" in rows.loc["C8", "provenance"]
     # two claims in the Holm family (C1 and C8), each with its five one-sided nulls: Holm over all ten
@@ -84,9 +85,10 @@ def test_claims_md_quotes_the_article_and_links_the_figure(report):
     assert "> 固定总参数量大致不变" in md and "![C8](figures/c8_accuracy_vs_factor.png)" in md
     assert "**Verdict: supported**" in md and "exploratory" in md.splitlines()[0]
     assert "Multiplicity: Holm over every one-sided null the claims' verdicts rest on" in md
-    assert "- decided on seeds 0,1,2 (exploratory); rules version 5, frozen 2026-12-03" in md  # C8 v5
-    # the scale its hand-made jobs record (no model size, no data name), and a verdict on an unfinished sweep says so
-    assert "| C8 | 5.1 | supported at heads 4/8/16, 2 epochs, data (max_len 64), 3 seeds (6 of 7 jobs usable) |" in md
+    assert "- decided on seeds 0,1,2 (exploratory); rules version 6, frozen 2026-12-04" in md  # C8 v6
+    # the scale its hand-made jobs record (the quick grid: 2/4/8 heads, seeds 1900-1901; no model size, no
+    # data name), and a verdict on an unfinished sweep says so
+    assert "| C8 | 5.1 | supported at heads 2/4/8, 2 seeds (6 of 7 jobs usable) |" in md
 
 
 @pytest.mark.skipif(BROWSER is None, reason="no chromium on PATH: apt-get install chromium (docs/reproduce.md#ci)")

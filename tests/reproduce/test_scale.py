@@ -76,16 +76,23 @@ def test_an_lm_jobs_data_is_named_by_its_group_choice(tmp_path):
 
 @pytest.fixture
 def recorded_c8(tmp_path):
-    """C8's confirmatory grid recorded as headlab-train saves it (4/8 heads x its confirmatory seeds), every
-    job finished at step 1,510 but one still running (no summary.json)."""
+    """C8's confirmatory grid recorded as headlab-train saves it: since version 6 the induction LM
+    (experiment=induction: 2 layers x 64, 3,000 steps on data=repeat_tokens, max_len 33; 2/4/8 heads x
+    its 12 confirmatory seeds), every job finished at step 3,000 but one still running (no summary.json)."""
     spec = load_spec(SPECS / "c08_heads.yaml")
-    sweep = tmp_path / spec.sweep_name("cpu") / "2026-12-02_01-42-00_000000"
+    sweep = tmp_path / spec.sweep_name("cpu") / "2026-12-04_01-42-00_000000"
     (sweep / "aggregate").mkdir(parents=True)
-    jobs = record_jobs(sweep, spec, "cpu", model__n_layers=["2"], model__d_model=["128"], data__source=["zh_reviews"])
+    jobs = record_jobs(sweep, spec, "cpu", model__n_layers=["2"], model__d_model=["64"], trainer__max_steps=["3000"],
+                       trainer__max_epochs=["1000"], data=["repeat_tokens"], data__max_len=["33"])
+    assert len(jobs) == 36  # 3 head counts x 12 seeds
     for job in jobs[1:]:
-        RunDir(job).summary_path.write_text(json.dumps({"status": "completed", "global_step": 1510}))
+        RunDir(job).summary_path.write_text(json.dumps({"status": "completed", "global_step": 3000}))
     heads_runs([0.86, 0.86, 0.87], [0.83, 0.829, 0.841]).to_csv(sweep / "aggregate" / "sweep_runs.csv", index=False)
     return spec, tmp_path
+
+
+# max_steps wins over the LM's 1,000 epochs; its data is named by the group's choice (no `source`)
+C8_SCALE = "2 layers x 64, heads 2/4/8, 3,000 steps, repeat_tokens (max_len 33), 12 seeds"
 
 
 def test_a_recorded_sweep_gives_the_verdict_its_scale_in_claims_csv_and_the_summary_tables(recorded_c8, tmp_path):
@@ -94,7 +101,7 @@ def test_a_recorded_sweep_gives_the_verdict_its_scale_in_claims_csv_and_the_summ
 
     spec, root = recorded_c8
     result = evaluate_claim(spec, root, scale="cpu")
-    expected = "2 layers x 128, heads 4/8, 2 epochs (1,510 steps), zh_reviews (max_len 128, cls), 24 seeds"
+    expected = C8_SCALE
     assert result.verdict == "supported" and result.scale == expected
     out = tmp_path / "report"
     write_report([result], out)
@@ -121,6 +128,5 @@ def test_a_job_whose_saved_config_does_not_parse_is_left_out_of_the_scale(record
     broken = RunDir(sweep / "0")
     broken.hydra_config_path.write_text("model: {n_heads: [unclosed\n", encoding="utf-8")
     broken.summary_path.write_text(json.dumps({"global_step": 99}))
-    # job 0 (4 heads, seed 1420) is gone: its steps do not show; the other 47 jobs give the rest
-    assert evidence_scale(spec, sweep) == \
-        "2 layers x 128, heads 4/8, 2 epochs (1,510 steps), zh_reviews (max_len 128, cls), 24 seeds"
+    # job 0 (2 heads, seed 2000) is gone: its 99 steps do not show ("trained 99-3,000"); the other 35 jobs give the rest
+    assert evidence_scale(spec, sweep) == C8_SCALE

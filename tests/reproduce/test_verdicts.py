@@ -45,15 +45,16 @@ def test_the_paired_difference_is_the_t_interval_of_per_seed_differences_over_us
 
 
 @pytest.mark.parametrize("acc8, acc4, verdict", [
-    ([0.86, 0.86, 0.87], [0.83, 0.829, 0.841], SUPPORTED),     # 3 points [2.75, 3.25]: beyond the 1.5-point margin
-    ([0.85, 0.85, 0.85], [0.85, 0.851, 0.849], ABSENT),  # no gap: [-0.25, 0.25] points, inside (-1.5, 1.5)
-    ([0.856, 0.855, 0.857], [0.85, 0.85, 0.85], DIRECTION_ONLY),  # 0.6 points [0.35, 0.85]: above 0, short of 1.5
-    ([0.85, 0.86, 0.88], [0.83, 0.845, 0.85], INCONCLUSIVE),   # 2.2 points [0.27, 4.06]: straddles the margin
-    ([0.52, 0.55, 0.50], [0.50, 0.51, 0.49], NOT_TESTABLE),   # near chance: the prerequisite fails
+    # next-token test accuracies of the induction LM (C8 v6): chance is 1/64, the prerequisite asks acc8 above 0.1
+    ([0.31, 0.31, 0.32], [0.28, 0.279, 0.291], SUPPORTED),     # 3 points [2.75, 3.25]: beyond the 1.5-point margin
+    ([0.30, 0.30, 0.30], [0.30, 0.301, 0.299], ABSENT),  # no gap: [-0.25, 0.25] points, inside (-1.5, 1.5)
+    ([0.306, 0.305, 0.307], [0.30, 0.30, 0.30], DIRECTION_ONLY),  # 0.6 points [0.35, 0.85]: above 0, short of 1.5
+    ([0.30, 0.31, 0.33], [0.28, 0.295, 0.30], INCONCLUSIVE),   # 2.2 points [0.27, 4.06]: straddles the margin
+    ([0.06, 0.08, 0.04], [0.04, 0.05, 0.03], NOT_TESTABLE),   # not copying (acc8 0.06, near the 0.04 of no positions): the prerequisite fails
 ])
 def test_c08_is_decided_against_the_articles_margin(tmp_path, acc8, acc4, verdict):
     spec = load_spec(SPECS / "c08_heads.yaml")
-    aggregate = tmp_path / "heads-zh_reviews" / "2026-11-30_12-00-00_000000" / "aggregate"
+    aggregate = tmp_path / "lm-heads" / "2026-11-30_12-00-00_000000" / "aggregate"
     aggregate.mkdir(parents=True)
     record_jobs(aggregate.parent, spec)
     heads_runs(acc8, acc4).to_csv(aggregate / "sweep_runs.csv", index=False)
@@ -72,12 +73,12 @@ def test_c08_is_decided_against_the_articles_margin(tmp_path, acc8, acc4, verdic
 def test_a_claim_without_its_sweep_or_with_one_seed_is_not_decided(tmp_path):
     spec = load_spec(SPECS / "c08_heads.yaml")
     missing = evaluate_claim(spec, tmp_path)
-    assert missing.verdict == NOT_MEASURED and "no aggregated sweep 'heads-zh_reviews'" in missing.reason
+    assert missing.verdict == NOT_MEASURED and "no aggregated sweep 'lm-heads'" in missing.reason
     aggregate = tmp_path / "x" / "aggregate"
     aggregate.mkdir(parents=True)
     record_jobs(aggregate.parent, spec)
-    heads_runs([0.85], [0.83]).to_csv(aggregate / "sweep_runs.csv", index=False)
-    one_seed = evaluate_claim(spec, tmp_path, {"heads-zh_reviews": aggregate.parent})
+    heads_runs([0.32], [0.30]).to_csv(aggregate / "sweep_runs.csv", index=False)
+    one_seed = evaluate_claim(spec, tmp_path, {"lm-heads": aggregate.parent})
     assert one_seed.verdict == INCONCLUSIVE and one_seed.reason.startswith("no interval: gap 0.02 [nan, nan] (paired t (undefined: one pair))")
 
 
@@ -152,10 +153,10 @@ def test_every_shipped_spec_loads_and_every_claim_c1_to_c18_has_one():
     (("kind: paired_difference", "kind: ratio"), r"statistics\.gap\.kind='ratio'"),
     (("claim: C8", "claim: 8"), r"claim='8'"),
     (("  table: sweep_runs.csv\n", ""), r"evidence\.table=None"),
-    (('rule: "acc8.mean > 0.6"', 'rule: "acc8.mean > x"'), r"prerequisite\.rule="),
+    (('rule: "acc8.mean > 0.1"', 'rule: "acc8.mean > x"'), r"prerequisite\.rule="),
     (("primary: gap", "primary: gapp"), r"primary='gapp'"),
     (("  value: 0.015", "  value: -0.015"), r"margin\.value=-0\.015"),
-    (("  confirmatory: [1420,", "  confirmatory: [2, 1420,"), r"seeds\.confirmatory="),  # 2 is exploratory too
+    (("  confirmatory: [2000,", "  confirmatory: [2, 2000,"), r"seeds\.confirmatory="),  # 2 is exploratory too
 ])
 def test_a_broken_spec_is_a_config_error_naming_file_and_key(tmp_path, edit, match):
     text = (SPECS / "c08_heads.yaml").read_text(encoding="utf-8").replace(*edit)

@@ -1,8 +1,8 @@
 """The report's power section: for each undecided claim, the seeds that would decide it at the
 observed per-seed SD, and the smallest effect the seeds run could detect (statsmodels TTestPower,
 80 % power, seeds as the unit), at the alpha the pipeline actually uses: the one-sided alpha the
-claim's spec spends at its last planned look, divided by the size of the Holm family (Holm's first
-step, the level a claim may have to meet: `alpha_used`)."""
+claim's spec spends at its last planned look, divided by the size of the Holm family: every null a
+verdict rests on, not one a claim (Holm's first step, the level a claim may have to meet: `alpha_used`)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def alpha_used(spec, family_size: int) -> float:
 def power_rows(results: list[ClaimResult]) -> list[PowerRow]:
     """One row per claim with a margin that is neither decided nor unmeasured."""
     rows = []
-    family = sum(1 for r in results if r.spec.primary is not None and r.verdict != NOT_MEASURED)
+    # Holm runs over every null a verdict rests on (`multiplicity.control`), two to four a claim, not one
+    family = sum(len(r.tests) for r in results if r.spec.primary is not None and r.verdict != NOT_MEASURED)
     for r in results:
         if r.spec.primary is None or r.verdict in DECISIVE or r.verdict == NOT_MEASURED:
             continue

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from headlab.reproduce.jobs import lane_order
+
 # seconds per step of `make reproduce-quick` on 2 cores, two lanes (the results page's time table)
 QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-synthetic": 327, "heads-zh_reviews": 878,
                  "templates-synthetic": 152, "posenc-synthetic": 138, "domains-multidomain": 158,
@@ -53,7 +55,7 @@ QUICK_SECONDS = {"heads-synthetic": 187, "lr-synthetic": 284, "knockout-syntheti
                  "lm-heads": 325,
                  # C11's teacher since 2026-12-04 (one 8-head zh job, max_len 64): the quick zh sweep's job
                  "heads-zh_reviews-teacher": 98}
-MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03; lm-prune, lm-grad, heads-synthetic-cls, lm-data: 2026-12-04)"
+MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles, lm-types, lm-init: 2026-12-03; lm-prune, lm-grad, heads-synthetic-cls, lm-data, lm-heads, heads-zh_reviews-teacher: 2026-12-04)"
 # seconds per step of make reproduce-cpu on 2 cores, two lanes, 2026-12-02: each job's summary.json
 # wall_s plus its start (about 2 s), and the per-job commands (headlab-importance about 16 s,
 # headlab-prune about 70 s); the jobs that ran beside the test suite are counted at the speed of
@@ -96,7 +98,7 @@ DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992,
                    "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
                    "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174,
                    "heads-zh_reviews-cpu-c8v5": 7296,
-                   # the plan of 2026-12-04 (commit after 7e7e548), sized to the 2-hour budget. An LM job of
+                   # the plan of 2026-12-04 (commit 6fabec9), sized to the 2-hour budget. An LM job of
                    # 2, 4 or 8 heads takes 45.6, 49.9 or 67.0 s of a lane (the mean wall_s of the lm-heads
                    # trial of 2026-12-04, seeds 1900-1903, two jobs side by side, plus 4.6 s of start);
                    # headlab-prune about 39 s and headlab-importance about 30 s a job (C10 v7's and C18
@@ -211,10 +213,8 @@ def wall_seconds(steps: list[StepEstimate], sweeps, lanes: int, after: dict[str,
     seconds = {st.name: st.seconds for st in steps}
     waits = {j.sweep_name: (j.teacher[0],) for j in sweeps if j.teacher}
     waits.update(after or {})
-    teachers = {w for j in sweeps if j.teacher for w in waits[j.sweep_name]}
     order = [j.sweep_name for j in sweeps]
-    students = {j.sweep_name for j in sweeps if j.teacher}
-    queue = sorted(order, key=lambda n: (n not in teachers, n not in students, order.index(n)))
+    queue = [j.sweep_name for j in lane_order(sweeps)]
     queue += [st.name for st in steps if st.name not in order and st.name not in (after or {})]
     queue += [name for name in (after or {}) if name in seconds]
     free = [0.0] * max(1, lanes)

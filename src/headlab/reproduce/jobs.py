@@ -73,6 +73,14 @@ def _teacher_sweeps(specs: list[ClaimSpec], scale: str, planned, elsewhere: froz
     return list(found.values())
 
 
+def lane_order(sweeps: list[SweepJob]) -> list[SweepJob]:
+    """The order lanes take sweeps in (the runner, and the estimate that mimics it): teachers' sweeps
+    first, then their students (they wait for them anyway; a long student left to the end runs
+    alone), then the rest, each group in plan order."""
+    teachers = {j.teacher[0] for j in sweeps if j.teacher}
+    return sorted(sweeps, key=lambda j: (j.sweep_name not in teachers, not j.teacher))
+
+
 def _teachers_first(jobs: list[SweepJob], scale: str, elsewhere: frozenset[str] = frozenset()) -> list[SweepJob]:
     """A sweep whose teacher is a job of another sweep runs after it; a teacher sweep that is neither
     planned nor another claim's (`elsewhere`: its folder holds the teacher) is refused."""

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from headlab.reproduce.freeze import FREEZE_FILE, record_start, run_freeze_file
-from headlab.reproduce.jobs import RunJob, SuiteJob, SweepJob
+from headlab.reproduce.jobs import RunJob, SuiteJob, SweepJob, lane_order
 from headlab.reproduce.spec import PER_JOB_COMMANDS, PerJob
 from headlab.reproduce.statistics import same_value
 from headlab.store import RunDir
@@ -274,9 +274,8 @@ def run_plan(runner: Runner, sweeps: list[SweepJob], runs: list[RunJob | SuiteJo
             runner.run_suite(job) if isinstance(job, SuiteJob) else runner.run_one(job)
         for item in deferred:
             runner.run_deferred(item)
-    else:  # teachers first, then their students (they wait for them anyway; a long student left to the end runs alone)
-        teachers = {j.teacher[0] for j in sweeps if j.teacher}
-        _in_lanes(runner, sorted(sweeps, key=lambda j: (j.sweep_name not in teachers, not j.teacher)) + list(runs) + list(deferred))
+    else:
+        _in_lanes(runner, lane_order(sweeps) + list(runs) + list(deferred))
     if runner.dry_run:
         return {}
     every = [*sweeps, *(d.job for d in deferred), *(j for j in runs if isinstance(j, SuiteJob))]

@@ -39,3 +39,38 @@ def record_jobs(sweep_dir: Path, spec, scale: str = "quick", **changes: list[str
                                                    encoding="utf-8")
         jobs.append(job)
     return jobs
+
+
+# The cpu sweeps of the claims `make reproduce-cpu` stopped running after its second ledger of
+# 2026-12-04 (commit 417f0c8 still had them): tests of the cpu machinery that used these claims as
+# their example give them back on a copy of the spec.
+LAST_CPU = {
+    "c07_domains.yaml": ('domains-multidomain-cpu-v5',
+                         '["seed=2600,2601,2602,2603,2604,2605", "model.domain_split_layers=0,2", "model.d_head=16,32"]'),
+    "c08_heads.yaml": ("lm-heads-cpu", '[optim=adamw_constant, optim.lr=0.003, "model.n_heads=2,4,8", '
+                                       '"seed=2000,2001,2002,2003,2004,2005,2006,2007,2008,2009,2010,2011"]'),
+    "c14_seeds.yaml": ("lm-schedule-cpu", '[optim.lr=0.003, "seed=2300,2301,2302,2303,2304,2305"]'),
+    "c15_punctuation.yaml": ("heads-synthetic-cls-cpu-v4",
+                             '["seed=' + ",".join(str(s) for s in range(1700, 1724)) + '", model.n_heads=8, model.pooling=cls]'),
+    "c16_head_width.yaml": ("lm-heads-cpu", '[optim=adamw_constant, optim.lr=0.003, "model.n_heads=2,4,8", '
+                                            '"seed=2000,2001,2002,2003,2004,2005,2006,2007,2008,2009,2010,2011"]'),
+}
+
+
+def with_last_cpu(name: str, text: str) -> str:
+    """Spec `text` of shipped file `name` with its last cpu sweep put back (unchanged if it has one)."""
+    if name not in LAST_CPU or "\n  cpu:" in text:
+        return text
+    sweep, overrides = LAST_CPU[name]
+    block = f"  cpu:\n    sweep_name: {sweep}\n    overrides: {overrides}\n"
+    head, full, tail = text.partition("\n  full:")
+    assert full, f"{name} has no evidence.full to put the cpu sweep before"
+    return head + "\n" + block.rstrip("\n") + full + tail
+
+
+def shipped_with_last_cpu(specs: Path, name: str, out_dir: Path) -> Path:
+    """The shipped spec `name` written to `out_dir` with its last cpu sweep put back."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / name
+    out.write_text(with_last_cpu(name, (specs / name).read_text(encoding="utf-8")), encoding="utf-8")
+    return out

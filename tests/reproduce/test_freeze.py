@@ -20,7 +20,7 @@ from headlab.reproduce.report import claims_table, write_report
 from headlab.reproduce.runner import FOLDER, Runner
 from headlab.reproduce.spec import load_spec
 from headlab.reproduce.verdict import INCONCLUSIVE, SUPPORTED, ClaimResult
-from tests.reproduce.recorded import record_jobs
+from tests.reproduce.recorded import record_jobs, with_last_cpu
 from tests.reproduce.test_verdicts import SPECS, heads_runs
 
 C8 = "c08_heads.yaml"
@@ -58,9 +58,9 @@ def _commit(root: Path, text: str, when: str = "2026-01-01T00:00:00+00:00", name
 
 
 def _c8(version: int = 3, margin: str = "0.015", confirmatory: str = "[10, 11, 12, 13, 14, 15, 16, 17]") -> str:
-    """The shipped C8 spec with its version, margin and seeds replaced (exploratory [0, 1, 2]), whatever
-    version and seeds it ships with now."""
-    text = (SPECS / C8).read_text(encoding="utf-8")
+    """The shipped C8 spec (with its last cpu sweep) with its version, margin and seeds replaced
+    (exploratory [0, 1, 2]), whatever version and seeds it ships with now."""
+    text = with_last_cpu(C8, (SPECS / C8).read_text(encoding="utf-8"))
     text = re.sub(r"^version: \d+$", f"version: {version}", text, count=1, flags=re.M).replace("value: 0.015", f"value: {margin}", 1)
     text = re.sub(r"^  exploratory: \[.*$", "  exploratory: [0, 1, 2]", text, count=1, flags=re.M)
     return re.sub(r"^  confirmatory: \[.*$", f"  confirmatory: {confirmatory}", text, count=1, flags=re.M)

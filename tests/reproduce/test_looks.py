@@ -27,7 +27,10 @@ def _second_look_file(claim: str, seeds: list[int], out_dir: Path, sweep_name: s
     sweep's name + "-rep") with `overrides` (default: the cpu grid on `seeds`)."""
     path = next(SPECS.glob(f"c{int(claim[1:]):02d}_*.yaml"))
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    cpu = data["evidence"]["cpu"]
+    # a claim no longer run at cpu (C14 since the second ledger of 2026-12-04) gets back its last cpu
+    # sweep (version 7's lm-schedule-cpu on its confirmatory seeds) as look 1
+    cpu = data["evidence"].setdefault("cpu", {"sweep_name": "lm-schedule-cpu", "overrides": [
+        "optim.lr=0.003", "seed=" + ",".join(map(str, data["seeds"]["confirmatory"]))]})
     if overrides is None:
         overrides = ["seed=" + ",".join(map(str, seeds)) if o.startswith("seed=") else o for o in cpu["overrides"]]
     data["evidence"]["replication"] = {"sweep_name": sweep_name or cpu["sweep_name"] + "-rep", "overrides": overrides}
@@ -161,7 +164,7 @@ def test_the_runner_gets_each_look_two_sweep_after_its_claims_look_one_sweep():
         return _result(spec.claim, *verdicts[spec.claim])
 
     items = {d.job.sweep_name: d for d in deferred_second_look(specs, "root", {}, evaluate=evaluate)}
-    c5, c12 = "templates-synthetic-cpu-v5", "lm-data-cpu-v8"
+    c5, c12 = "templates-synthetic-cpu-v6", "lm-data-cpu-v8"
     # C14's look 2 waits for the sweep its look 1 reads (shared with C4 and C13), not for C4's or C13's claims
     assert {name: d.after for name, d in items.items()} == {f"{c5}-rep": (c5,), f"{c12}-rep": (c12,), "lm-roles-rep": ("lm-schedule-cpu",)}
     assert read == []  # nothing is read before a lane takes the item

@@ -18,7 +18,7 @@ from headlab.reproduce.multiplicity import control
 from headlab.reproduce.spec import load_spec, load_specs
 from headlab.reproduce.verdict import (SMALLER, DECISIVE, INCONCLUSIVE, NOT_MEASURED, NOT_TESTABLE, SUPPORTED,
                                       ClaimResult)
-from tests.reproduce.recorded import record_jobs
+from tests.reproduce.recorded import record_jobs, shipped_with_last_cpu
 from tests.reproduce.test_verdicts import SPECS, heads_runs
 
 STAMP = "2026-11-30_12-00-00_000000"
@@ -86,7 +86,7 @@ def test_c15_reads_each_seeds_top_head_on_the_final_mark_from_cls_against_its_ow
     step (the primary) and at step 0 (the baseline); t over seeds, hand-computed with scipy."""
     from scipy import stats
 
-    spec = load_spec(SPECS / "c15_punctuation.yaml")
+    spec = load_spec(shipped_with_last_cpu(SPECS, "c15_punctuation.yaml", tmp_path / "spec"))
     rng = np.random.default_rng(0)
     tops = [0.62, 0.58, 0.66, 0.6, 0.64]
     first = [list(rng.uniform(0.0, 0.1, 16)) for _ in tops]
@@ -104,7 +104,7 @@ def test_c15_reads_each_seeds_top_head_on_the_final_mark_from_cls_against_its_ow
 
 
 def test_c15_is_not_testable_where_an_untrained_model_already_holds_the_mark_or_the_data_is_not_the_synthetic_task(tmp_path):
-    spec = load_spec(SPECS / "c15_punctuation.yaml")
+    spec = load_spec(shipped_with_last_cpu(SPECS, "c15_punctuation.yaml", tmp_path / "spec"))
     first = [[0.4] + [0.01] * 15, [0.35] + [0.01] * 15, [0.45] + [0.01] * 15]
     last = [[0.8] + [0.01] * 15] * 3
     _c15_sweep(tmp_path, spec, _mark_table(first, last))
@@ -174,7 +174,7 @@ def test_a_sweep_of_another_grid_under_the_same_folder_name_is_refused_as_eviden
 
 
 def test_exploratory_seeds_are_refused_where_the_confirmatory_ones_are_asked_for(tmp_path):
-    spec = load_spec(SPECS / "c08_heads.yaml")
+    spec = load_spec(shipped_with_last_cpu(SPECS, "c08_heads.yaml", tmp_path / "spec"))
     aggregate = tmp_path / spec.sweep_name("cpu") / STAMP / "aggregate"
     aggregate.mkdir(parents=True)
     record_jobs(aggregate.parent, spec, "cpu", seed=["0", "1", "2"])

@@ -10,7 +10,7 @@ import pytest
 from headlab.reproduce.scale import computed_scale, job_settings, scale_text
 from headlab.reproduce.spec import load_spec
 from headlab.store import RunDir
-from tests.reproduce.recorded import record_jobs
+from tests.reproduce.recorded import record_jobs, shipped_with_last_cpu
 from tests.reproduce.test_verdicts import SPECS, heads_runs
 
 
@@ -79,7 +79,7 @@ def recorded_c8(tmp_path):
     """C8's confirmatory grid recorded as headlab-train saves it: since version 6 the induction LM
     (experiment=induction: 2 layers x 64, 3,000 steps on data=repeat_tokens, max_len 33; 2/4/8 heads x
     its 12 confirmatory seeds), every job finished at step 3,000 but one still running (no summary.json)."""
-    spec = load_spec(SPECS / "c08_heads.yaml")
+    spec = load_spec(shipped_with_last_cpu(SPECS, "c08_heads.yaml", tmp_path / "spec"))
     sweep = tmp_path / spec.sweep_name("cpu") / "2026-12-04_01-42-00_000000"
     (sweep / "aggregate").mkdir(parents=True)
     jobs = record_jobs(sweep, spec, "cpu", model__n_layers=["2"], model__d_model=["64"], trainer__max_steps=["3000"],
@@ -116,8 +116,11 @@ def test_a_recorded_sweep_gives_the_verdict_its_scale_in_claims_csv_and_the_summ
 def test_a_claim_without_evidence_has_no_scale(tmp_path):
     from headlab.reproduce.evidence import evaluate_claim
 
-    result = evaluate_claim(load_spec(SPECS / "c08_heads.yaml"), tmp_path / "none", scale="cpu")
+    result = evaluate_claim(load_spec(shipped_with_last_cpu(SPECS, "c08_heads.yaml", tmp_path / "spec")), tmp_path / "none", scale="cpu")
     assert result.verdict == "not measured" and result.scale == ""
+    # a claim the cpu plan does not run (C8 since the second ledger of 2026-12-04) is not measured there either
+    result = evaluate_claim(load_spec(SPECS / "c08_heads.yaml"), tmp_path / "none", scale="cpu")
+    assert result.verdict == "not measured" and "no cpu scale" in result.reason and result.scale == ""
 
 
 def test_a_job_whose_saved_config_does_not_parse_is_left_out_of_the_scale(recorded_c8):

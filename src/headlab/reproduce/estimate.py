@@ -1,7 +1,8 @@
 """How long a scale's plan takes on this machine, from measured step times.
 
-A step the cpu scale has run takes the time it took (`CPU_SECONDS`: the confirmatory run of
-2026-12-02 and its second look, 2 CPU cores, two lanes, docs/results/2026-12-02-second-look.md).
+A step the cpu scale has run takes the time it took (`CPU_SECONDS`: the confirmatory runs of
+2026-12-02 and 2026-12-04, 2 CPU cores, two lanes, docs/results/2026-12-02-second-look.md and
+docs/results/2026-12-04-two-hour-ledger.md).
 Any other step is the quick step of the same claims
 (docs/results/2026-11-30-reproduce-quick.md: commit 753d192), scaled by its number of jobs (the
 sweep file's grid with the axes its overrides set replaced by theirs) and by its sequence length where it changes (data.max_len 64 -> 128:
@@ -63,7 +64,7 @@ MEASURED = "make reproduce-quick, 2026-11-30, commit 753d192, 2 cores (lm-roles,
 CPU_SECONDS = {"templates-synthetic-cpu": 496,
                "domains-multidomain-cpu": 536,
                "data_size-synthetic-cpu": 298, "distill-zh_reviews-cpu": 504,
-               "c17-minilm-en_news-cpu": 33, "templates-synthetic-rep": 982, "data_size-synthetic-rep": 1750,
+               "c17-minilm-en_news-cpu": 47, "templates-synthetic-rep": 982, "data_size-synthetic-rep": 1750,
                # 2026-12-03 (docs/results/2026-12-03-lm-roles.md): 939 s and 354 s with two jobs side by side on
                # the 2 cores; a lane runs one job at a time on one core, so twice that
                "lm-roles-cpu": 1878, "lm-roles-rep": 708,
@@ -78,9 +79,14 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
                "lm-grad-cpu-v7": 2306,
                # C15 v4 (docs/results/2026-12-04-c12-c15.md): its 24 synthetic jobs in one lane of one thread, beside
                # C12 v7's lane for their last 5 minutes
-               "heads-synthetic-cls-cpu-v4": 991,
+               "heads-synthetic-cls-cpu-v4": 849,
                # C12 v7 (the same page): its 24 LM jobs in one lane of one thread, beside C15 v4's lane at first
-               "lm-data-cpu-v7": 1496}
+               "lm-data-cpu-v7": 1496,
+               # the clean-clone run of commit 6fabec9, 2026-12-04 (docs/results/2026-12-04-two-hour-ledger.md):
+               # each step's lane seconds from the runner's jobs_time.csv, two lanes of one thread on 2 cores
+               "heads-zh_reviews-teacher-cpu": 246, "distill-zh_reviews-cpu-v5": 2402, "lm-schedule-cpu": 486,
+               "lm-lr-cpu-v6": 1184, "lm-posenc-cpu-v7": 624, "templates-synthetic-cpu-v5": 704, "lm-init-cpu-v7": 562,
+               "domains-multidomain-cpu-v5": 930, "lm-data-cpu-v8": 702, "lm8-cpu-v8": 1262}
 # Steps not yet run at the cpu scale whose jobs are the measured jobs of a sweep above, timed from them
 # (shown as "from measured jobs"); heads-zh_reviews-cpu, C15's sweep up to version 3 (24 zh jobs and 8
 # prunes), took 4200 s. C5 v4 is templates-synthetic-cpu's job (496 s / 16) x 32 jobs; C12 v6 trains both
@@ -95,29 +101,19 @@ CPU_SECONDS = {"templates-synthetic-cpu": 496,
 # data_size_steps-synthetic-cpu (792 s) left the plan for C12 v7's LM sweep (measured above)
 DERIVED_SECONDS = {"templates-synthetic-cpu-v4": 992,
                    "heads-zh_reviews-cpu-v4": 3640,
-                   "lm-roles-c3-cpu-v5": 3287, "distill-zh_reviews-cpu-v5": 2544,
+                   "lm-roles-c3-cpu-v5": 3287,
                    "domains-multidomain-cpu-v4": 2144, "lm-posenc-cpu-v6": 1174,
                    "heads-zh_reviews-cpu-c8v5": 7296,
-                   # the plan of 2026-12-04 (commit 6fabec9), sized to the 2-hour budget. An LM job of
-                   # 2, 4 or 8 heads takes 45.6, 49.9 or 67.0 s of a lane (the mean wall_s of the lm-heads
-                   # trial of 2026-12-04, seeds 1900-1903, two jobs side by side, plus 4.6 s of start);
-                   # headlab-prune about 39 s and headlab-importance about 30 s a job (C10 v7's and C18
-                   # v7's steps less their 8-head jobs); a templates job 31 s and a domains job 33.5 s
-                   # (templates-synthetic-cpu, domains-multidomain-cpu); C11's teacher is one zh job of
-                   # heads-zh_reviews-cpu-v4 (152 s)
-                   "lm-heads-cpu": 1950,          # 12 seeds x (45.6 + 49.9 + 67.0)
-                   "lm8-cpu-v8": 2040,            # 15 seeds x (67.0 + 39 + 30)
-                   "lm-lr-cpu-v6": 1397,          # 28 four-head jobs
-                   "lm-schedule-cpu": 599,        # 12 four-head jobs
-                   "lm-posenc-cpu-v7": 798,       # 16 four-head jobs
-                   "lm-init-cpu-v7": 599,         # 12 four-head jobs
-                   "lm-data-cpu-v8": 804,         # 12 eight-head jobs
-                   "templates-synthetic-cpu-v5": 744,   # 24 jobs
-                   "domains-multidomain-cpu-v5": 804,   # 24 jobs
-                   "heads-zh_reviews-teacher-cpu": 152}
+                   # the plan after the ledger of 2026-12-04: the steps of its clean-clone run (CPU_SECONDS)
+                   # per job, times the new grids' jobs. C2's lm-heads-cpu keeps its 12 four-head jobs
+                   # (mean wall_s 50.25 s plus 2 s of start in that run); C3 v7, C5 v6 and C9 v8 run more seeds
+                   "lm-heads-cpu": 628,                  # 12 x 52.3
+                   "lm-lr-cpu-v7": 2368,                 # lm-lr-cpu-v6's 1,184 s / 28 jobs x 56
+                   "templates-synthetic-cpu-v6": 1643,   # templates-synthetic-cpu-v5's 704 s / 24 jobs x 56
+                   "lm-init-cpu-v8": 1499}               # lm-init-cpu-v7's 562 s / 12 jobs x 32
 # heads-synthetic-cpu (C18 up to v5, 860 s), init_scale-synthetic-cpu (C9 up to v4, 480 s) and
 # posenc-synthetic-cpu-v5 (C6 v5, 762 s) left the plan: C18 v7, C10 v7, C9 v5 and C6 v6 run the LM
-CPU_MEASURED = "make reproduce-cpu, 2026-12-02, 2 cores"
+CPU_MEASURED = "make reproduce-cpu, 2026-12-02 and 2026-12-04, 2 cores"
 
 
 @dataclass(frozen=True)

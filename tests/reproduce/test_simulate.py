@@ -10,13 +10,14 @@ import pytest
 import yaml
 from scipy import stats
 
-from headlab.reproduce.simulate import SCENARIOS, draw, is_false, simulate, true_effect, units
+from headlab.reproduce.simulate import SCENARIOS, draw, is_false, simulate, at_scale, true_effect, units
 from headlab.reproduce.spec import load_spec, load_specs
 from headlab.reproduce.verdict import ABSENT, DIRECTION_ONLY, REVERSED, SMALLER, SUPPORTED
 from headlab.stats.decisions import FAMILYWISE
 
 SPECS = load_specs(Path(__file__).resolve().parents[2] / "conf" / "reproduce")
 BY_CLAIM = {s.claim: s for s in SPECS}
+CPU_PLAN = at_scale(SPECS, "cpu")   # the family of a make reproduce-cpu ledger
 
 
 def _within(errors: int, ledgers: int, level: float = FAMILYWISE) -> bool:
@@ -29,6 +30,20 @@ def _within(errors: int, ledgers: int, level: float = FAMILYWISE) -> bool:
 def test_the_familywise_error_of_the_pipeline_is_at_most_five_percent(scenario):
     result = simulate(SPECS, scenario, ledgers=200, seed=7)
     assert result.ledgers == 200 and len(result.verdicts) == 18
+    assert _within(result.familywise_errors, result.ledgers), (scenario, result.fwer)
+
+
+def test_a_ledger_tests_the_claims_its_scale_runs_and_the_computed_one():
+    # since the second ledger of 2026-12-04 the cpu plan leaves out C7, C8, C14, C15 and C16 (40-200 seeds to decide)
+    assert [s.claim for s in CPU_PLAN] == ["C1", "C2", "C3", "C4", "C5", "C6", "C9", "C10", "C11", "C12", "C13", "C17", "C18"]
+    assert BY_CLAIM["C1"].evidence.kind == "computed" and "cpu" not in BY_CLAIM["C1"].has_scale
+    assert at_scale(SPECS, "quick") == SPECS   # the quick scale runs every claim
+
+
+@pytest.mark.parametrize("scenario", ["no_effect", "at_margin"])
+def test_the_familywise_error_of_the_cpu_plans_family_is_at_most_five_percent(scenario):
+    result = simulate(CPU_PLAN, scenario, ledgers=200, seed=7)
+    assert len(result.verdicts) == 13 and "C8" not in result.verdicts
     assert _within(result.familywise_errors, result.ledgers), (scenario, result.fwer)
 
 
@@ -76,14 +91,11 @@ def test_an_unknown_scenario_is_one_clear_error():
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_two_thousand_ledgers_per_scenario(scenario):
-    """The documented run (docs/reproduce.md, "The pipeline calibrated by simulation")."""
-    result = simulate(SPECS, scenario, ledgers=2000, seed=1)
+    """The documented run (docs/reproduce.md, "The pipeline calibrated by simulation"): the cpu plan's family."""
+    result = simulate(CPU_PLAN, scenario, ledgers=2000, seed=1)
     assert _within(result.familywise_errors, result.ledgers)
     if scenario == "beyond_margin":  # every claim one per-unit SD beyond its margin: some power, never a false call
-        # since the specs of 6fabec9 no claim has the 28 seeds C3 had (over 0.9 then): seed 1 gives C15 0.82
-        # (24 units), C11 0.49 (16 seeds), C3 0.39 (14), C5 0.24 (12), C13 0.03 (6)
-        assert result.familywise_errors == 0 and result.share("C15", SUPPORTED) > 0.7 and result.share("C3", SUPPORTED) > 0.3
-        # power grows with the units, among paired differences: 16 seeds (C11) > 14 (C3) > 12 (C5) > 6 (C13)
-        assert [result.units[c] for c in ("C11", "C3", "C5", "C13")] == [(16, 0), (14, 0), (12, 0), (6, 0)]
-        assert (result.share("C11", SUPPORTED) > result.share("C3", SUPPORTED) > result.share("C5", SUPPORTED)
-                > result.share("C13", SUPPORTED))
+        assert result.familywise_errors == 0 and result.share("C3", SUPPORTED) > 0.5 and result.share("C5", SUPPORTED) > 0.5
+        # power grows with the units, among paired differences: 28 seeds (C3, C5) > 16 (C11, C9) > 6 (C13)
+        assert [result.units[c] for c in ("C3", "C5", "C11", "C9", "C13")] == [(28, 0), (28, 0), (16, 0), (16, 0), (6, 0)]
+        assert min(result.share(c, SUPPORTED) for c in ("C3", "C5")) > result.share("C11", SUPPORTED) > result.share("C13", SUPPORTED)

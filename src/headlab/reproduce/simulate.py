@@ -95,6 +95,12 @@ def draw(spec: ClaimSpec, effect: float, n: int, rng: np.random.Generator, sprea
     return low + width * rng.beta(mu * concentration, (1 - mu) * concentration, n)
 
 
+def at_scale(specs: list[ClaimSpec], scale: str) -> list[ClaimSpec]:
+    """The specs a ledger at `scale` tests: computed claims, and the claims with evidence settings at
+    that scale. A claim the scale does not run is not measured there, so outside its Holm family."""
+    return [s for s in specs if s.evidence.kind == "computed" or scale in s.has_scale]
+
+
 def simulate(specs: list[ClaimSpec], scenario: str, ledgers: int, seed: int = 0, spread: float = 0.5) -> Simulated:
     """`ledgers` ledgers of every spec with a margin under `scenario`, through the real pipeline
     (`spread`: the per-unit SD in margin distances)."""

@@ -157,6 +157,31 @@ def test_a_teacher_another_claims_sweep_holds_or_a_left_out_claim_ran_is_not_tra
     assert [j.sweep_name for j in sweep_jobs([c11], "cpu", elsewhere=frozenset({C11_TEACHER}))] == ["distill-zh_reviews-cpu-v5"]
 
 
+@pytest.mark.parametrize("held, sweep, refused", [
+    # the claim's sweep trains the teacher at max_len 64, the teacher's overrides say 128
+    (["experiment=sweep_zh", "seed=1000,1001", "model.n_heads=4,8", "trainer.max_epochs=2", "data.max_len=64"], "heads",
+     "evidence.cpu.teacher.overrides='data.max_len=128': expected data.max_len=64, as C15's sweep "),
+    # its seeds leave out the teacher's seed 1000
+    (["experiment=sweep_zh", "seed=1001,1002", "model.n_heads=8", "data.max_len=128"], "heads",
+     "evidence.cpu.teacher.overrides='seed=1000': expected seed=1001,1002, as C15's sweep "),
+    # another sweep file
+    (["experiment=sweep_zh", "seed=1000", "model.n_heads=8"], "templates",
+     "evidence.cpu.teacher.sweep='heads': expected templates, the sweep file of C15's sweep "),
+])
+def test_a_teacher_another_claims_sweep_trains_otherwise_than_its_spec_says_is_refused(tmp_path, held, sweep, refused):
+    import yaml
+
+    c11 = load_spec(SPECS / "c11_distillation.yaml")
+    data = yaml.safe_load((SPECS / "c15_punctuation.yaml").read_text(encoding="utf-8"))
+    data["evidence"]["cpu"] = {"sweep_name": C11_TEACHER, "overrides": held}
+    data["evidence"]["sweep"] = sweep
+    c15 = load_spec(_spec_file(data, tmp_path / "c15_punctuation.yaml"))
+    with pytest.raises(ConfigError) as error:
+        sweep_jobs([c11, c15], "cpu")
+    assert str(error.value).startswith(f"invalid config C11: {refused.split(': expected')[0]}") and refused in str(error.value)
+    assert len(str(error.value).splitlines()) == 1
+
+
 def test_two_specs_training_one_teacher_folder_differently_are_refused(tmp_path):
     data = _c11_data()
     data["claim"] = "C19"

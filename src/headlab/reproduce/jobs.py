@@ -62,15 +62,39 @@ def _teacher_sweeps(specs: list[ClaimSpec], scale: str, planned, elsewhere: froz
         if spec.evidence.kind != "sweep" or getattr(spec.evidence, scale) is None:
             continue
         training = spec.teacher_training(scale)
-        if training is None or training[1] in planned or training[1] in elsewhere:
+        if training is None or training[1] in elsewhere:
             continue
         sweep, name, overrides = training
+        if name in planned:
+            _check_held_teacher(spec, scale, training, planned[name][0][:2], planned[name][1][0])
+            continue
         seen = found.get(name)
         if seen is not None and (seen.sweep, seen.overrides) != (sweep, overrides):
             raise ConfigError(f"{spec.claim}: evidence.{scale}.teacher", name,
                               f"a sweep_name of its own: {seen.claims[0]} trains {sweep} {' '.join(seen.overrides)} under it")
         found[name] = SweepJob(sweep, name, overrides, (*seen.claims, spec.claim) if seen else (spec.claim,))
     return list(found.values())
+
+
+def _settings(overrides) -> dict[str, set[str]]:
+    """key -> the values a list of Hydra overrides gives it (a comma list: a multirun axis)."""
+    return {k: set(v.split(",")) for k, _, v in (str(o).partition("=") for o in overrides) if _ and not k.startswith(("+", "~"))}
+
+
+def _check_held_teacher(spec: ClaimSpec, scale: str, training, held: tuple, holder: str) -> None:
+    """A teacher that another claim's sweep holds is trained by that sweep, not by the teacher's own
+    settings: refuse the plan where the two disagree (another sweep file, or a setting both give whose
+    held values leave out the teacher's), rather than read a teacher trained otherwise than the spec says."""
+    sweep, name, overrides = training
+    held_sweep, held_overrides = held
+    at = f"{spec.claim}: evidence.{scale}.teacher"
+    if held_sweep != sweep:
+        raise ConfigError(f"{at}.sweep", sweep, f"{held_sweep}, the sweep file of {holder}'s sweep {name}, which trains the teacher")
+    given = _settings(held_overrides)
+    for key, values in _settings(overrides).items():
+        if key in given and not values <= given[key]:
+            raise ConfigError(f"{at}.overrides", f"{key}={','.join(sorted(values))}",
+                              f"{key}={','.join(sorted(given[key]))}, as {holder}'s sweep {name} trains the teacher")
 
 
 def lane_order(sweeps: list[SweepJob]) -> list[SweepJob]:

@@ -78,7 +78,8 @@ def _teacher_sweeps(specs: list[ClaimSpec], scale: str, planned, elsewhere: froz
 
 def _settings(overrides) -> dict[str, set[str]]:
     """key -> the values a list of Hydra overrides gives it (a comma list: a multirun axis)."""
-    return {k: set(v.split(",")) for k, _, v in (str(o).partition("=") for o in overrides) if _ and not k.startswith(("+", "~"))}
+    pairs = (str(o).partition("=") for o in overrides)
+    return {key: set(value.split(",")) for key, eq, value in pairs if eq and not key.startswith(("+", "~"))}
 
 
 def _check_held_teacher(spec: ClaimSpec, scale: str, training, held: tuple, holder: str) -> None:

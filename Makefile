@@ -18,7 +18,7 @@ help:
 	@echo "make sweep SWEEP=heads [LAUNCHER=joblib] [ARGS='seed=0,1,2,3,4 experiment=sweep_zh']"
 	@echo "make reproduce-quick   every claim of the article at CPU scale, exploratory (~32 min on 2 cores, resumable) -> reports/<date>/"
 	@echo "make reproduce SCALE=suites [SUITE=NAME|DIR] [DRY_RUN=1]   C1 C2 C4 C14 C17 on public checkpoint suites (docs/pretrained.md)"
-	@echo "make reproduce-cpu     the confirmatory CPU run: every claim on fresh seeds, sized to ~2 h on 2 cores (resumable)"
+	@echo "make reproduce-cpu     the confirmatory CPU run: 13 claims on fresh seeds, about 100 min on 2 cores (resumable)"
 	@echo "make reproduce [DRY_RUN=1] [LAUNCHER=slurm] [OVERRIDE='trainer.accelerator=gpu ...']   the article's scale"
 	@echo "make reproduce-jobs [SCALE=quick|cpu|full]   print the commands a reproduce target runs (runs nothing)"
 	@echo "make reproduce-report [SCALE=quick|cpu|full]   verdicts of every claim from the sweeps on disk -> reports/<date>/"

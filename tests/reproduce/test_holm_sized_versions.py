@@ -35,15 +35,12 @@ def _history_or_skip(path: Path) -> list:
 
 
 def _at_before(history: list):
-    found = next((v for v in history if v.commit.startswith(BEFORE)), None)
-    if found is None:
-        # the spec's last change before BEFORE: the newest version older than every commit after it
-        commits = sh.git(SPECS, "rev-list", f"{BEFORE}")
-        if commits is None or commits.returncode != 0:
-            pytest.skip(f"commit {BEFORE} is not in this checkout's history")
-        older = set(commits.stdout.split())
-        found = next(v for v in history if v.commit in older)
-    return found
+    """The version the spec held at BEFORE: its newest commit among BEFORE and its ancestors."""
+    commits = sh.git(SPECS, "rev-list", BEFORE)
+    if commits is None or commits.returncode != 0:
+        pytest.skip(f"commit {BEFORE} is not in this checkout's history")
+    older = set(commits.stdout.split())
+    return next(v for v in history if v.commit in older)
 
 
 @pytest.mark.parametrize("file, version, fresh, previous, sweep", RESIZED, ids=[r[0][:3] for r in RESIZED])

@@ -15,6 +15,7 @@ from headlab.reproduce.looks import second_look_specs, with_second_look
 from headlab.reproduce.spec import REPLICATION, load_spec, load_specs
 from headlab.reproduce.statistics import Statistic
 from headlab.reproduce.verdict import INCONCLUSIVE, NOT_TESTABLE, SUPPORTED, ClaimResult
+from tests.reproduce.recorded import with_last_cpu
 
 SPECS = Path(__file__).resolve().parents[2] / "conf" / "reproduce"
 
@@ -26,11 +27,9 @@ def _second_look_file(claim: str, seeds: list[int], out_dir: Path, sweep_name: s
     mechanism is tested on specs given one here. The look-2 sweep is `sweep_name` (default: the cpu
     sweep's name + "-rep") with `overrides` (default: the cpu grid on `seeds`)."""
     path = next(SPECS.glob(f"c{int(claim[1:]):02d}_*.yaml"))
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    # a claim no longer run at cpu (C14 since the second ledger of 2026-12-04) gets back its last cpu
-    # sweep (version 7's lm-schedule-cpu on its confirmatory seeds) as look 1
-    cpu = data["evidence"].setdefault("cpu", {"sweep_name": "lm-schedule-cpu", "overrides": [
-        "optim.lr=0.003", "seed=" + ",".join(map(str, data["seeds"]["confirmatory"]))]})
+    # a claim no longer run at cpu (C14 since the second ledger of 2026-12-04) gets back its last cpu sweep as look 1
+    data = yaml.safe_load(with_last_cpu(path.name, path.read_text(encoding="utf-8")))
+    cpu = data["evidence"]["cpu"]
     if overrides is None:
         overrides = ["seed=" + ",".join(map(str, seeds)) if o.startswith("seed=") else o for o in cpu["overrides"]]
     data["evidence"]["replication"] = {"sweep_name": sweep_name or cpu["sweep_name"] + "-rep", "overrides": overrides}

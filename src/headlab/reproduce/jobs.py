@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from headlab.errors import ConfigError
+from headlab.reproduce.provenance import expected_grid
 from headlab.reproduce.spec import EVIDENCE_SCALES, RUN_COMMANDS, SUITES, ClaimSpec, PerJob
 
 # the Hydra launcher each scale runs its sweeps with (suites: headlab-analyze-hf, no multirun, in this process's lane)
@@ -76,12 +77,6 @@ def _teacher_sweeps(specs: list[ClaimSpec], scale: str, planned, elsewhere: froz
     return list(found.values())
 
 
-def _settings(overrides) -> dict[str, set[str]]:
-    """key -> the values a list of Hydra overrides gives it (a comma list: a multirun axis)."""
-    pairs = (str(o).partition("=") for o in overrides)
-    return {key: set(value.split(",")) for key, eq, value in pairs if eq and not key.startswith(("+", "~"))}
-
-
 def _check_held_teacher(spec: ClaimSpec, scale: str, training, held: tuple, holder: str) -> None:
     """A teacher that another claim's sweep holds is trained by that sweep, not by the teacher's own
     settings: refuse the plan where the two disagree (another sweep file, or a setting both give whose
@@ -91,9 +86,9 @@ def _check_held_teacher(spec: ClaimSpec, scale: str, training, held: tuple, hold
     at = f"{spec.claim}: evidence.{scale}.teacher"
     if held_sweep != sweep:
         raise ConfigError(f"{at}.sweep", sweep, f"{held_sweep}, the sweep file of {holder}'s sweep {name}, which trains the teacher")
-    given = _settings(held_overrides)
-    for key, values in _settings(overrides).items():
-        if key in given and not values <= given[key]:
+    given = expected_grid(None, held_overrides)
+    for key, values in expected_grid(None, overrides).items():
+        if key in given and not set(values) <= set(given[key]):
             raise ConfigError(f"{at}.overrides", f"{key}={','.join(sorted(values))}",
                               f"{key}={','.join(sorted(given[key]))}, as {holder}'s sweep {name} trains the teacher")
 
